@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Shared by start.sh and test.sh: checks that PostgreSQL and Redis answer at the configured URLs
+# and says precisely what to do when they do not.
+set -euo pipefail
+
+load_env() {
+  if [ -f .env ]; then set -a; . ./.env; set +a; fi
+  : "${DATABASE_URL:=postgres://postgres@127.0.0.1:5432/authp}"
+  : "${REDIS_URL:=redis://127.0.0.1:6379}"
+  export DATABASE_URL REDIS_URL
+}
+
+check_services() {
+  local pg_admin_url="$1"
+  if ! node -e "
+    const { Client } = require('pg');
+    const c = new Client({ connectionString: process.argv[1], connectionTimeoutMillis: 3000 });
+    c.connect().then(() => c.end()).catch((e) => { console.error(e.message); process.exit(1); });
+  " "$pg_admin_url" >/dev/null 2>/tmp/authp-pg-check.err; then
+    echo "PostgreSQL is not reachable at ${pg_admin_url%%\?*} ($(cat /tmp/authp-pg-check.err))." >&2
+    echo "  Start it:   pg_ctlcluster --skip-systemctl-redirect \$(ls /etc/postgresql) main start" >&2
+    echo "  Install it: apt-get install -y postgresql   (or: docker compose -f docker/compose.yaml up -d postgres)" >&2
+    echo "  Or point DATABASE_URL (in .env) at a server you have." >&2
+    exit 1
+  fi
+  if ! node -e "
+    const Redis = require('ioredis');
+    const r = new Redis(process.argv[1], { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 3000, retryStrategy: () => null });
+    r.connect().then(() => r.ping()).then(() => r.quit()).catch((e) => { console.error(e.message); process.exit(1); });
+  " "$REDIS_URL" >/dev/null 2>/tmp/authp-redis-check.err; then
+    echo "Redis is not reachable at $REDIS_URL ($(cat /tmp/authp-redis-check.err))." >&2
+    echo "  Start it:   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no" >&2
+    echo "  Install it: apt-get install -y redis-server   (or: docker compose -f docker/compose.yaml up -d redis)" >&2
+    echo "  Or point REDIS_URL (in .env) at a server you have." >&2
+    exit 1
+  fi
+}
+
+ensure_deps() {
+  if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    echo "installing dependencies (npm ci)..."
+    npm ci --no-audit --no-fund
+  fi
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `npm start`: installs dependencies, checks PostgreSQL and Redis, creates the database when
+# missing, builds, applies migrations, then runs the API and the worker until Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+ensure_deps
+if [ ! -f .env ]; then
+  echo "creating .env with a fresh KEY_ENCRYPTION_KEY (keep it: it encrypts signing keys and secrets)"
+  echo "KEY_ENCRYPTION_KEY=$(node -e "console.log(require('crypto').randomBytes(32).toString('base64'))")" > .env
+elif ! grep -q '^KEY_ENCRYPTION_KEY=' .env; then
+  echo "KEY_ENCRYPTION_KEY=$(node -e "console.log(require('crypto').randomBytes(32).toString('base64'))")" >> .env
+fi
+load_env
+admin_url=$(node -e "const u=new URL(process.argv[1]); u.pathname='/postgres'; console.log(u.toString())" "$DATABASE_URL")
+check_services "$admin_url"
+node -e "
+  const { Client } = require('pg');
+  const target = new URL(process.argv[1]); const name = decodeURIComponent(target.pathname.slice(1));
+  const c = new Client({ connectionString: process.argv[2] });
+  c.connect()
+    .then(() => c.query('SELECT 1 FROM pg_database WHERE datname = \$1', [name]))
+    .then((r) => r.rowCount ? null : c.query('CREATE DATABASE \"' + name.replace(/\"/g, '') + '\"').then(() => console.log('created database ' + name)))
+    .then(() => c.end())
+    .catch((e) => { console.error('could not create database ' + name + ': ' + e.message); process.exit(1); });
+" "$DATABASE_URL" "$admin_url"
+echo "building..."; npm run build --silent
+npm run migration:run --silent
+echo "starting API on port ${PORT:-3001} and the worker (Ctrl-C stops both)"
+node dist/worker & worker=$!
+node dist/main & api=$!
+trap 'kill $api $worker 2>/dev/null; wait' INT TERM
+wait -n $api $worker; code=$?
+kill $api $worker 2>/dev/null || true
+wait || true
+exit $code

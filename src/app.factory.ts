@@ -1,0 +1,99 @@
+import { randomUUID } from 'crypto';
+import fastifyCookie from '@fastify/cookie';
+import fastifyCors from '@fastify/cors';
+import fastifyHelmet from '@fastify/helmet';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import type { FastifyInstance } from 'fastify';
+import { Logger } from 'nestjs-pino';
+import { ApiModule } from './api.module';
+import { AppConfig } from './config/config';
+import { getConfig } from './config/config.module';
+import { EnvelopeCipher } from './shared/crypto/envelope-cipher';
+import { setCursorKey } from './shared/db/pagination';
+import { createValidationPipe } from './shared/errors/validation.pipe';
+import { installMetrics } from './shared/http/metrics';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function trustProxy(value: string): boolean | number | string {
+  if (value === 'true') return true;
+  if (value === 'false' || value === '') return false;
+  if (/^\d+$/.test(value)) return Number(value);
+  return value;
+}
+
+/** Builds the API application (used by `node dist/main` and by the e2e tests). */
+export async function createApiApp(opts: { logger?: boolean } = {}): Promise<NestFastifyApplication> {
+  const config = getConfig();
+  const adapter = new FastifyAdapter({
+    trustProxy: trustProxy(config.TRUST_PROXY),
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    logger: false,
+    // X-Request-Id: the caller's when well-formed, else a new UUID; copied onto the raw
+    // request so the pino request logger and error logs carry the same id.
+    genReqId: (raw: import('http').IncomingMessage) => {
+      const given = raw.headers['x-request-id'];
+      const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+      raw.headers['x-request-id'] = id;
+      return id;
+    },
+  });
+  const app = await NestFactory.create<NestFastifyApplication>(ApiModule, adapter, { bufferLogs: true, abortOnError: false });
+  if (opts.logger !== false) app.useLogger(app.get(Logger));
+  else app.useLogger(false);
+  await configureApp(app, config);
+  return app;
+}
+
+async function configureApp(app: NestFastifyApplication, config: AppConfig): Promise<void> {
+  const fastify = app.getHttpAdapter().getInstance() as unknown as FastifyInstance;
+  setCursorKey(app.get(EnvelopeCipher).deriveKey('cursor'));
+
+  await app.register(fastifyCookie as never);
+  await app.register(fastifyHelmet as never, {
+    contentSecurityPolicy: {
+      directives: {
+        defaultSrc: ["'self'"],
+        scriptSrc: ["'self'", "'unsafe-inline'"],
+        styleSrc: ["'self'", "'unsafe-inline'"],
+        imgSrc: ["'self'", 'data:', 'https:'],
+      },
+    },
+  } as never);
+  await app.register(fastifyCors as never, {
+    origin: config.corsOrigins.length ? config.corsOrigins : false,
+    credentials: true,
+    exposedHeaders: ['X-Request-Id', 'Retry-After', 'X-Service-Docs', 'WWW-Authenticate'],
+  } as never);
+
+  fastify.addHook('onSend', (req, reply, payload, done) => {
+    reply.header('X-Request-Id', req.id);
+    done(null, payload);
+  });
+  if (config.METRICS_ENABLED) installMetrics(fastify);
+
+  // errors raised by Fastify itself (body parsing, size) and unknown routes reach the global
+  // ProblemFilter through Nest's own Fastify error and not-found handlers: one envelope.
+
+  app.useGlobalPipes(createValidationPipe());
+  app.enableShutdownHooks();
+
+  const doc = SwaggerModule.createDocument(
+    app,
+    new DocumentBuilder()
+      .setTitle('authp: authentication platform API')
+      .setDescription(
+        'Multi-tenant authentication with guest sessions and RFC 8693 token exchange for AI agents. ' +
+          'Errors are RFC 9457 problem+json (`code` is stable); /oauth/* errors use RFC 6749 section 5.2. ' +
+          'Rate limits answer 429 with Retry-After and X-Service-Docs.',
+      )
+      .setVersion('1.0.0')
+      .addBearerAuth()
+      .addApiKey({ type: 'apiKey', in: 'header', name: 'X-API-Key' }, 'api_key')
+      .addCookieAuth('authp_dashboard')
+      .build(),
+  );
+  SwaggerModule.setup('docs', app, doc, { jsonDocumentUrl: 'openapi.json' });
+}

@@ -1,0 +1,137 @@
+import 'reflect-metadata';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import * as dotenv from 'dotenv';
+import { plainToInstance, Transform } from 'class-transformer';
+import {
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  IsUrl,
+  Max,
+  Min,
+  MinLength,
+  validateSync,
+} from 'class-validator';
+
+const toInt = ({ value }: { value: unknown }) => (value === undefined || value === '' ? undefined : Number(value));
+const toBool = ({ value }: { value: unknown }) =>
+  value === undefined || value === '' ? undefined : ['1', 'true', 'yes', 'on'].includes(String(value).toLowerCase());
+
+/** The development default of KEY_ENCRYPTION_KEY; refused in production. */
+export const DEV_KEY_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
+
+/** Environment schema: every variable the service reads, validated once at boot. */
+export class EnvSchema {
+  @IsIn(['development', 'test', 'production']) NODE_ENV: 'development' | 'test' | 'production' = 'development';
+  @Transform(toInt) @IsInt() @Min(0) @Max(65535) PORT = 3001;
+  @IsUrl({ require_tld: false, protocols: ['http', 'https'] }) PUBLIC_BASE_URL = 'http://localhost:3001';
+  @IsUrl({ require_tld: false, protocols: ['http', 'https'] }) ACCOUNTS_URL = 'http://localhost:3001';
+  @IsOptional() @IsString() TOKEN_AUDIENCE?: string;
+  @IsString() DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/authp';
+  @Transform(toInt) @IsInt() @Min(1) @Max(200) DATABASE_POOL_SIZE = 20;
+  @IsString() REDIS_URL = 'redis://127.0.0.1:6379';
+  @IsString() REDIS_KEY_PREFIX = 'authp:';
+  @IsOptional() @IsString() SMTP_URL?: string;
+  @IsString() EMAIL_FROM = 'no-reply@localhost';
+  @IsString() @MinLength(40) KEY_ENCRYPTION_KEY = DEV_KEY_ENCRYPTION_KEY;
+  @IsString() TRUST_PROXY = 'loopback';
+  @IsString() CORS_ORIGINS = '';
+  @Transform(toInt) @IsInt() @Min(1024) BODY_LIMIT_BYTES = 102400;
+  @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
+  @Transform(toInt) @IsInt() @Min(1) @Max(64) API_WORKERS = 1;
+  @IsUrl({ require_tld: false }) RATE_LIMIT_DOCS_URL = 'http://localhost:3001/docs#rate-limits';
+
+  @Transform(toInt) @IsInt() @Min(60) @Max(86400) ACCESS_TOKEN_TTL_SECONDS = 900;
+  @Transform(toInt) @IsInt() @Min(300) REFRESH_TOKEN_TTL_SECONDS = 30 * 86400;
+  @Transform(toInt) @IsInt() @Min(0) @Max(300) REFRESH_REUSE_GRACE_SECONDS = 10;
+  @Transform(toInt) @IsInt() @Min(60) DASHBOARD_SESSION_IDLE_SECONDS = 30 * 60;
+  @Transform(toInt) @IsInt() @Min(300) DASHBOARD_SESSION_ABSOLUTE_SECONDS = 12 * 3600;
+  @Transform(toInt) @IsInt() @Min(60) DASHBOARD_REAUTH_MAX_AGE_SECONDS = 5 * 60;
+  @Transform(toInt) @IsInt() @Min(3600) INVITE_TTL_SECONDS = 7 * 86400;
+  @Transform(toInt) @IsInt() @Min(60) IDEMPOTENCY_TTL_SECONDS = 86400;
+
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_AUTH_WRITE_MAX = 120;
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_AUTH_READ_MAX = 600;
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_REGISTER_PER_MIN = 5;
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_SIGNUP_PER_MIN = 5;
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_ANONYMOUS_PER_IP_PER_MIN = 5;
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR = 1000;
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_REFRESH_PER_IP_PER_MIN = 600;
+  /** failed logins per (account, client address) pair in the window: blocks only that pair */
+  @Transform(toInt) @IsInt() @Min(1) LOGIN_FAILURES_PER_ACCOUNT_IP = 5;
+  /** failed logins per account from all addresses in the window */
+  @Transform(toInt) @IsInt() @Min(1) LOGIN_FAILURES_PER_ACCOUNT = 50;
+  /** failed logins per client address (all accounts) in the window */
+  @Transform(toInt) @IsInt() @Min(1) LOGIN_FAILURES_PER_IP = 100;
+  @Transform(toInt) @IsInt() @Min(10) LOGIN_FAILURE_WINDOW_SECONDS = 900;
+
+  @IsOptional() @IsString() TURNSTILE_SECRET?: string;
+  @IsUrl({ require_tld: false }) TURNSTILE_SITEVERIFY_URL = 'https://challenges.cloudflare.com/turnstile/v0/siteverify';
+
+  @Transform(toInt) @IsInt() @Min(1024) ARGON2_MEMORY_KIB = 19456;
+  @Transform(toInt) @IsInt() @Min(1) ARGON2_TIME_COST = 2;
+  @Transform(toInt) @IsInt() @Min(1) ARGON2_PARALLELISM = 1;
+  @Transform(toInt) @IsInt() @Min(1) @Max(64) ARGON2_MAX_CONCURRENCY = Math.max(1, os.cpus().length);
+
+  @Transform(toInt) @IsInt() @Min(1) OUTBOX_POLL_MS = 500;
+  @Transform(toBool) @IsBoolean() @IsOptional() METRICS_ENABLED = true;
+}
+
+export type AppConfig = Readonly<
+  Omit<EnvSchema, 'TOKEN_AUDIENCE'> & {
+    TOKEN_AUDIENCE: string;
+    isProduction: boolean;
+    isTest: boolean;
+    keyEncryptionKey: Buffer;
+    corsOrigins: string[];
+  }
+>;
+
+export const APP_CONFIG = Symbol('APP_CONFIG');
+
+function loadDotEnv(): void {
+  if (process.env.NODE_ENV === 'test') return;
+  const file = process.env.DOTENV_PATH ?? path.resolve(process.cwd(), '.env');
+  if (fs.existsSync(file)) dotenv.config({ path: file });
+}
+
+/** Validates the environment into a typed, frozen config; throws with every problem listed. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  if (env === process.env) loadDotEnv();
+  const raw: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '') raw[k] = v;
+  const parsed = plainToInstance(EnvSchema, raw, { exposeDefaultValues: true });
+  const errors = validateSync(parsed, { whitelist: false });
+  const problems = errors.map((e) => `${e.property}: ${Object.values(e.constraints ?? {}).join(', ')}`);
+
+  const kek = Buffer.from(parsed.KEY_ENCRYPTION_KEY ?? '', 'base64');
+  if (kek.length !== 32) problems.push('KEY_ENCRYPTION_KEY: must be base64 of exactly 32 bytes');
+  if (parsed.NODE_ENV === 'production') {
+    if (!env.KEY_ENCRYPTION_KEY || parsed.KEY_ENCRYPTION_KEY === DEV_KEY_ENCRYPTION_KEY)
+      problems.push('KEY_ENCRYPTION_KEY: must be set to a secret of your own in production (openssl rand -base64 32)');
+    if (!env.DATABASE_URL) problems.push('DATABASE_URL: must be set in production');
+    if (!env.REDIS_URL) problems.push('REDIS_URL: must be set in production');
+    if (!env.PUBLIC_BASE_URL) problems.push('PUBLIC_BASE_URL: must be set in production');
+    if (!env.SMTP_URL) problems.push('SMTP_URL: must be set in production (mail cannot be logged there)');
+  }
+  if (problems.length) {
+    throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  }
+  const isTest = parsed.NODE_ENV === 'test';
+  const cfg = {
+    ...parsed,
+    // argon2id OWASP parameters (19 MiB, t=2, p=1); a lower cost only under NODE_ENV=test.
+    ARGON2_MEMORY_KIB: isTest && !env.ARGON2_MEMORY_KIB ? 1024 : parsed.ARGON2_MEMORY_KIB,
+    ARGON2_TIME_COST: isTest && !env.ARGON2_TIME_COST ? 1 : parsed.ARGON2_TIME_COST,
+    TOKEN_AUDIENCE: parsed.TOKEN_AUDIENCE ?? parsed.PUBLIC_BASE_URL,
+    isProduction: parsed.NODE_ENV === 'production',
+    isTest,
+    keyEncryptionKey: kek,
+    corsOrigins: parsed.CORS_ORIGINS.split(',').map((s) => s.trim()).filter(Boolean),
+  };
+  return Object.freeze(cfg) as AppConfig;
+}

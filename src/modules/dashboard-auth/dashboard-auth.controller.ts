@@ -1,0 +1,82 @@
+import { Body, Controller, Get, HttpCode, Param, Post, Res } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
+import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import type { FastifyReply } from 'fastify';
+import { ClientInfo, ClientInfoValue, CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
+import { DashboardSessionService } from '../../shared/auth/dashboard-session.service';
+import { DashboardAuth } from '../../shared/auth/dashboard.guard';
+import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import {
+  AcceptInviteRequestDto,
+  DashboardLoginRequestDto,
+  DashboardReauthRequestDto,
+  DashboardSessionResponse,
+  InviteMemberRequestDto,
+} from './dashboard-auth.dto';
+import { AcceptInviteCommand, InviteMemberCommand } from './invites/invite-member.command';
+import { DashboardLoginCommand } from './login/dashboard-login.command';
+import { DashboardReauthCommand } from './reauth.handler';
+
+@ApiTags('dashboard')
+@Controller('v1/auth/dashboard')
+export class DashboardAuthController {
+  constructor(
+    private readonly commandBus: CommandBus,
+    private readonly sessions: DashboardSessionService,
+  ) {}
+
+  @Post('login')
+  @HttpCode(200)
+  @ApiOperation({ summary: 'Dashboard sign-in (spec 2.7); sets the session cookie' })
+  async login(@Body() body: DashboardLoginRequestDto, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<DashboardSessionResponse> {
+    const r = await this.commandBus.execute(new DashboardLoginCommand(body.email, body.password, client));
+    this.sessions.setCookie(reply, r.sessionToken);
+    return r.body;
+  }
+
+  @Post('logout')
+  @HttpCode(204)
+  @DashboardAuth()
+  @ApiOperation({ summary: 'End the dashboard session server-side' })
+  async logout(@CurrentDashboard() session: DashboardPrincipal, @Res({ passthrough: true }) reply: FastifyReply): Promise<void> {
+    await this.sessions.revoke(session.sessionId);
+    this.sessions.clearCookie(reply);
+  }
+
+  @Get('me')
+  @DashboardAuth()
+  @ApiOperation({ summary: 'The signed-in dashboard user, memberships and CSRF token' })
+  me(@CurrentDashboard() s: DashboardPrincipal): DashboardSessionResponse {
+    return {
+      user: { id: s.userId, email: s.email },
+      memberships: s.memberships.map((m) => ({ tenant_slug: m.tenant_slug, role: m.role })),
+      csrf_token: s.csrfToken,
+    };
+  }
+
+  @Post('reauth')
+  @HttpCode(200)
+  @DashboardAuth()
+  @ApiOperation({ summary: 'Confirm the password for sensitive actions (spec 2.7)' })
+  reauth(@CurrentDashboard() s: DashboardPrincipal, @Body() body: DashboardReauthRequestDto, @ClientInfo() client: ClientInfoValue): Promise<{ verified_at: string }> {
+    return this.commandBus.execute(new DashboardReauthCommand(s, body.password, client.ip));
+  }
+
+  @Post('tenants/:slug/members')
+  @HttpCode(201)
+  @DashboardAuth({ tenant: true, owner: true })
+  @ApiOperation({ summary: 'Invite a member (owner only); the token is also emailed' })
+  invite(@Param('slug') _slug: string, @CurrentDashboard() s: DashboardPrincipal, @Body() body: InviteMemberRequestDto): Promise<{ invite_token: string }> {
+    return this.commandBus.execute(new InviteMemberCommand(s, body.email, body.role));
+  }
+
+  @Post('invites/accept')
+  @HttpCode(200)
+  @RateLimit({ bucket: 'invite-accept', by: 'ip', limit: (c) => c.RATE_LIMIT_SIGNUP_PER_MIN * 4, windowSeconds: 60 })
+  @ApiOperation({ summary: 'Accept an invitation; answers as login' })
+  async accept(@Body() body: AcceptInviteRequestDto, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<DashboardSessionResponse> {
+    const r = await this.commandBus.execute(new AcceptInviteCommand(body.token, body.password, client.ip));
+    this.sessions.setCookie(reply, r.sessionToken);
+    return r.body;
+  }
+}

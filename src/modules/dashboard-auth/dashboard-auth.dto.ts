@@ -1,0 +1,30 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { IsEmail, IsIn, IsString, Length, MaxLength } from 'class-validator';
+
+/** spec 2.7 DashboardLoginRequest */
+export class DashboardLoginRequestDto {
+  @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ minLength: 8, maxLength: 128 }) @IsString() @Length(8, 128) password!: string;
+}
+
+/** spec 2.7 DashboardReauthRequest */
+export class DashboardReauthRequestDto {
+  @ApiProperty({ minLength: 8, maxLength: 128 }) @IsString() @Length(8, 128) password!: string;
+}
+
+export class InviteMemberRequestDto {
+  @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ enum: ['owner', 'member'] }) @IsIn(['owner', 'member']) role!: 'owner' | 'member';
+}
+
+export class AcceptInviteRequestDto {
+  @ApiProperty({ minLength: 1, maxLength: 512 }) @IsString() @Length(1, 512) token!: string;
+  @ApiProperty({ minLength: 8, maxLength: 128, description: 'a new account needs 12-128 characters; an existing account its current password' })
+  @IsString() @Length(8, 128) password!: string;
+}
+
+export interface DashboardSessionResponse {
+  user: { id: string; email: string };
+  memberships: { tenant_slug: string; role: 'owner' | 'member' }[];
+  csrf_token: string;
+}

@@ -1,0 +1,117 @@
+import { Inject } from '@nestjs/common';
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { APP_CONFIG, AppConfig } from '../../../config/config';
+import { DashboardSessionService } from '../../../shared/auth/dashboard-session.service';
+import { PasswordHasher } from '../../../shared/crypto/password-hasher';
+import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
+import { Db, isUniqueViolation } from '../../../shared/db/db.service';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { MailService } from '../../../shared/mail/mail.service';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { normalizeEmail } from '../../users/email';
+import { DashboardMembershipsService } from '../dashboard-memberships.service';
+import { AcceptInviteCommand, AcceptInviteResult, InviteMemberCommand } from './invite-member.command';
+
+@CommandHandler(InviteMemberCommand)
+export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand, { invite_token: string }> {
+  constructor(
+    private readonly db: Db,
+    private readonly events: EventsService,
+    private readonly mail: MailService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async execute(cmd: InviteMemberCommand): Promise<{ invite_token: string }> {
+    const tenant = cmd.actor.tenant!;
+    const email = normalizeEmail(cmd.email);
+    const token = randomToken();
+    return this.db.tx(async (tx) => {
+      const [member] = await tx.query(
+        `SELECT 1 FROM tenant_members m JOIN dashboard_users u ON u.id = m.user_id WHERE m.tenant_id = $1 AND u.email_normalized = $2`,
+        [tenant.id, email],
+      );
+      if (member) throw new AppError('member/exists');
+      const [t] = await tx.query<{ name: string }>(`SELECT name FROM tenants WHERE id = $1`, [tenant.id]);
+      const [inv] = await tx.query<{ id: string }>(
+        `INSERT INTO dashboard_invites (tenant_id, email, email_normalized, role, token_hash, invited_by, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7)) RETURNING id`,
+        [tenant.id, cmd.email.trim(), email, cmd.role, sha256Hex(token), cmd.actor.userId, this.config.INVITE_TTL_SECONDS],
+      );
+      await this.events.audit(tx, {
+        tenantId: tenant.id, type: 'dashboard.member_invited', actorType: 'dashboard_user', actorId: cmd.actor.userId,
+        targetType: 'invite', targetId: inv.id, metadata: { role: cmd.role },
+      });
+      await this.mail.enqueue(tx, {
+        tenantId: tenant.id,
+        to: cmd.email.trim(),
+        template: 'dashboard_invite',
+        data: { tenant_name: t.name, role: cmd.role, inviter_email: cmd.actor.email },
+        secret: { token },
+      });
+      return { invite_token: token };
+    });
+  }
+}
+
+@CommandHandler(AcceptInviteCommand)
+export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand, AcceptInviteResult> {
+  constructor(
+    private readonly db: Db,
+    private readonly hasher: PasswordHasher,
+    private readonly sessions: DashboardSessionService,
+    private readonly events: EventsService,
+    private readonly memberships: DashboardMembershipsService,
+    private readonly throttle: LoginThrottleService,
+  ) {}
+
+  async execute(cmd: AcceptInviteCommand): Promise<AcceptInviteResult> {
+    const [inv] = await this.db.query<{ id: string; tenant_id: string; email: string; email_normalized: string; role: string }>(
+      `SELECT id, tenant_id, email, email_normalized, role FROM dashboard_invites
+        WHERE token_hash = $1 AND accepted_at IS NULL AND expires_at > now()`,
+      [sha256Hex(cmd.token)],
+    );
+    if (!inv) throw new AppError('invite/invalid');
+    const [existing] = await this.db.query<{ id: string; password_hash: string }>(
+      `SELECT id, password_hash FROM dashboard_users WHERE email_normalized = $1`,
+      [inv.email_normalized],
+    );
+    let newHash: string | undefined;
+    if (existing) {
+      await this.throttle.check('dashboard', inv.email_normalized, cmd.ip);
+      if (!(await this.hasher.verify(existing.password_hash, cmd.password))) {
+        await this.throttle.recordFailure('dashboard', inv.email_normalized, cmd.ip);
+        throw new AppError('auth/invalid_credentials', 'Enter the password of your existing dashboard account');
+      }
+    } else {
+      if (cmd.password.length < 12)
+        throw new AppError('request/invalid', undefined, { errors: [{ field: 'password', message: 'password must be 12-128 characters for a new account' }] });
+      newHash = await this.hasher.hash(cmd.password);
+    }
+    return this.db.tx(async (tx) => {
+      // single use: the conditional update has one winner
+      const { rowCount } = await tx.exec(`UPDATE dashboard_invites SET accepted_at = now() WHERE id = $1 AND accepted_at IS NULL`, [inv.id]);
+      if (!rowCount) throw new AppError('invite/invalid');
+      let userId = existing?.id;
+      if (!userId) {
+        try {
+          [{ id: userId }] = await tx.query<{ id: string }>(
+            `INSERT INTO dashboard_users (email, email_normalized, password_hash, terms_accepted_at, privacy_accepted_at)
+             VALUES ($1, $2, $3, now(), now()) RETURNING id`,
+            [inv.email, inv.email_normalized, newHash],
+          );
+        } catch (e) {
+          if (isUniqueViolation(e)) throw new AppError('invite/invalid', 'Accept the invitation with your existing password');
+          throw e;
+        }
+      }
+      await tx.query(
+        `INSERT INTO tenant_members (tenant_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT (tenant_id, user_id) DO NOTHING`,
+        [inv.tenant_id, userId, inv.role],
+      );
+      await this.events.audit(tx, { tenantId: inv.tenant_id, type: 'dashboard.member_joined', actorType: 'dashboard_user', actorId: userId, targetType: 'invite', targetId: inv.id, metadata: { role: inv.role } });
+      const s = await this.sessions.create(tx, userId);
+      return { body: { user: { id: userId, email: inv.email }, memberships: await this.memberships.of(tx, userId), csrf_token: s.csrfToken }, sessionToken: s.token };
+    });
+  }
+}

@@ -1,0 +1,44 @@
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { DashboardSessionService } from '../../../shared/auth/dashboard-session.service';
+import { PasswordHasher } from '../../../shared/crypto/password-hasher';
+import { Db } from '../../../shared/db/db.service';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { normalizeEmail } from '../../users/email';
+import { DashboardMembershipsService } from '../dashboard-memberships.service';
+import { DashboardLoginCommand, DashboardLoginResult } from './dashboard-login.command';
+
+@CommandHandler(DashboardLoginCommand)
+export class DashboardLoginHandler implements ICommandHandler<DashboardLoginCommand, DashboardLoginResult> {
+  constructor(
+    private readonly db: Db,
+    private readonly hasher: PasswordHasher,
+    private readonly throttle: LoginThrottleService,
+    private readonly sessions: DashboardSessionService,
+    private readonly events: EventsService,
+    private readonly memberships: DashboardMembershipsService,
+  ) {}
+
+  async execute(cmd: DashboardLoginCommand): Promise<DashboardLoginResult> {
+    const email = normalizeEmail(cmd.email);
+    await this.throttle.check('dashboard', email, cmd.client.ip);
+    const [user] = await this.db.query<{ id: string; email: string; password_hash: string }>(
+      `SELECT id, email, password_hash FROM dashboard_users WHERE email_normalized = $1`,
+      [email],
+    );
+    const ok = user ? await this.hasher.verify(user.password_hash, cmd.password) : await this.hasher.verifyDummy(cmd.password);
+    if (!ok || !user) {
+      await this.throttle.recordFailure('dashboard', email, cmd.client.ip);
+      throw new AppError('auth/invalid_credentials');
+    }
+    await this.throttle.recordSuccess('dashboard', email, cmd.client.ip);
+    return this.db.tx(async (tx) => {
+      await tx.query(`UPDATE dashboard_users SET last_login_at = now() WHERE id = $1`, [user.id]);
+      await this.events.audit(tx, { tenantId: null, type: 'dashboard.signed_in', actorType: 'dashboard_user', actorId: user.id, targetType: 'dashboard_user', targetId: user.id });
+      const s = await this.sessions.create(tx, user.id);
+      const memberships = await this.memberships.of(tx, user.id);
+      return { body: { user: { id: user.id, email: user.email }, memberships, csrf_token: s.csrfToken }, sessionToken: s.token };
+    });
+  }
+}

@@ -1,0 +1,57 @@
+import { Controller, Get, Header, Inject } from '@nestjs/common';
+import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+import { SigningKeysService } from '../../shared/crypto/signing-keys.service';
+
+/** Discovery: JWKS, OpenID Provider metadata and RFC 8414 authorization server metadata. */
+@ApiTags('discovery')
+@Controller('.well-known')
+export class WellKnownController {
+  private readonly metadata: Record<string, unknown>;
+
+  constructor(
+    private readonly keys: SigningKeysService,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    const base = config.PUBLIC_BASE_URL.replace(/\/$/, '');
+    this.metadata = {
+      issuer: config.PUBLIC_BASE_URL,
+      jwks_uri: `${base}/.well-known/jwks.json`,
+      token_endpoint: `${base}/oauth/token`,
+      introspection_endpoint: `${base}/oauth/introspect`,
+      revocation_endpoint: `${base}/oauth/revoke`,
+      grant_types_supported: ['refresh_token', 'urn:ietf:params:oauth:grant-type:token-exchange'],
+      token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+      introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+      revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+      response_types_supported: ['none'],
+      subject_types_supported: ['public'],
+      id_token_signing_alg_values_supported: ['RS256'],
+      token_endpoint_auth_signing_alg_values_supported: ['RS256'],
+      scopes_supported: ['openid', 'profile', 'email'],
+      claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'tenant_id', 'sid', 'scope', 'amr', 'aal', 'role', 'is_anonymous', 'act'],
+      service_documentation: `${base}/docs`,
+    };
+  }
+
+  @Get('jwks.json')
+  @Header('Cache-Control', 'public, max-age=300')
+  @ApiOperation({ summary: 'JSON Web Key Set of the access-token signing keys (one entry per kid)' })
+  jwks() {
+    return this.keys.jwks();
+  }
+
+  @Get('openid-configuration')
+  @Header('Cache-Control', 'public, max-age=300')
+  @ApiOperation({ summary: 'OpenID Provider metadata' })
+  openid() {
+    return this.metadata;
+  }
+
+  @Get('oauth-authorization-server')
+  @Header('Cache-Control', 'public, max-age=300')
+  @ApiOperation({ summary: 'OAuth 2.0 Authorization Server metadata (RFC 8414)' })
+  oauthServer() {
+    return this.metadata;
+  }
+}

@@ -1,0 +1,24 @@
+import { Body, Controller, HttpCode, Post } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
+import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiKeyPrincipal, CurrentApiKey } from '../../shared/auth/auth-context';
+import { ApiKeyAuth } from '../../shared/auth/guards';
+import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import { RefreshSessionCommand } from './refresh/refresh-session.command';
+import { RefreshTokenRequestDto } from './refresh/refresh-token.request.dto';
+import { TokenResponse } from './sessions.service';
+
+@ApiTags('end users')
+@Controller('v1/auth')
+export class SessionsController {
+  constructor(private readonly commandBus: CommandBus) {}
+
+  @Post('refresh')
+  @HttpCode(200)
+  @ApiKeyAuth()
+  @RateLimit({ bucket: 'refresh', by: 'ip', limit: (c) => c.RATE_LIMIT_REFRESH_PER_IP_PER_MIN, windowSeconds: 60 })
+  @ApiOperation({ summary: 'Rotate a refresh token (reuse of a rotated token ends the session)' })
+  refresh(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: RefreshTokenRequestDto): Promise<TokenResponse> {
+    return this.commandBus.execute(new RefreshSessionCommand(key.tenantId, body.refresh_token));
+  }
+}

@@ -1,0 +1,245 @@
+import { randomUUID } from 'crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+import { TokenRevocationService } from '../../shared/auth/token-revocation.service';
+import { Aal, JwtService } from '../../shared/crypto/jwt.service';
+import { randomToken, safeEqual, sha256Hex } from '../../shared/crypto/tokens';
+import { Db, Queryable } from '../../shared/db/db.service';
+import { AppError } from '../../shared/errors/app-error';
+
+/** What a token response says about the user (contract "Tokens"). */
+export interface TokenUser {
+  id: string;
+  email: string | null;
+  email_verified: boolean;
+  is_anonymous: boolean;
+  created_at: string;
+}
+
+export interface TokenResponse {
+  access_token: string;
+  refresh_token: string;
+  expires_in: number;
+  token_type: 'Bearer';
+  user: TokenUser;
+}
+
+/** The user row fields a token is minted from. */
+export interface SessionUser {
+  id: string;
+  tenant_id: string;
+  email: string | null;
+  email_verified: boolean;
+  is_anonymous: boolean;
+  role: string;
+  created_at: Date | string;
+}
+
+export interface SessionOptions {
+  amr: string[];
+  aal?: Aal;
+  apiKeyId?: string | null;
+  /** extra claims (mfa_enrollment_required, step_up_at, ...) */
+  extraClaims?: Record<string, unknown>;
+}
+
+interface RefreshRow {
+  id: string;
+  secret_hash: string;
+  session_id: string;
+  rotated_at: Date | null;
+  revoked_at: Date | null;
+  expired: boolean;
+  session_revoked_at: Date | null;
+  aal: Aal;
+  amr: string[];
+  user_id: string;
+  tenant_id: string;
+  email: string | null;
+  email_verified: boolean;
+  is_anonymous: boolean;
+  role: string;
+  created_at: Date;
+  user_scopes: string;
+  creator_key_revoked: boolean;
+  child_rotated: boolean;
+  grace_ok: boolean;
+}
+
+const REFRESH_SHAPE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}):([A-Za-z0-9_-]{43})$/;
+
+/**
+ * End-user sessions: a session row, refresh tokens `<id>:<secret>` (only the SHA-256 of the
+ * secret stored) rotated on every use with reuse detection (RFC 9700 section 4.14), and RS256
+ * access tokens carrying the contract's claims.
+ */
+@Injectable()
+export class SessionsService {
+  constructor(
+    private readonly db: Db,
+    private readonly jwt: JwtService,
+    private readonly revocation: TokenRevocationService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  /** Starts a session in the caller's transaction and returns the token response. */
+  async start(tx: Queryable, user: SessionUser, scope: string, opts: SessionOptions): Promise<TokenResponse & { sessionId: string }> {
+    const sessionId = randomUUID();
+    const refreshId = randomUUID();
+    const secret = randomToken();
+    const aal = opts.aal ?? 'AAL1';
+    await tx.query(
+      `WITH s AS (
+         INSERT INTO user_sessions (id, tenant_id, user_id, aal, amr, api_key_id) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id
+       )
+       INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, expires_at)
+       SELECT $7, s.id, $2, $3, $8, now() + make_interval(secs => $9) FROM s`,
+      [sessionId, user.tenant_id, user.id, aal, opts.amr, opts.apiKeyId ?? null, refreshId, sha256Hex(secret), this.config.REFRESH_TOKEN_TTL_SECONDS],
+      'session_start',
+    );
+    return { ...this.mint(user, scope, sessionId, opts.amr, aal, opts.extraClaims), refresh_token: `${refreshId}:${secret}`, sessionId };
+  }
+
+  /**
+   * Continues an existing session with new credentials (a guest claimed by registering): the
+   * session's outstanding refresh tokens are retired and a new pair is issued for the same sid.
+   */
+  async continueSession(tx: Queryable, user: SessionUser, scope: string, sessionId: string, opts: SessionOptions): Promise<TokenResponse> {
+    const refreshId = randomUUID();
+    const secret = randomToken();
+    const aal = opts.aal ?? 'AAL1';
+    const rows = await tx.query<{ id: string }>(
+      `WITH s AS (
+         UPDATE user_sessions SET amr = $3, aal = $4, refreshed_at = now() WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL RETURNING id
+       ), r AS (
+         UPDATE refresh_tokens SET revoked_at = now() WHERE session_id IN (SELECT id FROM s) AND revoked_at IS NULL
+       )
+       INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, expires_at)
+       SELECT $5, s.id, $6, $2, $7, now() + make_interval(secs => $8) FROM s RETURNING id`,
+      [sessionId, user.id, opts.amr, aal, refreshId, user.tenant_id, sha256Hex(secret), this.config.REFRESH_TOKEN_TTL_SECONDS],
+    );
+    if (!rows.length) return this.start(tx, user, scope, opts);
+    return { ...this.mint(user, scope, sessionId, opts.amr, aal, opts.extraClaims), refresh_token: `${refreshId}:${secret}` };
+  }
+
+  /** Signs an access token for a user in a session (also used by step-up and MFA). */
+  mint(user: SessionUser, scope: string, sessionId: string, amr: string[], aal: Aal, extra: Record<string, unknown> = {}): Omit<TokenResponse, 'refresh_token'> {
+    const { token } = this.jwt.sign({
+      sub: user.id,
+      tenant_id: user.tenant_id,
+      sid: sessionId,
+      scope,
+      amr,
+      aal,
+      role: user.role,
+      is_anonymous: user.is_anonymous,
+      email: user.email,
+      email_verified: user.email_verified,
+      ...extra,
+    });
+    return { access_token: token, expires_in: this.config.ACCESS_TOKEN_TTL_SECONDS, token_type: 'Bearer', user: toTokenUser(user) };
+  }
+
+  /**
+   * Rotates a refresh token of the tenant. A token already rotated revokes the whole session
+   * (reuse detection), except the immediate parent presented again within
+   * REFRESH_REUSE_GRACE_SECONDS, which gets a fresh pair for the same session.
+   */
+  async refresh(tenantId: string, presented: string): Promise<TokenResponse> {
+    const m = REFRESH_SHAPE.exec(presented);
+    if (!m) throw new AppError('auth/invalid_refresh_token');
+    const [, id, secret] = m;
+    const [row] = await this.db.query<RefreshRow>(
+      `SELECT rt.id, rt.secret_hash, rt.session_id, rt.rotated_at, rt.revoked_at, rt.expires_at < now() AS expired,
+              s.revoked_at AS session_revoked_at, s.aal, s.amr,
+              u.id AS user_id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at,
+              t.user_scopes,
+              (u.is_anonymous AND ck.revoked_at IS NOT NULL) AS creator_key_revoked,
+              (rt.rotated_at IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM refresh_tokens c WHERE c.parent_id = rt.id AND c.rotated_at IS NOT NULL)) AS child_rotated,
+              (rt.rotated_at IS NOT NULL AND rt.rotated_at > now() - make_interval(secs => $3)) AS grace_ok
+         FROM refresh_tokens rt
+         JOIN user_sessions s ON s.id = rt.session_id
+         JOIN users u ON u.id = rt.user_id
+         JOIN tenants t ON t.id = rt.tenant_id
+         LEFT JOIN api_keys ck ON ck.id = u.created_by_api_key_id
+        WHERE rt.id = $1 AND rt.tenant_id = $2`,
+      [id, tenantId, this.config.REFRESH_REUSE_GRACE_SECONDS],
+      'refresh_lookup',
+    );
+    // an unknown id or a wrong secret changes nothing (it may be a guess, not a stolen token)
+    if (!row || !safeEqual(row.secret_hash, sha256Hex(secret))) throw new AppError('auth/invalid_refresh_token');
+    if (row.revoked_at || row.session_revoked_at || row.expired || row.creator_key_revoked) throw new AppError('auth/invalid_refresh_token');
+    if (row.rotated_at) {
+      const graceful = this.config.REFRESH_REUSE_GRACE_SECONDS > 0 && row.grace_ok && !row.child_rotated;
+      if (!graceful) {
+        await this.revokeSession(row.session_id, 'refresh_token_reuse');
+        throw new AppError('auth/invalid_refresh_token', 'Refresh token reuse detected; the session has ended');
+      }
+    }
+    const newId = randomUUID();
+    const newSecret = randomToken();
+    // spec: conditional update, so two parallel rotations of one token have one winner;
+    // in the grace case the parent stays rotated and a sibling is issued.
+    const { rows } = await this.db.exec<{ ok: boolean }>(
+      `WITH rot AS (
+         UPDATE refresh_tokens SET rotated_at = COALESCE(rotated_at, now())
+          WHERE id = $1 AND revoked_at IS NULL AND (rotated_at IS NULL OR $5::boolean)
+          RETURNING session_id, tenant_id, user_id
+       ), ins AS (
+         INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, parent_id, expires_at)
+         SELECT $2, session_id, tenant_id, user_id, $3, $1, now() + make_interval(secs => $4) FROM rot RETURNING user_id
+       ), ses AS (
+         UPDATE user_sessions SET refreshed_at = now() WHERE id = (SELECT session_id FROM rot) AND revoked_at IS NULL RETURNING id
+       ), act AS (
+         UPDATE users SET last_active_at = now()
+          WHERE id = (SELECT user_id FROM ins) AND last_active_at < now() - interval '1 minute' RETURNING id
+       )
+       SELECT EXISTS (SELECT 1 FROM ins) AND EXISTS (SELECT 1 FROM ses) AS ok`,
+      [id, newId, sha256Hex(newSecret), this.config.REFRESH_TOKEN_TTL_SECONDS, row.rotated_at !== null],
+    );
+    if (!rows[0]?.ok) {
+      // lost a race with a parallel rotation of the same token: the grace rule decides
+      if (this.config.REFRESH_REUSE_GRACE_SECONDS > 0 && !row.rotated_at) return this.refresh(tenantId, presented);
+      throw new AppError('auth/invalid_refresh_token');
+    }
+    const user: SessionUser = row;
+    return {
+      ...this.mint({ ...user, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal),
+      refresh_token: `${newId}:${newSecret}`,
+    };
+  }
+
+  /** Ends one session: its refresh tokens stop working and its access tokens are refused. */
+  async revokeSession(sessionId: string, reason: string, tx: Queryable = this.db): Promise<boolean> {
+    const { rowCount } = await tx.exec(
+      `WITH s AS (UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING id)
+       UPDATE refresh_tokens SET revoked_at = now() WHERE session_id IN (SELECT id FROM s) AND revoked_at IS NULL`,
+      [sessionId, reason],
+    );
+    await this.revocation.markSessionsRevoked([sessionId]);
+    return rowCount > 0;
+  }
+
+  /** Ends every session of a user except `keep` (password reset and change). */
+  async revokeUserSessions(tx: Queryable, userId: string, reason: string, keep?: string): Promise<string[]> {
+    const rows = await tx.query<{ id: string }>(
+      `WITH s AS (UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2
+                   WHERE user_id = $1 AND revoked_at IS NULL AND ($3::uuid IS NULL OR id <> $3) RETURNING id),
+            r AS (UPDATE refresh_tokens SET revoked_at = now() WHERE session_id IN (SELECT id FROM s) AND revoked_at IS NULL)
+       SELECT id FROM s`,
+      [userId, reason, keep ?? null],
+    );
+    return rows.map((r) => r.id);
+  }
+}
+
+export function toTokenUser(u: SessionUser): TokenUser {
+  return {
+    id: u.id,
+    email: u.email,
+    email_verified: u.email_verified,
+    is_anonymous: u.is_anonymous,
+    created_at: new Date(u.created_at).toISOString(),
+  };
+}

@@ -1,0 +1,105 @@
+import { randomBytes, randomUUID } from 'crypto';
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { DashboardSessionService } from '../../../shared/auth/dashboard-session.service';
+import { PasswordHasher } from '../../../shared/crypto/password-hasher';
+import { Queryable, isUniqueViolation } from '../../../shared/db/db.service';
+import { IdempotencyService, requestHash } from '../../../shared/db/idempotency';
+import { Db } from '../../../shared/db/db.service';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { normalizeEmail } from '../../users/email';
+import { slugify } from '../slug';
+import { TurnstileService } from '../turnstile.service';
+import { SignupCommand, SignupResponse, SignupResult } from './signup.command';
+
+@CommandHandler(SignupCommand)
+export class SignupHandler implements ICommandHandler<SignupCommand, SignupResult> {
+  constructor(
+    private readonly db: Db,
+    private readonly idempotency: IdempotencyService,
+    private readonly hasher: PasswordHasher,
+    private readonly sessions: DashboardSessionService,
+    private readonly events: EventsService,
+    private readonly turnstile: TurnstileService,
+  ) {}
+
+  async execute({ body, client }: SignupCommand): Promise<SignupResult> {
+    if (body.website && body.website.trim() !== '') {
+      // honeypot filled: a bot. Answer like a success so it learns nothing; create nothing.
+      const name = body.tenant_name.trim();
+      return {
+        body: {
+          tenant: { id: randomUUID(), slug: slugify(name), name, tier: 'free' },
+          user: { id: randomUUID(), email: body.email.trim() },
+          csrf_token: randomBytes(32).toString('base64url'),
+        },
+      };
+    }
+    await this.turnstile.verify(body.turnstile_token, client.ip);
+    const passwordHash = await this.hasher.hash(body.password);
+    if (!body.idempotency_key) {
+      return this.db.tx(async (tx) => {
+        const r = await this.create(tx, body, passwordHash);
+        return { body: r.body, sessionToken: r.secret.session };
+      });
+    }
+    // the password stays out of the stored request fingerprint (a fast hash of it would be crackable)
+    const hash = requestHash(body as unknown as Record<string, unknown>, ['turnstile_token', 'idempotency_key', 'password']);
+    const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, hash, (tx) => this.create(tx, body, passwordHash));
+    return { body: r.body, sessionToken: r.secret?.session };
+  }
+
+  private async create(tx: Queryable, body: SignupCommand['body'], passwordHash: string) {
+    const name = body.tenant_name.trim();
+    const email = body.email.trim();
+    let user: { id: string };
+    try {
+      [user] = await tx.query<{ id: string }>(
+        `INSERT INTO dashboard_users (email, email_normalized, password_hash, consent_marketing, terms_accepted_at, privacy_accepted_at)
+         VALUES ($1, $2, $3, $4, now(), now()) RETURNING id`,
+        [email, normalizeEmail(email), passwordHash, body.consent_marketing ?? false],
+      );
+    } catch (e) {
+      if (isUniqueViolation(e)) throw new AppError('onboarding/email_exists', 'Sign in to the dashboard to create another tenant');
+      throw e;
+    }
+    const tenant = await this.insertTenant(tx, name);
+    await tx.query(`INSERT INTO tenant_members (tenant_id, user_id, role) VALUES ($1, $2, 'owner')`, [tenant.id, user.id]);
+    await this.events.auditAndOutbox(
+      tx,
+      { tenantId: tenant.id, type: 'tenant.created', actorType: 'dashboard_user', actorId: user.id, targetType: 'tenant', targetId: tenant.id, metadata: { consent_marketing: body.consent_marketing ?? false } },
+      { tenantId: tenant.id, topic: 'webhook', eventType: 'tenant.created', payload: { tenant_id: tenant.id, slug: tenant.slug } },
+    );
+    const session = await this.sessions.create(tx, user.id);
+    return {
+      status: 201,
+      body: {
+        tenant: { id: tenant.id, slug: tenant.slug, name, tier: tenant.tier },
+        user: { id: user.id, email },
+        csrf_token: session.csrfToken,
+      },
+      secret: { session: session.token },
+    };
+  }
+
+  /** A unique slug: the name's, else with a random suffix (savepoint keeps the transaction usable). */
+  private async insertTenant(tx: Queryable, name: string): Promise<{ id: string; slug: string; tier: string }> {
+    const base = slugify(name);
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const slug = attempt === 0 ? base : `${base.slice(0, 33)}-${randomBytes(3).toString('hex')}`;
+      await tx.query('SAVEPOINT tenant_slug');
+      try {
+        const [t] = await tx.query<{ id: string; slug: string; tier: string }>(
+          `INSERT INTO tenants (slug, name) VALUES ($1, $2) RETURNING id, slug, tier`,
+          [slug, name],
+        );
+        await tx.query('RELEASE SAVEPOINT tenant_slug');
+        return t;
+      } catch (e) {
+        await tx.query('ROLLBACK TO SAVEPOINT tenant_slug');
+        if (!isUniqueViolation(e, 'tenants_slug_uq')) throw e;
+      }
+    }
+    throw new AppError('server/error', 'Could not allocate a tenant slug');
+  }
+}

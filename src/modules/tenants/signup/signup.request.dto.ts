@@ -1,0 +1,16 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Equals, IsBoolean, IsEmail, IsOptional, IsString, Length, MaxLength, MinLength } from 'class-validator';
+
+/** spec 2.1 Onboarding signup request */
+export class SignupRequestDto {
+  @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
+  @ApiProperty({ minLength: 2, maxLength: 50 }) @IsString() @Length(2, 50) tenant_name!: string;
+  @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_terms must be true' }) consent_terms!: boolean;
+  @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_privacy must be true' }) consent_privacy!: boolean;
+  @ApiPropertyOptional({ default: false }) @IsOptional() @IsBoolean() consent_marketing?: boolean;
+  @ApiPropertyOptional({ minLength: 36, description: 'UUID v4 recommended; the same key returns the same answer' })
+  @IsOptional() @IsString() @MinLength(36) @MaxLength(255) idempotency_key?: string;
+  @ApiPropertyOptional({ description: 'honeypot: leave blank' }) @IsOptional() @IsString() @MaxLength(2048) website?: string;
+  @ApiPropertyOptional({ description: 'bot-challenge token (Cloudflare Turnstile)' }) @IsOptional() @IsString() @MaxLength(4096) turnstile_token?: string;
+}

@@ -1,0 +1,11 @@
+import { Module } from '@nestjs/common';
+import { OnboardingController } from './onboarding.controller';
+import { SignupHandler } from './signup/signup.handler';
+import { TurnstileService } from './turnstile.service';
+
+/** Tenants: onboarding signup (the tenant, its owner, a dashboard session). */
+@Module({
+  controllers: [OnboardingController],
+  providers: [SignupHandler, TurnstileService],
+})
+export class TenantsModule {}

@@ -1,0 +1,75 @@
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { Db, isUniqueViolation } from '../../../shared/db/db.service';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
+import { ClaimGuestCommand } from './claim-guest.command';
+
+/**
+ * spec 3.1: the guest gains email and password, is_anonymous becomes false, the user id and the
+ * session continue. The update is conditional on is_anonymous, so of two parallel claims exactly
+ * one wins; an email another user has rolls everything back (409 user/email_exists).
+ */
+@CommandHandler(ClaimGuestCommand)
+export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, TokenResponse> {
+  constructor(
+    private readonly db: Db,
+    private readonly events: EventsService,
+    private readonly sessions: SessionsService,
+  ) {}
+
+  async execute(cmd: ClaimGuestCommand): Promise<TokenResponse> {
+    const { guest, credentials: c } = cmd;
+    if (guest.tenantId !== cmd.tenantId) throw new AppError('auth/tenant_mismatch');
+    if (!guest.isAnonymous) throw new AppError('anonymous/already_claimed', 'The bearer token is not a guest token');
+    try {
+      return await this.db.tx(async (tx) => {
+        const [user] = await tx.query<{ id: string; role: string; created_at: Date; user_scopes: string; email_verified: boolean }>(
+          `UPDATE users u SET email = $3, email_normalized = $4, password_hash = COALESCE($5, u.password_hash),
+                  date_of_birth_enc = COALESCE($6, u.date_of_birth_enc), email_verified = $7, is_anonymous = false,
+                  claimed_at = now(), consent_at = now(), last_sign_in_at = now(), last_active_at = now(), updated_at = now()
+             FROM tenants t
+            WHERE u.id = $1 AND u.tenant_id = $2 AND t.id = u.tenant_id AND u.is_anonymous
+            RETURNING u.id, u.role, u.created_at, t.user_scopes, u.email_verified`,
+          [guest.userId, cmd.tenantId, c.email, c.emailNormalized, c.passwordHash, c.dateOfBirthEnc, c.emailVerified ?? false],
+        );
+        if (!user) {
+          const [exists] = await tx.query(`SELECT 1 FROM users WHERE id = $1 AND tenant_id = $2`, [guest.userId, cmd.tenantId]);
+          if (exists) throw new AppError('anonymous/already_claimed');
+          throw new AppError('auth/invalid_token', 'The guest no longer exists; sign in again');
+        }
+        const audit = {
+          tenantId: cmd.tenantId,
+          type: 'user.claimed',
+          actorType: 'user' as const,
+          actorId: user.id,
+          targetType: 'user',
+          targetId: user.id,
+          metadata: { method: c.method },
+        };
+        await this.events.auditAndOutbox(tx, audit, {
+          tenantId: cmd.tenantId,
+          topic: 'webhook',
+          eventType: 'user.claimed',
+          payload: { user_id: user.id, method: c.method, claimed_at: new Date().toISOString() },
+        });
+        const sessionUser = {
+          id: user.id,
+          tenant_id: cmd.tenantId,
+          email: c.email,
+          email_verified: user.email_verified,
+          is_anonymous: false,
+          role: user.role,
+          created_at: user.created_at,
+        };
+        const amr = [c.method];
+        return guest.sessionId
+          ? this.sessions.continueSession(tx, sessionUser, user.user_scopes, guest.sessionId, { amr })
+          : this.sessions.start(tx, sessionUser, user.user_scopes, { amr }).then(({ sessionId: _s, ...t }) => t);
+      });
+    } catch (e) {
+      if (isUniqueViolation(e)) throw new AppError('user/email_exists');
+      throw e;
+    }
+  }
+}

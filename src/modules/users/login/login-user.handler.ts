@@ -1,0 +1,77 @@
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { PasswordHasher } from '../../../shared/crypto/password-hasher';
+import { Db } from '../../../shared/db/db.service';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
+import { normalizeEmail } from '../email';
+import { LoginPolicy } from '../login-policy.service';
+import { LoginUserCommand, MfaRequiredResponse } from './login-user.command';
+
+interface UserRow {
+  id: string;
+  tenant_id: string;
+  email: string;
+  email_verified: boolean;
+  password_hash: string | null;
+  role: string;
+  created_at: Date;
+}
+
+/**
+ * Unknown email and wrong password answer the same 401 body after the same argon2 work (a dummy
+ * verify), and count against the same throttles, so nothing tells them apart.
+ */
+@CommandHandler(LoginUserCommand)
+export class LoginUserHandler implements ICommandHandler<LoginUserCommand, TokenResponse | MfaRequiredResponse> {
+  constructor(
+    private readonly db: Db,
+    private readonly hasher: PasswordHasher,
+    private readonly throttle: LoginThrottleService,
+    private readonly sessions: SessionsService,
+    private readonly events: EventsService,
+    private readonly policy: LoginPolicy,
+  ) {}
+
+  async execute(cmd: LoginUserCommand): Promise<TokenResponse | MfaRequiredResponse> {
+    const tenantId = cmd.apiKey.tenantId;
+    const email = normalizeEmail(cmd.email);
+    const realm = `user:${tenantId}`;
+    await this.throttle.check(realm, email, cmd.client.ip);
+    const [user] = await this.db.query<UserRow>(
+      `SELECT id, tenant_id, email, email_verified, password_hash, role, created_at
+         FROM users WHERE tenant_id = $1 AND email_normalized = $2`,
+      [tenantId, email],
+      'user_login_lookup',
+    );
+    const ok = user?.password_hash ? await this.hasher.verify(user.password_hash, cmd.password) : await this.hasher.verifyDummy(cmd.password);
+    if (!ok || !user) {
+      await this.throttle.recordFailure(realm, email, cmd.client.ip);
+      throw new AppError('auth/invalid_credentials');
+    }
+    await this.throttle.recordSuccess(realm, email, cmd.client.ip);
+    const sessionUser = { ...user, is_anonymous: false };
+    // MFA and the tenant's MFA policy (account-security module) may answer a challenge instead
+    const decision = await this.policy.afterPassword(sessionUser);
+    if (decision.challenge) return decision.challenge;
+    return this.db.tx(async (tx) => {
+      await tx.query(`UPDATE users SET last_sign_in_at = now(), last_active_at = now() WHERE id = $1`, [user.id], 'user_login_touch');
+      await this.events.audit(tx, {
+        tenantId,
+        type: 'user.signed_in',
+        actorType: 'user',
+        actorId: user.id,
+        targetType: 'user',
+        targetId: user.id,
+        metadata: { method: 'password' },
+      });
+      const { sessionId: _s, ...tokens } = await this.sessions.start(tx, sessionUser, cmd.apiKey.tenant.userScopes, {
+        amr: ['pwd'],
+        apiKeyId: cmd.apiKey.id,
+        extraClaims: decision.extraClaims,
+      });
+      return tokens;
+    });
+  }
+}

@@ -1,0 +1,8 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { IsEmail, IsString, Length, MaxLength } from 'class-validator';
+
+/** spec 2.2 LoginRequest */
+export class LoginRequestDto {
+  @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
+}

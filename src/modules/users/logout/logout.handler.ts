@@ -1,0 +1,24 @@
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { Db } from '../../../shared/db/db.service';
+import { EventsService } from '../../../shared/events/events.service';
+import { SessionsService } from '../../sessions/sessions.service';
+import { LogoutCommand } from './logout.command';
+
+@CommandHandler(LogoutCommand)
+export class LogoutHandler implements ICommandHandler<LogoutCommand, void> {
+  constructor(
+    private readonly db: Db,
+    private readonly sessions: SessionsService,
+    private readonly events: EventsService,
+  ) {}
+
+  async execute({ user }: LogoutCommand): Promise<void> {
+    if (!user.sessionId) return; // agent tokens have no session
+    const sid = user.sessionId;
+    await this.db.tx(async (tx) => {
+      const ended = await this.sessions.revokeSession(sid, 'logout', tx);
+      if (ended)
+        await this.events.audit(tx, { tenantId: user.tenantId, type: 'user.signed_out', actorType: 'user', actorId: user.userId, targetType: 'session', targetId: sid });
+    });
+  }
+}

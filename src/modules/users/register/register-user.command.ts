@@ -1,0 +1,17 @@
+import { Command } from '@nestjs/cqrs';
+import { ApiKeyPrincipal, ClientInfoValue, UserPrincipal } from '../../../shared/auth/auth-context';
+import { TokenResponse } from '../../sessions/sessions.service';
+import { RegisterRequestDto } from './register.request.dto';
+
+/** Registers an end user; with a guest's bearer it claims that guest instead (ClaimGuest). */
+export class RegisterUserCommand extends Command<TokenResponse> {
+  constructor(
+    readonly tenantId: string,
+    readonly apiKey: ApiKeyPrincipal | undefined,
+    readonly body: RegisterRequestDto,
+    readonly bearer: UserPrincipal | undefined,
+    readonly client: ClientInfoValue,
+  ) {
+    super();
+  }
+}

@@ -1,0 +1,86 @@
+import { CommandBus, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { EnvelopeCipher } from '../../../shared/crypto/envelope-cipher';
+import { PasswordHasher } from '../../../shared/crypto/password-hasher';
+import { Db, isUniqueViolation } from '../../../shared/db/db.service';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
+import { normalizeEmail } from '../email';
+import { UserEmailPolicy } from '../user-email-policy.service';
+import { ClaimGuestCommand } from '../claim-guest/claim-guest.command';
+import { RegisterUserCommand } from './register-user.command';
+
+interface TenantRow {
+  name: string;
+  user_scopes: string;
+  default_user_role: string;
+  minor_protection_enabled: boolean;
+}
+
+@CommandHandler(RegisterUserCommand)
+export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand, TokenResponse> {
+  constructor(
+    private readonly db: Db,
+    private readonly hasher: PasswordHasher,
+    private readonly cipher: EnvelopeCipher,
+    private readonly events: EventsService,
+    private readonly sessions: SessionsService,
+    private readonly emailPolicy: UserEmailPolicy,
+    private readonly commandBus: CommandBus,
+  ) {}
+
+  async execute(cmd: RegisterUserCommand): Promise<TokenResponse> {
+    const [tenant] = await this.db.query<TenantRow>(
+      `SELECT name, user_scopes, default_user_role, minor_protection_enabled FROM tenants WHERE id = $1`,
+      [cmd.tenantId],
+    );
+    if (!tenant) throw new AppError('auth/invalid_api_key');
+    const { body } = cmd;
+    if (tenant.minor_protection_enabled && !body.date_of_birth) {
+      throw new AppError('user/date_of_birth_required', undefined, {
+        errors: [{ field: 'date_of_birth', message: 'date_of_birth is required by this tenant' }],
+      });
+    }
+    const email = normalizeEmail(body.email);
+    await this.emailPolicy.assertAllowed(cmd.tenantId, email);
+    const passwordHash = await this.hasher.hash(body.password);
+    const dobEnc = body.date_of_birth ? this.cipher.encrypt(body.date_of_birth, `dob:${cmd.tenantId}`) : null;
+
+    if (cmd.bearer) {
+      // contract: register with a guest's bearer claims that guest (same user id)
+      return this.commandBus.execute(
+        new ClaimGuestCommand(cmd.tenantId, cmd.bearer, { email: body.email.trim(), emailNormalized: email, passwordHash, dateOfBirthEnc: dobEnc, method: 'password' }),
+      );
+    }
+
+    try {
+      return await this.db.tx(async (tx) => {
+        const [user] = await tx.query<{ id: string; created_at: Date }>(
+          `INSERT INTO users (tenant_id, email, email_normalized, password_hash, role, date_of_birth_enc, consent_at, created_by_api_key_id, last_sign_in_at)
+           VALUES ($1, $2, $3, $4, $5, $6, now(), $7, now()) RETURNING id, created_at`,
+          [cmd.tenantId, body.email.trim(), email, passwordHash, tenant.default_user_role, dobEnc, cmd.apiKey?.id ?? null],
+        );
+        await this.events.audit(tx, {
+          tenantId: cmd.tenantId,
+          type: 'user.registered',
+          actorType: 'user',
+          actorId: user.id,
+          targetType: 'user',
+          targetId: user.id,
+          metadata: { method: 'password' },
+        });
+        await this.emailPolicy.afterRegister(tx, { tenantId: cmd.tenantId, tenantName: tenant.name, userId: user.id, email: body.email.trim() });
+        const { sessionId: _sid, ...tokens } = await this.sessions.start(
+          tx,
+          { id: user.id, tenant_id: cmd.tenantId, email: body.email.trim(), email_verified: false, is_anonymous: false, role: tenant.default_user_role, created_at: user.created_at },
+          tenant.user_scopes,
+          { amr: ['pwd'], apiKeyId: cmd.apiKey?.id },
+        );
+        return tokens;
+      });
+    } catch (e) {
+      if (isUniqueViolation(e)) throw new AppError('user/email_exists');
+      throw e;
+    }
+  }
+}

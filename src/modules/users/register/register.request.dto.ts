@@ -1,0 +1,28 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Equals, IsBoolean, IsEmail, IsOptional, IsString, Length, Matches, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+
+/** A real calendar date (YYYY-MM-DD), not in the future. */
+@ValidatorConstraint({ name: 'pastDate' })
+export class PastDateConstraint implements ValidatorConstraintInterface {
+  validate(value: unknown): boolean {
+    if (typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(value)) return false;
+    const d = new Date(`${value}T00:00:00Z`);
+    if (Number.isNaN(d.getTime()) || d.toISOString().slice(0, 10) !== value) return false;
+    return d.getTime() <= Date.now() && d.getUTCFullYear() >= 1900;
+  }
+  defaultMessage(): string {
+    return 'date_of_birth must be a real date (YYYY-MM-DD), not in the future';
+  }
+}
+
+/** spec 2.2 RegisterRequest */
+export class RegisterRequestDto {
+  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
+  @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent must be true' }) consent!: boolean;
+  @ApiPropertyOptional({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'required when the tenant has minor protection enabled; stored encrypted, never echoed' })
+  @IsOptional() @IsString() @Matches(/^\d{4}-\d{2}-\d{2}$/, { message: 'date_of_birth must match YYYY-MM-DD' }) @Validate(PastDateConstraint)
+  date_of_birth?: string;
+  @ApiPropertyOptional({ minLength: 1, maxLength: 512 }) @IsOptional() @IsString() @Length(1, 512) age_verification_token?: string;
+  @ApiPropertyOptional({ minLength: 1, maxLength: 512 }) @IsOptional() @IsString() @Length(1, 512) invite_token?: string;
+}

@@ -1,0 +1,58 @@
+import { Injectable } from '@nestjs/common';
+import { PassportStrategy } from '@nestjs/passport';
+import type { FastifyRequest } from 'fastify';
+import { Strategy } from 'passport-custom';
+import { Db } from '../db/db.service';
+import { AppError } from '../errors/app-error';
+import { sha256Hex } from '../crypto/tokens';
+import { ApiKeyPrincipal, authOf } from './auth-context';
+
+/** Resolves X-API-Key to its tenant; only the SHA-256 of a key is stored. */
+@Injectable()
+export class ApiKeyResolver {
+  constructor(private readonly db: Db) {}
+
+  async resolve(key: string | undefined): Promise<ApiKeyPrincipal> {
+    if (!key || key.length > 200) throw new AppError('auth/invalid_api_key');
+    const rows = await this.db.query<{
+      id: string; tenant_id: string; slug: string; name: string; tier: ApiKeyPrincipal['tier']; user_scopes: string;
+      default_user_role: string; anonymous_signins_enabled: boolean; minor_protection_enabled: boolean;
+    }>(
+      `SELECT k.id, k.tenant_id, t.slug, t.name, t.tier, t.user_scopes, t.default_user_role, t.anonymous_signins_enabled,
+              t.minor_protection_enabled
+         FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+        WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
+      [sha256Hex(key)],
+      'api_key_resolve',
+    );
+    if (!rows.length) throw new AppError('auth/invalid_api_key');
+    const r = rows[0];
+    return {
+      id: r.id,
+      tenantId: r.tenant_id,
+      tenantSlug: r.slug,
+      tier: r.tier,
+      tenant: {
+        name: r.name,
+        userScopes: r.user_scopes,
+        defaultUserRole: r.default_user_role,
+        anonymousSigninsEnabled: r.anonymous_signins_enabled,
+        minorProtectionEnabled: r.minor_protection_enabled,
+      },
+    };
+  }
+}
+
+@Injectable()
+export class ApiKeyStrategy extends PassportStrategy(Strategy, 'api-key') {
+  constructor(private readonly resolver: ApiKeyResolver) {
+    super();
+  }
+
+  async validate(req: FastifyRequest): Promise<ApiKeyPrincipal> {
+    const header = req.headers['x-api-key'];
+    const principal = await this.resolver.resolve(Array.isArray(header) ? header[0] : header);
+    authOf(req).apiKey = principal;
+    return principal;
+  }
+}

@@ -1,0 +1,92 @@
+import { Injectable } from '@nestjs/common';
+import { PassportStrategy } from '@nestjs/passport';
+import type { FastifyRequest } from 'fastify';
+import { Strategy } from 'passport-custom';
+import { JwtService, TokenVerificationError } from '../crypto/jwt.service';
+import { AppError, InvalidTokenError } from '../errors/app-error';
+import { ApiKeyResolver } from './api-key.strategy';
+import { authOf, UserPrincipal } from './auth-context';
+import { TokenRevocationService } from './token-revocation.service';
+
+/** Reads `Authorization: Bearer <jwt>`; undefined when absent. */
+export function bearerToken(req: FastifyRequest): string | undefined {
+  const h = req.headers.authorization;
+  if (!h) return undefined;
+  const m = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i.exec(h);
+  if (!m) throw new InvalidTokenError();
+  return m[1];
+}
+
+/**
+ * Verifies an end-user access token: signature, kid, iss, aud, exp, then the tenant (an
+ * X-API-Key sent beside it must be of the same tenant) and revocation (ended session, denylist).
+ */
+@Injectable()
+export class BearerAuthenticator {
+  constructor(
+    private readonly jwt: JwtService,
+    private readonly apiKeys: ApiKeyResolver,
+    private readonly revocation: TokenRevocationService,
+  ) {}
+
+  async authenticate(req: FastifyRequest, token: string): Promise<UserPrincipal> {
+    let claims;
+    try {
+      claims = await this.jwt.verify(token, { audience: false });
+    } catch (e) {
+      if (e instanceof TokenVerificationError) throw new InvalidTokenError();
+      throw e;
+    }
+    if (!claims.tenant_id || !claims.sub) throw new InvalidTokenError();
+    // agent tokens carry the audience the agent asked for; user tokens must carry ours
+    if (!claims.act && !this.audienceOk(claims.aud)) throw new InvalidTokenError();
+    const apiKeyHeader = req.headers['x-api-key'];
+    const [reason, apiKey] = await Promise.all([
+      this.revocation.revokedReason(claims),
+      apiKeyHeader ? this.apiKeys.resolve(String(apiKeyHeader)) : undefined,
+    ]);
+    if (reason) throw new InvalidTokenError(reason === 'session_revoked' ? 'invalid_token' : reason);
+    if (apiKey && apiKey.tenantId !== claims.tenant_id) throw new AppError('auth/tenant_mismatch');
+    const principal: UserPrincipal = {
+      userId: claims.sub,
+      tenantId: claims.tenant_id,
+      sessionId: claims.sid,
+      isAnonymous: claims.is_anonymous === true,
+      claims,
+    };
+    const auth = authOf(req);
+    auth.user = principal;
+    if (apiKey) auth.apiKey = apiKey;
+    return principal;
+  }
+
+  private audienceOk(aud: string | string[]): boolean {
+    const want = this.jwt.audience;
+    return Array.isArray(aud) ? aud.includes(want) : aud === want;
+  }
+}
+
+@Injectable()
+export class BearerStrategy extends PassportStrategy(Strategy, 'bearer') {
+  constructor(private readonly bearer: BearerAuthenticator) {
+    super();
+  }
+  async validate(req: FastifyRequest): Promise<UserPrincipal> {
+    const token = bearerToken(req);
+    if (!token) throw new InvalidTokenError();
+    return this.bearer.authenticate(req, token);
+  }
+}
+
+/** Like bearer, but a request without Authorization passes as anonymous-to-us (register's claim). */
+@Injectable()
+export class OptionalBearerStrategy extends PassportStrategy(Strategy, 'optional-bearer') {
+  constructor(private readonly bearer: BearerAuthenticator) {
+    super();
+  }
+  async validate(req: FastifyRequest): Promise<UserPrincipal | { none: true }> {
+    const token = bearerToken(req);
+    if (!token) return { none: true };
+    return this.bearer.authenticate(req, token);
+  }
+}

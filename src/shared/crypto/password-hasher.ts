@@ -1,0 +1,60 @@
+import { Inject, Injectable } from '@nestjs/common';
+import * as argon2 from 'argon2';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+
+/** Counting semaphore: argon2 work is capped at the core count so requests queue, not thrash. */
+class Semaphore {
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+  constructor(private readonly max: number) {}
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.active >= this.max) await new Promise<void>((r) => this.waiting.push(r));
+    this.active++;
+    try {
+      return await fn();
+    } finally {
+      this.active--;
+      this.waiting.shift()?.();
+    }
+  }
+}
+
+/** argon2id password hashing with the OWASP parameters (lower cost only under NODE_ENV=test). */
+@Injectable()
+export class PasswordHasher {
+  private readonly options: argon2.HashOptions & { raw: false };
+  private readonly sem: Semaphore;
+  private dummy?: Promise<string>;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.options = {
+      type: argon2.argon2id,
+      memoryCost: config.ARGON2_MEMORY_KIB,
+      timeCost: config.ARGON2_TIME_COST,
+      parallelism: config.ARGON2_PARALLELISM,
+      raw: false,
+    };
+    this.sem = new Semaphore(config.ARGON2_MAX_CONCURRENCY);
+  }
+
+  hash(password: string): Promise<string> {
+    return this.sem.run(() => argon2.hash(password, this.options));
+  }
+
+  async verify(hash: string, password: string): Promise<boolean> {
+    return this.sem.run(async () => {
+      try {
+        return await argon2.verify(hash, password);
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  /** Verifies against a fixed hash so an unknown account costs the same time as a wrong password. */
+  async verifyDummy(password: string): Promise<false> {
+    this.dummy ??= argon2.hash('dummy-password-for-timing', this.options);
+    await this.verify(await this.dummy, password);
+    return false;
+  }
+}

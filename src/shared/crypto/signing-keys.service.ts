@@ -1,0 +1,135 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, randomUUID } from 'crypto';
+import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+import { Db, Queryable } from '../db/db.service';
+import { EnvelopeCipher } from './envelope-cipher';
+
+interface LoadedKey {
+  kid: string;
+  privateKey?: KeyObject;
+  publicKey: KeyObject;
+  jwk: Record<string, unknown>;
+  createdAt: Date;
+}
+
+/** Tokens outlive a rotation by at most this: the largest token lifetime we issue. */
+const MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600;
+const RELOAD_MS = 30_000;
+
+/**
+ * RS256 signing keys: created on first start, private halves envelope-encrypted with
+ * KEY_ENCRYPTION_KEY, held in memory as KeyObjects (PEM strings make signing 3x slower).
+ * A rotated-out key stays published until every token it signed has expired.
+ */
+@Injectable()
+export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
+  private readonly log = new Logger(SigningKeysService.name);
+  private keys = new Map<string, LoadedKey>();
+  private current?: LoadedKey;
+  private jwksCache: { keys: Record<string, unknown>[] } = { keys: [] };
+  private timer?: NodeJS.Timeout;
+  private lastMissReload = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly cipher: EnvelopeCipher,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.ensureSigningKey();
+    await this.reload();
+    this.timer = setInterval(() => void this.reload().catch((e) => this.log.warn(`key reload failed: ${e}`)), RELOAD_MS);
+    this.timer.unref();
+  }
+
+  onModuleDestroy(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  /** Creates the first key when none is active (advisory lock: several processes may start at once). */
+  async ensureSigningKey(): Promise<void> {
+    await this.db.tx(async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtext('authp:signing_keys'))`);
+      const rows = await tx.query(`SELECT kid FROM signing_keys WHERE retired_at IS NULL LIMIT 1`);
+      if (!rows.length) await this.insertKey(tx);
+    });
+  }
+
+  /** `cli keys:rotate`: a new active key; the old ones stay published until their tokens expire. */
+  async rotate(): Promise<string> {
+    const kid = await this.db.tx(async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtext('authp:signing_keys'))`);
+      await tx.query(`UPDATE signing_keys SET retired_at = now() WHERE retired_at IS NULL`);
+      return this.insertKey(tx);
+    });
+    await this.reload();
+    return kid;
+  }
+
+  private async insertKey(tx: Queryable): Promise<string> {
+    const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const kid = randomUUID();
+    const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+    const publicPem = publicKey.export({ type: 'spki', format: 'pem' }) as string;
+    await tx.query(`INSERT INTO signing_keys (kid, alg, public_pem, private_enc) VALUES ($1, 'RS256', $2, $3)`, [
+      kid,
+      publicPem,
+      this.cipher.encrypt(privatePem, `signing-key:${kid}`),
+    ]);
+    this.log.log(`created signing key ${kid}`);
+    return kid;
+  }
+
+  async reload(): Promise<void> {
+    const rows = await this.db.query<{ kid: string; public_pem: string; private_enc: string; created_at: Date; retired_at: Date | null }>(
+      `SELECT kid, public_pem, private_enc, created_at, retired_at FROM signing_keys
+        WHERE retired_at IS NULL OR retired_at > now() - make_interval(secs => $1)
+        ORDER BY created_at DESC`,
+      [Math.max(MAX_TOKEN_LIFETIME_SECONDS, this.config.ACCESS_TOKEN_TTL_SECONDS)],
+    );
+    const next = new Map<string, LoadedKey>();
+    let current: LoadedKey | undefined;
+    for (const r of rows) {
+      const existing = this.keys.get(r.kid);
+      const publicKey = existing?.publicKey ?? createPublicKey(r.public_pem);
+      const loaded: LoadedKey = {
+        kid: r.kid,
+        publicKey,
+        createdAt: r.created_at,
+        jwk: existing?.jwk ?? { ...publicKey.export({ format: 'jwk' }), kid: r.kid, alg: 'RS256', use: 'sig' },
+      };
+      if (!r.retired_at && !current) {
+        loaded.privateKey = existing?.privateKey ?? createPrivateKey(this.cipher.decryptString(r.private_enc, `signing-key:${r.kid}`));
+        current = loaded;
+      }
+      next.set(r.kid, loaded);
+    }
+    if (!current) throw new Error('no active signing key');
+    this.keys = next;
+    this.current = current;
+    this.jwksCache = { keys: [...next.values()].map((k) => k.jwk) };
+  }
+
+  signingKey(): { kid: string; key: KeyObject } {
+    if (!this.current?.privateKey) throw new Error('signing keys not loaded');
+    return { kid: this.current.kid, key: this.current.privateKey };
+  }
+
+  /** The public key of `kid`; an unknown kid triggers at most one reload per second (rotation). */
+  async verificationKey(kid: string): Promise<KeyObject | undefined> {
+    const k = this.keys.get(kid);
+    if (k) return k.publicKey;
+    const now = Date.now();
+    if (now - this.lastMissReload > 1000) {
+      this.lastMissReload = now;
+      await this.reload();
+      return this.keys.get(kid)?.publicKey;
+    }
+    return undefined;
+  }
+
+  jwks(): { keys: Record<string, unknown>[] } {
+    return this.jwksCache;
+  }
+}

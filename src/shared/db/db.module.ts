@@ -1,0 +1,20 @@
+import { Global, Module } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+import { createDataSource } from './data-source';
+import { DATA_SOURCE, Db } from './db.service';
+import { IdempotencyService } from './idempotency';
+
+@Global()
+@Module({
+  providers: [
+    {
+      provide: DATA_SOURCE,
+      inject: [APP_CONFIG],
+      useFactory: async (config: AppConfig) => createDataSource(config).initialize(),
+    },
+    Db,
+    IdempotencyService,
+  ],
+  exports: [Db, DATA_SOURCE, IdempotencyService],
+})
+export class DbModule {}

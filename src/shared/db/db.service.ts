@@ -1,0 +1,74 @@
+import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import { DataSource } from 'typeorm';
+
+export const DATA_SOURCE = Symbol('DATA_SOURCE');
+
+/** Runs parameterized SQL; `name` makes it a named prepared statement (hot paths). */
+export interface Queryable {
+  query<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[], name?: string): Promise<T[]>;
+  /** The number of rows an UPDATE/DELETE touched, with its RETURNING rows. */
+  exec<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[]): Promise<{ rowCount: number; rows: T[] }>;
+}
+
+function wrap(client: Pool | PoolClient): Queryable {
+  return {
+    async query<T extends QueryResultRow>(text: string, params: unknown[] = [], name?: string): Promise<T[]> {
+      const res = await client.query<T>(name ? { name, text, values: params } : { text, values: params });
+      return res.rows;
+    },
+    async exec<T extends QueryResultRow>(text: string, params: unknown[] = []) {
+      const res = await client.query<T>({ text, values: params });
+      return { rowCount: res.rowCount ?? 0, rows: res.rows };
+    },
+  };
+}
+
+/**
+ * Database access for every module: explicit SQL on the TypeORM data source's pg pool.
+ * `tx` runs a function in one transaction (state change + audit + outbox commit together).
+ */
+@Injectable()
+export class Db implements Queryable, OnApplicationShutdown {
+  readonly pool: Pool;
+  private readonly direct: Queryable;
+
+  constructor(@Inject(DATA_SOURCE) readonly dataSource: DataSource) {
+    this.pool = (dataSource.driver as unknown as { master: Pool }).master;
+    this.direct = wrap(this.pool);
+  }
+
+  query<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[], name?: string): Promise<T[]> {
+    return this.direct.query<T>(text, params, name);
+  }
+
+  exec<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[]) {
+    return this.direct.exec<T>(text, params);
+  }
+
+  async tx<T>(fn: (tx: Queryable) => Promise<T>, isolation: 'READ COMMITTED' | 'SERIALIZABLE' = 'READ COMMITTED'): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query(isolation === 'READ COMMITTED' ? 'BEGIN' : `BEGIN ISOLATION LEVEL ${isolation}`);
+      const result = await fn(wrap(client));
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.dataSource.isInitialized) await this.dataSource.destroy();
+  }
+}
+
+/** Postgres error code of a unique violation. */
+export const UNIQUE_VIOLATION = '23505';
+export function isUniqueViolation(err: unknown, constraint?: string): boolean {
+  const e = err as { code?: string; constraint?: string };
+  return e?.code === UNIQUE_VIOLATION && (!constraint || e.constraint === constraint);
+}

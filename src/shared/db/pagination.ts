@@ -1,0 +1,57 @@
+import { createHmac, timingSafeEqual } from 'crypto';
+import { Transform } from 'class-transformer';
+import { IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
+import { AppError } from '../errors/app-error';
+
+/** Every list answers this shape (contract "Conventions"). */
+export interface Page<T> {
+  data: T[];
+  pagination: { next_cursor: string | null; has_more: boolean };
+}
+
+let cursorKey: Buffer = Buffer.from('authp-cursor');
+/** Called once at boot with a key derived from KEY_ENCRYPTION_KEY, so cursors cannot be forged. */
+export function setCursorKey(key: Buffer): void {
+  cursorKey = key;
+}
+
+function mac(payload: string): string {
+  return createHmac('sha256', cursorKey).update(payload).digest('base64url').slice(0, 22);
+}
+
+/** An opaque, tamper-evident cursor over a keyset position (e.g. [created_at, id]). */
+export function encodeCursor(position: (string | number)[]): string {
+  const payload = Buffer.from(JSON.stringify(position)).toString('base64url');
+  return `${payload}.${mac(payload)}`;
+}
+
+export function decodeCursor(cursor: string): (string | number)[] {
+  const [payload, sig] = cursor.split('.');
+  const ok = payload && sig && sig.length === 22 && timingSafeEqual(Buffer.from(sig), Buffer.from(mac(payload)));
+  if (!ok) throw new AppError('request/invalid_cursor');
+  try {
+    const value = JSON.parse(Buffer.from(payload, 'base64url').toString());
+    if (!Array.isArray(value)) throw new Error('not an array');
+    return value;
+  } catch {
+    throw new AppError('request/invalid_cursor');
+  }
+}
+
+/** Builds a page from `limit + 1` fetched rows. */
+export function toPage<R, T>(rows: R[], limit: number, map: (r: R) => T, position: (r: R) => (string | number)[]): Page<T> {
+  const has_more = rows.length > limit;
+  const items = has_more ? rows.slice(0, limit) : rows;
+  return {
+    data: items.map(map),
+    pagination: { next_cursor: has_more ? encodeCursor(position(items[items.length - 1])) : null, has_more },
+  };
+}
+
+const toInt = ({ value }: { value: unknown }) => (value === undefined || value === '' ? undefined : /^\d+$/.test(String(value)) ? Number(value) : value);
+
+/** Query DTO base for cursor-paginated lists; subclasses narrow the limit range. */
+export class CursorQuery {
+  @IsOptional() @IsString() cursor?: string;
+  @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(100) limit?: number;
+}

@@ -1,0 +1,49 @@
+import { ERROR_CATALOG, ErrorCode } from './error-codes';
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+/** A failure with a stable code from the catalog; the problem+json filter serializes it. */
+export class AppError extends Error {
+  readonly status: number;
+  readonly title: string;
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail?: string,
+    readonly options: { errors?: FieldError[]; headers?: Record<string, string>; status?: number } = {},
+  ) {
+    super(detail ?? ERROR_CATALOG[code].title);
+    this.status = options.status ?? ERROR_CATALOG[code].status;
+    this.title = ERROR_CATALOG[code].title;
+  }
+}
+
+/** 429 with the Retry-After the limiter computed. */
+export class RateLimitedError extends AppError {
+  constructor(
+    readonly retryAfterSeconds: number,
+    code: ErrorCode = 'rate_limit/exceeded',
+  ) {
+    super(code, `Too many requests; retry after ${retryAfterSeconds} seconds`, {
+      headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
+      status: 429,
+    });
+  }
+}
+
+/** The 401 of bearer-authenticated endpoints (RFC 6750 section 3). */
+export class InvalidTokenError extends AppError {
+  constructor(description = 'invalid_token') {
+    const q = description.replace(/"/g, '');
+    super('auth/invalid_token', undefined, {
+      headers: {
+        'WWW-Authenticate':
+          q === 'invalid_token'
+            ? 'Bearer error="invalid_token"'
+            : `Bearer error="invalid_token", error_description="${q}"`,
+      },
+    });
+  }
+}

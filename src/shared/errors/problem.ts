@@ -1,0 +1,114 @@
+import { HttpException, Logger, ValidationError } from '@nestjs/common';
+import { AppError, FieldError } from './app-error';
+import { ERROR_CATALOG, ErrorCode } from './error-codes';
+import { OAuthError } from './oauth-error';
+
+export interface ProblemBody {
+  type: string;
+  title: string;
+  status: number;
+  code: string;
+  detail?: string;
+  errors?: FieldError[];
+  request_id?: string;
+}
+
+export interface RenderedError {
+  status: number;
+  headers: Record<string, string>;
+  contentType: string;
+  body: Record<string, unknown>;
+}
+
+const logger = new Logger('Errors');
+
+/** Flattens class-validator errors into `errors[]` with dotted field paths. */
+export function flattenValidationErrors(errors: ValidationError[], parent = ''): FieldError[] {
+  const out: FieldError[] = [];
+  for (const e of errors) {
+    const field = parent ? `${parent}.${e.property}` : e.property;
+    if (e.constraints) {
+      for (const [kind, message] of Object.entries(e.constraints)) {
+        out.push({ field, message: kind === 'whitelistValidation' ? `property ${field} is not allowed` : message });
+      }
+    }
+    if (e.children?.length) out.push(...flattenValidationErrors(e.children, field));
+  }
+  return out;
+}
+
+function fromFrameworkError(err: { statusCode?: number; code?: string; message?: string }): AppError | undefined {
+  const status = err.statusCode;
+  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || status === 413) return new AppError('request/too_large');
+  if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) return new AppError('request/unsupported_media_type');
+  if (
+    err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' ||
+    err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ||
+    (err instanceof SyntaxError && status === 400)
+  )
+    return new AppError('request/malformed_json');
+  if (status === 404) return new AppError('request/not_found');
+  if (err.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return new AppError('request/invalid', 'Invalid Content-Length');
+  return undefined;
+}
+
+/** Maps any thrown value to the one error envelope (problem+json, or RFC 6749 under /oauth). */
+export function renderError(err: unknown, url: string, requestId?: string): RenderedError {
+  const isOAuth = url.startsWith('/oauth/');
+  if (err instanceof OAuthError) {
+    return {
+      status: err.status,
+      contentType: 'application/json; charset=utf-8',
+      headers: { 'Cache-Control': 'no-store', Pragma: 'no-cache', ...err.headers },
+      body: { error: err.error, ...(err.errorDescription ? { error_description: err.errorDescription } : {}) },
+    };
+  }
+  let appErr: AppError | undefined;
+  if (err instanceof AppError) appErr = err;
+  else if (err instanceof HttpException) {
+    const status = err.getStatus();
+    // Nest re-wraps Fastify's body-parser errors (FST_ERR_CTP_INVALID_JSON_BODY, ..._EMPTY_JSON_BODY)
+    const malformed = status === 400 && /not valid JSON|cannot be empty when content-type/i.test(err.message);
+    const code: ErrorCode = malformed ? 'request/malformed_json' :
+      status === 404 ? 'request/not_found' : status === 405 ? 'request/method_not_allowed' : status === 413 ? 'request/too_large'
+        : status === 401 ? 'auth/unauthorized' : status === 403 ? 'auth/forbidden' : status === 429 ? 'rate_limit/exceeded'
+          : status >= 500 ? 'server/error' : 'request/invalid';
+    appErr = new AppError(code, status >= 500 ? undefined : err.message, { status });
+  } else if (err && typeof err === 'object') {
+    appErr = fromFrameworkError(err as { statusCode?: number; code?: string });
+  }
+  if (!appErr) {
+    logger.error({ err, request_id: requestId, url }, 'unhandled error');
+    appErr = new AppError('server/error', 'An unexpected error occurred; quote the request id to support');
+  } else if (appErr.status >= 500) {
+    logger.error({ err, request_id: requestId, url }, 'server error');
+  }
+  if (isOAuth) {
+    const error =
+      appErr.status === 401 ? 'invalid_client' : appErr.status === 429 ? 'slow_down' : appErr.status >= 500 ? 'server_error'
+        : appErr.status === 503 ? 'temporarily_unavailable' : 'invalid_request';
+    return {
+      status: appErr.status,
+      contentType: 'application/json; charset=utf-8',
+      headers: { 'Cache-Control': 'no-store', Pragma: 'no-cache', ...(appErr.options.headers ?? {}) },
+      body: { error, error_description: appErr.detail ?? appErr.title },
+    };
+  }
+  const body: ProblemBody = {
+    type: 'about:blank',
+    title: appErr.title,
+    status: appErr.status,
+    code: appErr.code,
+    ...(appErr.detail ? { detail: appErr.detail } : {}),
+    ...(appErr.options.errors ? { errors: appErr.options.errors } : {}),
+    ...(requestId ? { request_id: requestId } : {}),
+  };
+  return {
+    status: appErr.status,
+    contentType: 'application/problem+json; charset=utf-8',
+    headers: appErr.options.headers ?? {},
+    body: body as unknown as Record<string, unknown>,
+  };
+}
+
+export { ERROR_CATALOG };

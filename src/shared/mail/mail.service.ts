@@ -1,0 +1,35 @@
+import { Injectable } from '@nestjs/common';
+import { Queryable } from '../db/db.service';
+import { EventsService } from '../events/events.service';
+
+/** Names of the email templates the worker renders (src/shared/mail/templates.ts). */
+export type MailTemplate = 'dashboard_invite' | 'email_verification' | 'password_reset' | 'password_changed' | 'magic_link' | 'email_otp' | 'agent_revoked' | 'webhook_disabled';
+
+export interface MailRequest {
+  tenantId: string | null;
+  to: string;
+  template: MailTemplate;
+  /** non-secret template data (tenant name, role, ...) */
+  data: Record<string, unknown>;
+  /** secret template data (link tokens, codes): encrypted at rest in the outbox */
+  secret?: Record<string, unknown>;
+}
+
+/**
+ * Emails leave through the transactional outbox (topic `email`): written in the caller's
+ * transaction, relayed to BullMQ and sent by the worker, so a committed email is never lost.
+ */
+@Injectable()
+export class MailService {
+  constructor(private readonly events: EventsService) {}
+
+  async enqueue(tx: Queryable, mail: MailRequest): Promise<void> {
+    await this.events.outbox(tx, {
+      tenantId: mail.tenantId,
+      topic: 'email',
+      eventType: `email.${mail.template}`,
+      payload: { to: mail.to, template: mail.template, data: mail.data },
+      secret: mail.secret,
+    });
+  }
+}

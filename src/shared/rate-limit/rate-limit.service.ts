@@ -1,0 +1,81 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
+import Redis from 'ioredis';
+import { AppError, RateLimitedError } from '../errors/app-error';
+import { ErrorCode } from '../errors/error-codes';
+import { REDIS } from '../redis/redis.module';
+
+export interface LimitResult {
+  allowed: boolean;
+  count: number;
+  retryAfterSeconds: number;
+}
+
+/**
+ * The one rate limiter: fixed windows in Redis (the @nestjs/throttler Redis storage), shared by
+ * every API process. Answers 429 with Retry-After (X-Service-Docs is added by the error filter).
+ */
+@Injectable()
+export class RateLimitService {
+  readonly storage: ThrottlerStorageRedisService;
+
+  constructor(@Inject(REDIS) private readonly redis: Redis) {
+    this.storage = new ThrottlerStorageRedisService(redis);
+  }
+
+  /** Counts one hit on `bucket:key`; not allowed once the count exceeds `limit` in the window. */
+  async hit(bucket: string, key: string, limit: number, windowSeconds: number): Promise<LimitResult> {
+    let r;
+    try {
+      r = await this.storage.increment(`rl:${key}`, windowSeconds * 1000, limit, windowSeconds * 1000, bucket);
+    } catch {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    }
+    return {
+      allowed: !r.isBlocked,
+      count: r.totalHits,
+      retryAfterSeconds: r.isBlocked ? Math.max(1, r.timeToBlockExpire) : 0,
+    };
+  }
+
+  /** `hit`, throwing 429 (with `code`) when over the limit. */
+  async enforce(bucket: string, key: string, limit: number, windowSeconds: number, code: ErrorCode = 'rate_limit/exceeded'): Promise<void> {
+    const r = await this.hit(bucket, key, limit, windowSeconds);
+    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds, code);
+  }
+
+  /** Current count and remaining window of a bucket without counting (failure counters). */
+  async peek(bucket: string, keys: string[]): Promise<{ count: number; ttlSeconds: number }[]> {
+    try {
+      const pipe = this.redis.pipeline();
+      for (const k of keys) pipe.get(`{rl:${k}:${bucket}}:hits`).pttl(`{rl:${k}:${bucket}}:hits`);
+      const res = (await pipe.exec()) ?? [];
+      return keys.map((_, i) => ({
+        count: Number(res[2 * i]?.[1] ?? 0) || 0,
+        ttlSeconds: Math.max(1, Math.ceil(Number(res[2 * i + 1]?.[1] ?? 0) / 1000)),
+      }));
+    } catch {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    }
+  }
+
+  /** Adds one hit to each counter without blocking (failure counters read back with `peek`). */
+  async addHits(bucket: string, keys: string[], windowSeconds: number): Promise<void> {
+    try {
+      const pipe = this.redis.pipeline();
+      for (const k of keys) {
+        const key = `{rl:${k}:${bucket}}:hits`;
+        pipe.incr(key).pexpire(key, windowSeconds * 1000, 'NX');
+      }
+      await pipe.exec();
+    } catch {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    }
+  }
+
+  /** Clears counters (a successful sign-in clears that pair's failures). */
+  async reset(bucket: string, keys: string[]): Promise<void> {
+    if (!keys.length) return;
+    await this.redis.del(...keys.flatMap((k) => [`{rl:${k}:${bucket}}:hits`, `{rl:${k}:${bucket}}:blocked`])).catch(() => undefined);
+  }
+}

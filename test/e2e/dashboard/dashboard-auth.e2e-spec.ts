@@ -1,0 +1,181 @@
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { createApiKey, DashboardFixture, sessionCookie, signupTenant } from '../../factories/dashboard.factory';
+
+describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', () => {
+  let t: TestApp;
+  let owner: DashboardFixture;
+  beforeAll(async () => {
+    t = await createTestApp();
+    owner = await signupTenant(t);
+  });
+  afterAll(() => t.close());
+
+  const login = (email: string, password: string, ip = randomIp()) =>
+    t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', ip).send({ email, password });
+
+  it('signs in with email and password: session cookie, memberships, csrf token', async () => {
+    const res = await login(owner.email.toUpperCase(), owner.password).expect(200);
+    expect(res.body).toEqual({
+      user: { id: owner.userId, email: owner.email },
+      memberships: [{ tenant_slug: owner.slug, role: 'owner' }],
+      csrf_token: expect.any(String),
+    });
+    const cookie = sessionCookie(res.headers['set-cookie']);
+    const me = await t.http().get('/v1/auth/dashboard/me').set('Cookie', cookie).expect(200);
+    expect(me.body.csrf_token).toBe(res.body.csrf_token);
+    // the session is stored hashed: the cookie value is not in the table
+    const raw = cookie.split('=')[1];
+    expect(await t.db.query(`SELECT 1 FROM dashboard_sessions WHERE token_hash = $1`, [raw])).toHaveLength(0);
+  });
+
+  it.each([
+    ['email malformed', { email: 'nope', password: 'whatever123' }, 'email'],
+    ['password shorter than 8', { email: 'a@b.co', password: 'short7!' }, 'password'],
+    ['password longer than 128', { email: 'a@b.co', password: 'x'.repeat(129) }, 'password'],
+    ['password missing', { email: 'a@b.co' }, 'password'],
+    ['extra property', { email: 'a@b.co', password: 'whatever123', remember: true }, 'remember'],
+  ])('login rejects %s with 400 request/invalid', async (_n, body, field) => {
+    const res = await t.http().post('/v1/auth/dashboard/login').send(body).expect(400);
+    expect(res.body.code).toBe('request/invalid');
+    expect(res.body.errors.map((e: { field: string }) => e.field)).toContain(field);
+  });
+
+  it('answers a wrong password and an unknown email with the same 401', async () => {
+    const a = await login(owner.email, 'wrong-password-1').expect(401);
+    const b = await login(uniqueEmail('nobody'), 'wrong-password-1').expect(401);
+    const strip = (x: Record<string, unknown>) => ({ ...x, request_id: undefined });
+    expect(strip(a.body)).toEqual(strip(b.body));
+    expect(a.body.code).toBe('auth/invalid_credentials');
+  });
+
+  it('requires the session for me, and ends it server-side on logout', async () => {
+    await t.http().get('/v1/auth/dashboard/me').expect(401);
+    await t.http().get('/v1/auth/dashboard/me').set('Cookie', 'authp_dashboard=forged').expect(401);
+    const res = await login(owner.email, owner.password).expect(200);
+    const cookie = sessionCookie(res.headers['set-cookie']);
+    await t.http().post('/v1/auth/dashboard/logout').set('Cookie', cookie).expect(403); // no CSRF header
+    await t.http().post('/v1/auth/dashboard/logout').set('Cookie', cookie).set('X-CSRF-Token', res.body.csrf_token).expect(204);
+    await t.http().get('/v1/auth/dashboard/me').set('Cookie', cookie).expect(401);
+  });
+
+  it('refuses state-changing requests without the right X-CSRF-Token (403 csrf/invalid)', async () => {
+    const url = `/v1/auth/dashboard/tenants/${owner.slug}/api-keys`;
+    const none = await t.http().post(url).set('Cookie', owner.cookie).send({ name: 'k' }).expect(403);
+    expect(none.body.code).toBe('csrf/invalid');
+    const wrong = await t.http().post(url).set('Cookie', owner.cookie).set('X-CSRF-Token', 'nope').send({ name: 'k' }).expect(403);
+    expect(wrong.body.code).toBe('csrf/invalid');
+    // another session's token does not work either
+    const other = await login(owner.email, owner.password).expect(200);
+    await t.http().post(url).set('Cookie', owner.cookie).set('X-CSRF-Token', other.body.csrf_token).send({ name: 'k' }).expect(403);
+    await t.http().post(url).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ name: 'k' }).expect(201);
+  });
+
+  it('re-authenticates with the password (verified_at) and refuses a wrong one', async () => {
+    const ok = await t.http().post('/v1/auth/dashboard/reauth').set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ password: owner.password }).expect(200);
+    expect(new Date(ok.body.verified_at).getTime()).toBeGreaterThan(Date.now() - 60_000);
+    const bad = await t.http().post('/v1/auth/dashboard/reauth').set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ password: 'wrong-password' }).expect(401);
+    expect(bad.body.code).toBe('auth/invalid_credentials');
+    await t.http().post('/v1/auth/dashboard/reauth').set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ password: 'short' }).expect(400);
+  });
+
+  it('invites a member who accepts; members read but cannot write; the invite is single-use and mailed', async () => {
+    const email = uniqueEmail('member');
+    const inv = await t
+      .http()
+      .post(`/v1/auth/dashboard/tenants/${owner.slug}/members`)
+      .set('Cookie', owner.cookie)
+      .set('X-CSRF-Token', owner.csrf)
+      .send({ email, role: 'member' })
+      .expect(201);
+    expect(inv.body.invite_token).toEqual(expect.any(String));
+    const mails = await t.db.query<{ payload: { to: string; template: string }; secret_enc: string }>(
+      `SELECT payload, secret_enc FROM outbox WHERE topic = 'email' AND payload->>'to' = $1`,
+      [email],
+    );
+    expect(mails).toHaveLength(1);
+    expect(mails[0].payload.template).toBe('dashboard_invite');
+    expect(mails[0].secret_enc).not.toContain(inv.body.invite_token);
+    expect(JSON.stringify(mails[0].payload)).not.toContain(inv.body.invite_token);
+
+    await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: 'short-pw1' }).expect(400);
+    const acc = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(200);
+    expect(acc.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
+    const again = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(400);
+    expect(again.body.code).toBe('invite/invalid');
+
+    const cookie = sessionCookie(acc.headers['set-cookie']);
+    const csrf = acc.body.csrf_token;
+    await t.http().get(`/v1/auth/dashboard/tenants/${owner.slug}/api-keys`).set('Cookie', cookie).expect(200);
+    const denied = await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/api-keys`).set('Cookie', cookie).set('X-CSRF-Token', csrf).send({ name: 'x' }).expect(403);
+    expect(denied.body.code).toBe('auth/forbidden');
+    const denied2 = await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', cookie).set('X-CSRF-Token', csrf).send({ email: uniqueEmail(), role: 'owner' }).expect(403);
+    expect(denied2.body.code).toBe('auth/forbidden');
+
+    const dup = await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email, role: 'member' }).expect(409);
+    expect(dup.body.code).toBe('member/exists');
+  });
+
+  it('lets an existing dashboard user accept an invite to a second tenant with their own password', async () => {
+    const other = await signupTenant(t);
+    const inv = await t.http().post(`/v1/auth/dashboard/tenants/${other.slug}/members`).set('Cookie', other.cookie).set('X-CSRF-Token', other.csrf).send({ email: owner.email, role: 'owner' }).expect(201);
+    await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: 'not-the-password' }).expect(401);
+    const acc = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: owner.password }).expect(200);
+    expect(acc.body.memberships.map((m: { tenant_slug: string }) => m.tenant_slug).sort()).toEqual([owner.slug, other.slug].sort());
+  });
+
+  it('rejects invite bodies that break the constraints', async () => {
+    const url = `/v1/auth/dashboard/tenants/${owner.slug}/members`;
+    const send = (body: object) => t.http().post(url).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send(body);
+    expect((await send({ email: uniqueEmail(), role: 'admin' }).expect(400)).body.code).toBe('request/invalid');
+    expect((await send({ email: 'bad', role: 'member' }).expect(400)).body.code).toBe('request/invalid');
+    expect((await send({ email: uniqueEmail(), role: 'member', extra: 1 }).expect(400)).body.code).toBe('request/invalid');
+  });
+
+  it("answers 404 for another tenant's slug (no membership), same as an unknown slug", async () => {
+    const other = await signupTenant(t);
+    const a = await t.http().get(`/v1/auth/dashboard/tenants/${other.slug}/api-keys`).set('Cookie', owner.cookie).expect(404);
+    const b = await t.http().get(`/v1/auth/dashboard/tenants/no-such-tenant/api-keys`).set('Cookie', owner.cookie).expect(404);
+    expect(a.body.code).toBe(b.body.code);
+    await createApiKey(t, other);
+  });
+
+  it('throttles failed logins per account and address, without locking the owner out from elsewhere', async () => {
+    const victim = await signupTenant(t);
+    const attacker = randomIp();
+    for (let i = 0; i < 5; i++) await login(victim.email, 'wrong-password-x', attacker).expect(401);
+    const blocked = await login(victim.email, victim.password, attacker).expect(429);
+    expect(blocked.body.code).toBe('auth/login_throttled');
+    expect(Number(blocked.headers['retry-after'])).toBeGreaterThan(0);
+    expect(blocked.headers['x-service-docs']).toBeTruthy();
+    // the owner, from their own address, still signs in
+    await login(victim.email, victim.password, randomIp()).expect(200);
+  });
+});
+
+describe('dashboard sessions: timeouts and the per-account limit', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ LOGIN_FAILURES_PER_ACCOUNT: '6', LOGIN_FAILURES_PER_ACCOUNT_IP: '3' });
+  });
+  afterAll(() => t.close());
+
+  it('ends a session after the idle timeout and after the absolute timeout', async () => {
+    const a = await signupTenant(t);
+    await t.db.query(`UPDATE dashboard_sessions SET last_seen_at = now() - interval '2 hours' WHERE user_id = $1`, [a.userId]);
+    await t.http().get('/v1/auth/dashboard/me').set('Cookie', a.cookie).expect(401);
+    const b = await signupTenant(t);
+    await t.db.query(`UPDATE dashboard_sessions SET absolute_expires_at = now() - interval '1 second' WHERE user_id = $1`, [b.userId]);
+    await t.http().get('/v1/auth/dashboard/me').set('Cookie', b.cookie).expect(401);
+  });
+
+  it('a distributed attack trips the per-account limit for new addresses only; known addresses still sign in', async () => {
+    const victim = await signupTenant(t);
+    const home = randomIp();
+    await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', home).send({ email: victim.email, password: victim.password }).expect(200);
+    for (let i = 0; i < 6; i++)
+      await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', randomIp()).send({ email: victim.email, password: 'wrong-password-y' }).expect(401);
+    const fresh = await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', randomIp()).send({ email: victim.email, password: 'wrong-password-y' }).expect(429);
+    expect(fresh.body.code).toBe('auth/login_throttled');
+    await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', home).send({ email: victim.email, password: victim.password }).expect(200);
+  });
+});

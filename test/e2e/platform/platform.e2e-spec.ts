@@ -1,0 +1,65 @@
+import { createTestApp, TestApp } from '../../setup/app';
+
+describe('platform: operations, discovery, error envelope', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+
+  it('GET /health answers ok with an X-Request-Id', async () => {
+    const res = await t.http().get('/health').expect(200);
+    expect(res.body).toEqual({ status: 'ok' });
+    expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('echoes a well-formed X-Request-Id and replaces a malformed one', async () => {
+    const ok = await t.http().get('/health').set('X-Request-Id', 'abc-123');
+    expect(ok.headers['x-request-id']).toBe('abc-123');
+    const bad = await t.http().get('/health').set('X-Request-Id', 'bad id with spaces');
+    expect(bad.headers['x-request-id']).not.toBe('bad id with spaces');
+  });
+
+  it('GET /ready checks PostgreSQL and Redis', async () => {
+    const res = await t.http().get('/ready').expect(200);
+    expect(res.body.info).toEqual({ postgres: { status: 'up' }, redis: { status: 'up' } });
+  });
+
+  it('unknown routes are problem+json 404', async () => {
+    const res = await t.http().get('/v1/nope').expect(404);
+    expect(res.headers['content-type']).toMatch(/application\/problem\+json/);
+    expect(res.body).toMatchObject({ status: 404, code: 'request/not_found', type: 'about:blank' });
+  });
+
+  it('publishes the JWKS and discovery documents', async () => {
+    const jwks = await t.http().get('/.well-known/jwks.json').expect(200);
+    expect(jwks.body.keys.length).toBeGreaterThanOrEqual(1);
+    expect(jwks.body.keys[0]).toMatchObject({ kty: 'RSA', alg: 'RS256', use: 'sig' });
+    expect(jwks.body.keys[0].kid).toBeTruthy();
+    expect(jwks.body.keys[0].d).toBeUndefined();
+    const oidc = await t.http().get('/.well-known/openid-configuration').expect(200);
+    expect(oidc.body.issuer).toBe(process.env.PUBLIC_BASE_URL);
+    expect(oidc.body.jwks_uri).toMatch(/\/\.well-known\/jwks\.json$/);
+    const as = await t.http().get('/.well-known/oauth-authorization-server').expect(200);
+    expect(as.body.token_endpoint).toMatch(/\/oauth\/token$/);
+  });
+
+  it('serves /metrics with per-route request counts and latency', async () => {
+    await t.http().get('/health');
+    const res = await t.http().get('/metrics').expect(200);
+    expect(res.text).toContain('http_requests_total');
+    expect(res.text).toContain('http_request_duration_seconds_bucket');
+    expect(res.text).toMatch(/route="\/health"/);
+  });
+
+  it('serves the OpenAPI document and the docs UI', async () => {
+    const res = await t.http().get('/openapi.json').expect(200);
+    expect(res.body.openapi).toMatch(/^3\./);
+    await t.http().get('/docs').expect((r) => expect([200, 301, 302]).toContain(r.status));
+  });
+
+  it('sets helmet security headers', async () => {
+    const res = await t.http().get('/health');
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
+  });
+});

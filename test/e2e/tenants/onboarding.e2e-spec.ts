@@ -1,0 +1,178 @@
+import { randomUUID } from 'crypto';
+import http from 'http';
+import { AddressInfo } from 'net';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { sessionCookie } from '../../factories/dashboard.factory';
+
+const valid = () => ({
+  email: uniqueEmail('signup'),
+  password: STRONG_PASSWORD,
+  tenant_name: `Acme ${randomUUID().slice(0, 8)}`,
+  consent_terms: true,
+  consent_privacy: true,
+});
+
+describe('onboarding signup (spec 2.1)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+
+  const signup = (body: unknown, ip = randomIp()) => t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', ip).send(body as object);
+
+  it('creates the tenant (free tier, slug from the name), its owner and a dashboard session', async () => {
+    const body = { ...valid(), tenant_name: 'Ünïcode & Co. Ltd' };
+    const res = await signup(body).expect(201);
+    expect(res.body).toEqual({
+      tenant: { id: expect.any(String), slug: expect.stringMatching(/^unicode-co-ltd/), name: 'Ünïcode & Co. Ltd', tier: 'free' },
+      user: { id: expect.any(String), email: body.email },
+      csrf_token: expect.any(String),
+    });
+    const cookie = res.headers['set-cookie'][0];
+    expect(cookie).toMatch(/authp_dashboard=/);
+    expect(cookie).toMatch(/HttpOnly/i);
+    expect(cookie).toMatch(/SameSite=Lax/i);
+    const me = await t.http().get('/v1/auth/dashboard/me').set('Cookie', sessionCookie(res.headers['set-cookie'])).expect(200);
+    expect(me.body.memberships).toEqual([{ tenant_slug: res.body.tenant.slug, role: 'owner' }]);
+    const [row] = await t.db.query<{ password_hash: string }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [res.body.user.id]);
+    expect(row.password_hash).toMatch(/^\$argon2id\$/);
+    const audit = await t.db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.created'`, [res.body.tenant.id]);
+    expect(audit).toHaveLength(1);
+  });
+
+  it('gives two tenants with the same name distinct slugs', async () => {
+    const name = `Same Name ${randomUUID().slice(0, 4)}`;
+    const a = await signup({ ...valid(), tenant_name: name }).expect(201);
+    const b = await signup({ ...valid(), tenant_name: name }).expect(201);
+    expect(a.body.tenant.slug).not.toBe(b.body.tenant.slug);
+  });
+
+  it.each([
+    ['email missing', { email: undefined }, 'email'],
+    ['email malformed', { email: 'not-an-email' }, 'email'],
+    ['password too short (11)', { password: 'a'.repeat(11) }, 'password'],
+    ['password too long (129)', { password: 'a'.repeat(129) }, 'password'],
+    ['password not a string', { password: 123456789012 }, 'password'],
+    ['tenant_name too short (1)', { tenant_name: 'a' }, 'tenant_name'],
+    ['tenant_name too long (51)', { tenant_name: 'a'.repeat(51) }, 'tenant_name'],
+    ['tenant_name missing', { tenant_name: undefined }, 'tenant_name'],
+    ['consent_terms false', { consent_terms: false }, 'consent_terms'],
+    ['consent_terms missing', { consent_terms: undefined }, 'consent_terms'],
+    ['consent_privacy false', { consent_privacy: false }, 'consent_privacy'],
+    ['consent_privacy a string', { consent_privacy: 'true' }, 'consent_privacy'],
+    ['consent_marketing not boolean', { consent_marketing: 'yes' }, 'consent_marketing'],
+    ['idempotency_key shorter than 36', { idempotency_key: 'x'.repeat(35) }, 'idempotency_key'],
+    ['unknown property', { plan: 'pro' }, 'plan'],
+  ])('rejects %s with 400 request/invalid', async (_name, patch, field) => {
+    const res = await signup({ ...valid(), ...patch }).expect(400);
+    expect(res.headers['content-type']).toMatch(/application\/problem\+json/);
+    expect(res.body).toMatchObject({ status: 400, code: 'request/invalid' });
+    expect(res.body.errors.map((e: { field: string }) => e.field)).toContain(field);
+  });
+
+  it('accepts password lengths 12 and 128 and tenant_name lengths 2 and 50', async () => {
+    await signup({ ...valid(), password: 'p'.repeat(12), tenant_name: 'ab' }).expect(201);
+    await signup({ ...valid(), password: 'p'.repeat(128), tenant_name: 'n'.repeat(50) }).expect(201);
+  });
+
+  it('answers malformed JSON with 400 and an oversized body with 413, never 5xx', async () => {
+    const bad = await t.http().post('/v1/onboarding/signup').set('Content-Type', 'application/json').send('{"email":').expect(400);
+    expect(bad.body.code).toBe('request/malformed_json');
+    const big = await t
+      .http()
+      .post('/v1/onboarding/signup')
+      .set('Content-Type', 'application/json')
+      .send(JSON.stringify({ ...valid(), website: 'x'.repeat(200_000) }))
+      .expect(413);
+    expect(big.body.code).toBe('request/too_large');
+  });
+
+  it('creates nothing when the honeypot is filled (and answers like a success)', async () => {
+    const body = { ...valid(), website: 'http://spam.example' };
+    const res = await signup(body).expect(201);
+    expect(res.headers['set-cookie']).toBeUndefined();
+    const rows = await t.db.query(`SELECT 1 FROM tenants WHERE name = $1`, [body.tenant_name]);
+    expect(rows).toHaveLength(0);
+    const users = await t.db.query(`SELECT 1 FROM dashboard_users WHERE email_normalized = $1`, [body.email]);
+    expect(users).toHaveLength(0);
+  });
+
+  it('replays the same answer for the same idempotency_key and creates nothing twice', async () => {
+    const body = { ...valid(), idempotency_key: randomUUID() };
+    const a = await signup(body).expect(201);
+    const b = await signup(body).expect(201);
+    expect(b.body).toEqual(a.body);
+    expect(sessionCookie(b.headers['set-cookie'])).toBe(sessionCookie(a.headers['set-cookie']));
+    const rows = await t.db.query(`SELECT 1 FROM tenants WHERE name = $1`, [body.tenant_name]);
+    expect(rows).toHaveLength(1);
+  });
+
+  it('gives parallel calls with one idempotency_key one tenant and one answer', async () => {
+    const body = { ...valid(), idempotency_key: randomUUID() };
+    const results = await Promise.all(Array.from({ length: 6 }, () => signup(body)));
+    for (const r of results) expect(r.status).toBe(201);
+    for (const r of results) expect(r.body).toEqual(results[0].body);
+    const rows = await t.db.query(`SELECT 1 FROM tenants WHERE name = $1`, [body.tenant_name]);
+    expect(rows).toHaveLength(1);
+    const users = await t.db.query(`SELECT 1 FROM dashboard_users WHERE email_normalized = $1`, [body.email]);
+    expect(users).toHaveLength(1);
+  });
+
+  it('refuses the same idempotency_key with a different request (409)', async () => {
+    const key = randomUUID();
+    await signup({ ...valid(), idempotency_key: key }).expect(201);
+    const res = await signup({ ...valid(), idempotency_key: key }).expect(409);
+    expect(res.body.code).toBe('idempotency/conflict');
+  });
+
+  it('refuses an email that already has a dashboard account (409)', async () => {
+    const body = valid();
+    await signup(body).expect(201);
+    const res = await signup({ ...valid(), email: body.email.toUpperCase() }).expect(409);
+    expect(res.body.code).toBe('onboarding/email_exists');
+  });
+
+  it('limits signups per client address (429 with Retry-After and X-Service-Docs)', async () => {
+    const ip = randomIp();
+    for (let i = 0; i < 5; i++) await signup(valid(), ip).expect(201);
+    const res = await signup(valid(), ip).expect(429);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(res.headers['x-service-docs']).toBeTruthy();
+    await signup(valid(), randomIp()).expect(201);
+  });
+});
+
+describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => {
+  let t: TestApp;
+  let server: http.Server;
+  const seen: URLSearchParams[] = [];
+  beforeAll(async () => {
+    // a real siteverify peer speaking the Turnstile protocol
+    server = http.createServer((req, res) => {
+      let data = '';
+      req.on('data', (c) => (data += c));
+      req.on('end', () => {
+        const form = new URLSearchParams(data);
+        seen.push(form);
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify(form.get('response') === 'good-token' && form.get('secret') === 'ts-secret' ? { success: true } : { success: false, 'error-codes': ['invalid-input-response'] }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    t = await createTestApp({ TURNSTILE_SECRET: 'ts-secret', TURNSTILE_SITEVERIFY_URL: `http://127.0.0.1:${port}/siteverify` });
+  });
+  afterAll(async () => {
+    await t.close();
+    await new Promise((r) => server.close(r));
+  });
+
+  it('requires a token, refuses a bad one and accepts a good one', async () => {
+    const send = (extra: object) => t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp()).send({ ...valid(), ...extra });
+    expect((await send({}).expect(400)).body.code).toBe('onboarding/bot_check_failed');
+    expect((await send({ turnstile_token: 'bad' }).expect(400)).body.code).toBe('onboarding/bot_check_failed');
+    await send({ turnstile_token: 'good-token' }).expect(201);
+    expect(seen[seen.length - 1].get('remoteip')).toBeTruthy();
+  });
+});

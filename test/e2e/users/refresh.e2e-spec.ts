@@ -1,0 +1,125 @@
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+
+async function registerUser(t: TestApp, tenant: TenantFixture) {
+  const res = await t
+    .http()
+    .post('/v1/auth/register')
+    .set('X-API-Key', tenant.apiKey)
+    .set('X-Forwarded-For', randomIp())
+    .send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true })
+    .expect(201);
+  return res.body as { access_token: string; refresh_token: string; user: { id: string } };
+}
+
+describe('refresh: rotation, reuse detection and the grace rule (contract "Tokens")', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  beforeAll(async () => {
+    t = await createTestApp();
+    tenant = await createTenant(t.db);
+  });
+  afterAll(() => t.close());
+
+  const refresh = (token: unknown, key = tenant.apiKey) => t.http().post('/v1/auth/refresh').set('X-API-Key', key).send({ refresh_token: token });
+
+  it('rotates: a new pair for the same session; the new access token works', async () => {
+    const u = await registerUser(t, tenant);
+    const r = await refresh(u.refresh_token).expect(200);
+    expect(r.body.refresh_token).not.toBe(u.refresh_token);
+    expect(r.body.user.id).toBe(u.user.id);
+    const sid = (tok: string) => JSON.parse(Buffer.from(tok.split('.')[1], 'base64url').toString()).sid;
+    expect(sid(r.body.access_token)).toBe(sid(u.access_token));
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${r.body.access_token}`).expect(200);
+    const [row] = await t.db.query<{ secret_hash: string }>(`SELECT secret_hash FROM refresh_tokens WHERE id = $1`, [r.body.refresh_token.split(':')[0]]);
+    expect(row.secret_hash).not.toContain(r.body.refresh_token.split(':')[1]);
+  });
+
+  it('the immediate parent presented again within the grace period gets a fresh pair', async () => {
+    const u = await registerUser(t, tenant);
+    const first = await refresh(u.refresh_token).expect(200);
+    const again = await refresh(u.refresh_token).expect(200);
+    expect(again.body.refresh_token).not.toBe(first.body.refresh_token);
+    await refresh(first.body.refresh_token).expect(200);
+  });
+
+  it('reuse of a rotated token after the grace period revokes the whole session', async () => {
+    const u = await registerUser(t, tenant);
+    const first = await refresh(u.refresh_token).expect(200);
+    await t.db.query(`UPDATE refresh_tokens SET rotated_at = now() - interval '1 minute' WHERE id = $1`, [u.refresh_token.split(':')[0]]);
+    const reuse = await refresh(u.refresh_token).expect(401);
+    expect(reuse.body.code).toBe('auth/invalid_refresh_token');
+    await refresh(first.body.refresh_token).expect(401);
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${first.body.access_token}`).expect(401);
+    expect(await t.db.query(`SELECT 1 FROM user_sessions WHERE user_id = $1 AND revoked_reason = 'refresh_token_reuse'`, [u.user.id])).toHaveLength(1);
+  });
+
+  it('a grandparent is reuse even within the grace period', async () => {
+    const u = await registerUser(t, tenant);
+    const a = await refresh(u.refresh_token).expect(200);
+    await refresh(a.body.refresh_token).expect(200);
+    await refresh(u.refresh_token).expect(401);
+  });
+
+  it('refuses malformed, unknown, wrong-secret and other-tenant tokens without ending the session', async () => {
+    const u = await registerUser(t, tenant);
+    const [id] = u.refresh_token.split(':');
+    for (const bad of ['nope', `${id}:${'A'.repeat(43)}`, `00000000-0000-4000-8000-000000000000:${'A'.repeat(43)}`]) {
+      expect((await refresh(bad).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+    }
+    const other = await createTenant(t.db);
+    await refresh(u.refresh_token, other.apiKey).expect(401);
+    await refresh(u.refresh_token).expect(200);
+  });
+
+  it('validates the body', async () => {
+    expect((await refresh('').expect(400)).body.code).toBe('request/invalid');
+    expect((await refresh(42).expect(400)).body.code).toBe('request/invalid');
+    expect((await t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).send({ refresh_token: 'a:b', extra: 1 }).expect(400)).body.code).toBe('request/invalid');
+    await t.http().post('/v1/auth/refresh').send({ refresh_token: 'a:b' }).expect(401);
+  });
+});
+
+describe('refresh without a grace period: parallel refreshes of one token have one winner', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  beforeAll(async () => {
+    t = await createTestApp({ REFRESH_REUSE_GRACE_SECONDS: '0' });
+    tenant = await createTenant(t.db);
+  });
+  afterAll(() => t.close());
+
+  it('exactly one of 8 parallel refreshes succeeds', async () => {
+    const u = await registerUser(t, tenant);
+    const results = await Promise.all(Array.from({ length: 8 }, () => t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).send({ refresh_token: u.refresh_token })));
+    const ok = results.filter((r) => r.status === 200);
+    expect(ok).toHaveLength(1);
+    for (const r of results) expect([200, 401]).toContain(r.status);
+    const children = await t.db.query(`SELECT 1 FROM refresh_tokens WHERE parent_id = $1`, [u.refresh_token.split(':')[0]]);
+    expect(children).toHaveLength(1);
+  });
+});
+
+describe('rate limits hold across two API instances sharing Redis', () => {
+  let a: TestApp;
+  let b: TestApp;
+  let tenant: TenantFixture;
+  beforeAll(async () => {
+    a = await createTestApp();
+    b = await createTestApp();
+    tenant = await createTenant(a.db);
+  });
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+  });
+
+  it('the 6th register from one address is refused whichever instance serves it', async () => {
+    const ip = randomIp();
+    const send = (app: TestApp) =>
+      app.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', ip).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true });
+    for (let i = 0; i < 5; i++) await send(i % 2 ? a : b).expect(201);
+    await send(a).expect(429);
+    await send(b).expect(429);
+  });
+});

@@ -1,0 +1,197 @@
+import { AddressInfo } from 'net';
+import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
+import jwt from 'jsonwebtoken';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
+
+describe('end users: register, login, me, logout (contract "End users")', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  let other: TenantFixture;
+  let baseUrl: string;
+  beforeAll(async () => {
+    t = await createTestApp();
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    baseUrl = `http://127.0.0.1:${(t.app.getHttpServer().address() as AddressInfo).port}`;
+    tenant = await createTenant(t.db);
+    other = await createTenant(t.db);
+  });
+  afterAll(() => t.close());
+
+  const register = (body: object, key = tenant.apiKey, ip = randomIp()) => t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', ip).send(body);
+  const login = (body: object, key = tenant.apiKey, ip = randomIp()) => t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', ip).send(body);
+  const valid = () => ({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true });
+
+  it('registers: 201 token response; the access token verifies against the JWKS with an independent JOSE library', async () => {
+    const body = valid();
+    const res = await register(body).expect(201);
+    expect(res.body).toEqual({
+      access_token: expect.any(String),
+      refresh_token: expect.stringMatching(/^[0-9a-f-]{36}:[A-Za-z0-9_-]{43}$/),
+      expires_in: 900,
+      token_type: 'Bearer',
+      user: { id: expect.any(String), email: body.email, email_verified: false, is_anonymous: false, created_at: expect.any(String) },
+    });
+    const jwks = createRemoteJWKSet(new URL(`${baseUrl}/.well-known/jwks.json`));
+    const { payload, protectedHeader } = await jwtVerify(res.body.access_token, jwks, { issuer: 'http://localhost:3001', audience: 'http://localhost:3001', algorithms: ['RS256'] });
+    expect(protectedHeader.kid).toBeTruthy();
+    expect(payload).toMatchObject({
+      sub: res.body.user.id,
+      tenant_id: tenant.id,
+      scope: 'openid profile email',
+      amr: ['pwd'],
+      aal: 'AAL1',
+      role: 'member',
+      is_anonymous: false,
+    });
+    expect(payload.sid).toEqual(expect.any(String));
+    expect(payload.jti).toEqual(expect.any(String));
+    expect(payload.exp! - payload.iat!).toBe(900);
+  });
+
+  it('normalizes emails: unique per tenant case-insensitively, free in another tenant', async () => {
+    const email = uniqueEmail('Case');
+    await register({ ...valid(), email: email.toUpperCase() }).expect(201);
+    const dup = await register({ ...valid(), email: `  ${email.toLowerCase()}` }).expect((r) => expect([400, 409]).toContain(r.status));
+    if (dup.status === 409) expect(dup.body.code).toBe('user/email_exists');
+    expect((await register({ ...valid(), email: email.toLowerCase() }).expect(409)).body.code).toBe('user/email_exists');
+    await register({ ...valid(), email: email.toLowerCase() }, other.apiKey).expect(201);
+    await login({ email: email.toLowerCase(), password: STRONG_PASSWORD }).expect(200);
+  });
+
+  it.each([
+    ['email missing', { email: undefined }, 'email'],
+    ['email malformed', { email: 'x@' }, 'email'],
+    ['password 11 chars', { password: 'p'.repeat(11) }, 'password'],
+    ['password 129 chars', { password: 'p'.repeat(129) }, 'password'],
+    ['consent missing', { consent: undefined }, 'consent'],
+    ['consent false', { consent: false }, 'consent'],
+    ['date_of_birth wrong pattern', { date_of_birth: '01/02/2000' }, 'date_of_birth'],
+    ['date_of_birth not a real date', { date_of_birth: '2001-02-30' }, 'date_of_birth'],
+    ['date_of_birth in the future', { date_of_birth: `${new Date().getUTCFullYear() + 1}-01-01` }, 'date_of_birth'],
+    ['age_verification_token empty', { age_verification_token: '' }, 'age_verification_token'],
+    ['invite_token longer than 512', { invite_token: 'x'.repeat(513) }, 'invite_token'],
+    ['unknown property', { nickname: 'bob' }, 'nickname'],
+  ])('register rejects %s with 400 request/invalid', async (_n, patch, field) => {
+    const res = await register({ ...valid(), ...patch }).expect(400);
+    expect(res.body.code).toBe('request/invalid');
+    expect(res.body.errors.map((e: { field: string }) => e.field)).toContain(field);
+  });
+
+  it('requires date_of_birth under minor protection, stores it encrypted and never echoes it', async () => {
+    const minor = await createTenant(t.db, { minor_protection_enabled: true });
+    const missing = await register(valid(), minor.apiKey).expect(400);
+    expect(missing.body.code).toBe('user/date_of_birth_required');
+    const res = await register({ ...valid(), date_of_birth: '2001-07-14' }, minor.apiKey).expect(201);
+    expect(JSON.stringify(res.body)).not.toContain('2001-07-14');
+    expect(Buffer.from(res.body.access_token.split('.')[1], 'base64url').toString()).not.toContain('2001');
+    const [row] = await t.db.query<{ date_of_birth_enc: string }>(`SELECT date_of_birth_enc FROM users WHERE id = $1`, [res.body.user.id]);
+    expect(row.date_of_birth_enc).toMatch(/^v1\./);
+    expect(row.date_of_birth_enc).not.toContain('2001-07-14');
+    const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.body.access_token}`).expect(200);
+    expect(JSON.stringify(me.body)).not.toContain('2001');
+  });
+
+  it('logs in; an unknown email and a wrong password get the same 401 body', async () => {
+    const body = valid();
+    await register(body).expect(201);
+    const ok = await login({ email: body.email, password: body.password }).expect(200);
+    expect(ok.body.token_type).toBe('Bearer');
+    expect(ok.body.user.email).toBe(body.email);
+    const wrong = await login({ email: body.email, password: 'wrong password!!' }).expect(401);
+    const unknown = await login({ email: uniqueEmail(), password: 'wrong password!!' }).expect(401);
+    expect({ ...wrong.body, request_id: 0 }).toEqual({ ...unknown.body, request_id: 0 });
+    expect(wrong.body.code).toBe('auth/invalid_credentials');
+    // a user of another tenant cannot log in with this tenant's key
+    await login({ email: body.email, password: body.password }, other.apiKey).expect(401);
+  });
+
+  it.each([
+    ['email missing', { password: STRONG_PASSWORD }],
+    ['password 11 chars', { email: 'a@b.co', password: 'p'.repeat(11) }],
+    ['password 129 chars', { email: 'a@b.co', password: 'p'.repeat(129) }],
+    ['extra property', { email: 'a@b.co', password: STRONG_PASSWORD, remember: true }],
+  ])('login rejects %s with 400', async (_n, body) => {
+    expect((await login(body).expect(400)).body.code).toBe('request/invalid');
+  });
+
+  it('throttles failed logins per account and address (429 auth/login_throttled) without locking out the owner elsewhere', async () => {
+    const body = valid();
+    await register(body).expect(201);
+    const ip = randomIp();
+    for (let i = 0; i < 5; i++) await login({ email: body.email, password: 'wrong password!!' }, tenant.apiKey, ip).expect(401);
+    const res = await login({ email: body.email, password: body.password }, tenant.apiKey, ip).expect(429);
+    expect(res.body.code).toBe('auth/login_throttled');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    await login({ email: body.email, password: body.password }, tenant.apiKey, randomIp()).expect(200);
+  });
+
+  it('GET /me returns the user; a missing, tampered, foreign-audience, expired or unknown-kid token is 401 with WWW-Authenticate', async () => {
+    const body = valid();
+    const reg = await register(body).expect(201);
+    const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`).expect(200);
+    expect(me.body).toMatchObject({ id: reg.body.user.id, email: body.email, email_verified: false, is_anonymous: false, role: 'member', created_at: reg.body.user.created_at, last_sign_in_at: expect.any(String) });
+
+    const expect401 = async (auth?: string) => {
+      const req = t.http().get('/v1/auth/me');
+      if (auth) req.set('Authorization', auth);
+      const res = await req.expect(401);
+      expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
+      expect(res.headers['content-type']).toMatch(/problem\+json/);
+    };
+    await expect401();
+    await expect401('Basic abc');
+    const [h, p, s] = reg.body.access_token.split('.');
+    const claims = JSON.parse(Buffer.from(p, 'base64url').toString());
+    await expect401(`Bearer ${h}.${Buffer.from(JSON.stringify({ ...claims, role: 'admin' })).toString('base64url')}.${s}`);
+    const keys = t.app.get(SigningKeysService);
+    const { kid, key } = keys.signingKey();
+    const forge = (c: object, k = kid) => jwt.sign(c, key, { algorithm: 'RS256', keyid: k, noTimestamp: true });
+    const now = Math.floor(Date.now() / 1000);
+    await expect401(`Bearer ${forge({ ...claims, aud: 'https://elsewhere.example' })}`);
+    await expect401(`Bearer ${forge({ ...claims, iss: 'https://evil.example' })}`);
+    await expect401(`Bearer ${forge({ ...claims, iat: now - 2000, exp: now - 1000 })}`);
+    await expect401(`Bearer ${forge(claims, 'unknown-kid')}`);
+    await expect401(`Bearer ${jwt.sign(claims, 'shared-secret', { algorithm: 'HS256', keyid: kid, noTimestamp: true })}`);
+    // a matching X-API-Key is fine; another tenant's key is 401 auth/tenant_mismatch
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`).set('X-API-Key', tenant.apiKey).expect(200);
+    const mismatch = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`).set('X-API-Key', other.apiKey).expect(401);
+    expect(mismatch.body.code).toBe('auth/tenant_mismatch');
+  });
+
+  it('logout ends the session: its access token and refresh token stop working', async () => {
+    const reg = await register(valid()).expect(201);
+    await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${reg.body.access_token}`).expect(204);
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`).expect(401);
+    const r = await t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).send({ refresh_token: reg.body.refresh_token }).expect(401);
+    expect(r.body.code).toBe('auth/invalid_refresh_token');
+  });
+
+  it('limits register to 5 per minute per client address (429 with Retry-After and X-Service-Docs)', async () => {
+    const ip = randomIp();
+    for (let i = 0; i < 5; i++) await register(valid(), tenant.apiKey, ip).expect(201);
+    const res = await register(valid(), tenant.apiKey, ip).expect(429);
+    expect(res.body.code).toBe('rate_limit/exceeded');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(60);
+    expect(res.headers['x-service-docs']).toMatch(/^http/);
+    await register(valid(), tenant.apiKey, randomIp()).expect(201);
+  });
+
+  it('keys:rotate publishes a new key; tokens of the old key stay valid until they expire', async () => {
+    const before = await register(valid()).expect(201);
+    const oldKid = decodeProtectedHeader(before.body.access_token).kid;
+    const keys = t.app.get(SigningKeysService);
+    await keys.rotate();
+    const after = await register(valid()).expect(201);
+    expect(decodeProtectedHeader(after.body.access_token).kid).not.toBe(oldKid);
+    const jwks = await t.http().get('/.well-known/jwks.json').expect(200);
+    expect(jwks.body.keys.map((k: { kid: string }) => k.kid)).toEqual(expect.arrayContaining([oldKid, decodeProtectedHeader(after.body.access_token).kid]));
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${before.body.access_token}`).expect(200);
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${after.body.access_token}`).expect(200);
+    // signing keys are stored with the private half encrypted
+    const rows = await t.db.query<{ private_enc: string }>(`SELECT private_enc FROM signing_keys`);
+    for (const r of rows) expect(r.private_enc).not.toContain('PRIVATE KEY');
+  });
+});

@@ -1,0 +1,49 @@
+import { randomBytes } from 'crypto';
+import { NestFastifyApplication } from '@nestjs/platform-fastify';
+import request from 'supertest';
+import { createApiApp } from '../../src/app.factory';
+import { resetConfigForTests } from '../../src/config/config.module';
+import { Db } from '../../src/shared/db/db.service';
+
+export interface TestApp {
+  app: NestFastifyApplication;
+  http: () => ReturnType<typeof request>;
+  db: Db;
+  close: () => Promise<void>;
+}
+
+/** Boots the real API (real PostgreSQL and Redis); `env` overrides configuration for this app. */
+export async function createTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+  const saved: Record<string, string | undefined> = {};
+  for (const [k, v] of Object.entries(env)) {
+    saved[k] = process.env[k];
+    process.env[k] = v;
+  }
+  resetConfigForTests();
+  const app = await createApiApp({ logger: false });
+  await app.init();
+  await app.getHttpAdapter().getInstance().ready();
+  for (const [k, v] of Object.entries(saved)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+  resetConfigForTests();
+  return {
+    app,
+    http: () => request(app.getHttpServer()),
+    db: app.get(Db),
+    close: () => app.close(),
+  };
+}
+
+/** A random client address: per-IP limits are keyed on X-Forwarded-For under TRUST_PROXY=loopback. */
+export function randomIp(): string {
+  const b = randomBytes(3);
+  return `10.${b[0]}.${b[1]}.${b[2] || 1}`;
+}
+
+export function uniqueEmail(tag = 'user'): string {
+  return `${tag}.${randomBytes(5).toString('hex')}@example.com`;
+}
+
+export const STRONG_PASSWORD = 'correct horse battery staple';
