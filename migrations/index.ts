@@ -1,4 +1,8 @@
 import { InitialSchema1763700000000 } from './1763700000000-initial-schema';
+import { TenantSettingsAndClients1763750000000 } from './1763750000000-tenant-settings-and-clients';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
-export const ALL_MIGRATIONS = [InitialSchema1763700000000];
+export const ALL_MIGRATIONS = [
+  InitialSchema1763700000000,
+  TenantSettingsAndClients1763750000000,
+];

@@ -1,4 +1,5 @@
 import { Global, Module } from '@nestjs/common';
+import { StepUpGuard } from './step-up.guard';
 import { PassportModule } from '@nestjs/passport';
 import { ApiKeyResolver, ApiKeyStrategy } from './api-key.strategy';
 import { BearerAuthenticator, BearerStrategy, OptionalBearerStrategy } from './bearer.strategy';
@@ -19,6 +20,7 @@ const providers = [
   ApiKeyGuard,
   BearerGuard,
   OptionalBearerGuard,
+  StepUpGuard,
 ];
 
 @Global()

@@ -19,6 +19,7 @@ export const ERROR_CATALOG = {
   'auth/invalid_refresh_token': { status: 401, title: 'The refresh token is invalid' },
   'auth/tenant_mismatch': { status: 401, title: 'The API key and the token belong to different tenants' },
   'auth/forbidden': { status: 403, title: 'Not allowed' },
+  'auth/step_up_required': { status: 403, title: 'A recent step-up verification is required' },
   'auth/reauth_required': { status: 403, title: 'Recent re-authentication required' },
   'auth/login_throttled': { status: 429, title: 'Too many failed sign-in attempts' },
   'csrf/invalid': { status: 403, title: 'Missing or invalid CSRF token' },
