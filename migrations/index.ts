@@ -1,8 +1,10 @@
 import { InitialSchema1763700000000 } from './1763700000000-initial-schema';
 import { TenantSettingsAndClients1763750000000 } from './1763750000000-tenant-settings-and-clients';
+import { Agents1763900000000 } from './1763900000000-agents';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
   InitialSchema1763700000000,
   TenantSettingsAndClients1763750000000,
+  Agents1763900000000,
 ];
