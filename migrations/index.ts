@@ -1,10 +1,12 @@
 import { InitialSchema1763700000000 } from './1763700000000-initial-schema';
 import { TenantSettingsAndClients1763750000000 } from './1763750000000-tenant-settings-and-clients';
 import { Agents1763900000000 } from './1763900000000-agents';
+import { Guests1763760000000 } from './1763760000000-guests';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
   InitialSchema1763700000000,
   TenantSettingsAndClients1763750000000,
+  Guests1763760000000,
   Agents1763900000000,
 ];

@@ -1,4 +1,5 @@
 import { ApiKeysModule } from './api-keys/api-keys.module';
+import { GuestsModule } from './guests/guests.module';
 import { DashboardAuthModule } from './dashboard-auth/dashboard-auth.module';
 import { OAuthModule } from './oauth/oauth.module';
 import { SessionsModule } from './sessions/sessions.module';
@@ -6,4 +7,4 @@ import { TenantsModule } from './tenants/tenants.module';
 import { UsersModule } from './users/users.module';
 
 /** Every bounded context with HTTP endpoints; each is one NestJS module. */
-export const FEATURE_MODULES = [OAuthModule, TenantsModule, DashboardAuthModule, ApiKeysModule, SessionsModule, UsersModule];
+export const FEATURE_MODULES = [OAuthModule, TenantsModule, DashboardAuthModule, ApiKeysModule, SessionsModule, UsersModule, GuestsModule];

@@ -6,6 +6,7 @@ import { Aal, JwtService } from '../../shared/crypto/jwt.service';
 import { randomToken, safeEqual, sha256Hex } from '../../shared/crypto/tokens';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
+import { activityCtes } from './activity.sql';
 
 /** What a token response says about the user (contract "Tokens"). */
 export interface TokenUser {
@@ -191,10 +192,7 @@ export class SessionsService {
          SELECT $2, session_id, tenant_id, user_id, $3, $1, now() + make_interval(secs => $4) FROM rot RETURNING user_id
        ), ses AS (
          UPDATE user_sessions SET refreshed_at = now() WHERE id = (SELECT session_id FROM rot) AND revoked_at IS NULL RETURNING id
-       ), act AS (
-         UPDATE users SET last_active_at = now()
-          WHERE id = (SELECT user_id FROM ins) AND last_active_at < now() - interval '1 minute' RETURNING id
-       )
+       ), ${activityCtes('(SELECT user_id FROM ins)')}
        SELECT EXISTS (SELECT 1 FROM ins) AND EXISTS (SELECT 1 FROM ses) AS ok`,
       [id, newId, sha256Hex(newSecret), this.config.REFRESH_TOKEN_TTL_SECONDS, row.rotated_at !== null],
     );

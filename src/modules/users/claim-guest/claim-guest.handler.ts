@@ -62,7 +62,7 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
           role: user.role,
           created_at: user.created_at,
         };
-        const amr = [c.method];
+        const amr = [c.method === 'password' ? 'pwd' : c.method]; // RFC 8176 names
         return guest.sessionId
           ? this.sessions.continueSession(tx, sessionUser, user.user_scopes, guest.sessionId, { amr })
           : this.sessions.start(tx, sessionUser, user.user_scopes, { amr }).then(({ sessionId: _s, ...t }) => t);

@@ -6,6 +6,7 @@ import { EventsService } from '../../../shared/events/events.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { normalizeEmail } from '../email';
+import { activityCtes } from '../../sessions/activity.sql';
 import { LoginPolicy } from '../login-policy.service';
 import { LoginUserCommand, MfaRequiredResponse } from './login-user.command';
 
@@ -56,7 +57,7 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     const decision = await this.policy.afterPassword(sessionUser);
     if (decision.challenge) return decision.challenge;
     return this.db.tx(async (tx) => {
-      await tx.query(`UPDATE users SET last_sign_in_at = now(), last_active_at = now() WHERE id = $1`, [user.id], 'user_login_touch');
+      await tx.query(`WITH ${activityCtes('$1', { signIn: true })} SELECT 1`, [user.id], 'user_login_touch');
       await this.events.audit(tx, {
         tenantId,
         type: 'user.signed_in',

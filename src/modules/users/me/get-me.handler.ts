@@ -1,6 +1,7 @@
 import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
+import { activityCtes } from '../../sessions/activity.sql';
 import { GetMeQuery, MeResponse } from './get-me.query';
 
 @QueryHandler(GetMeQuery)
@@ -13,10 +14,7 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
       id: string; email: string | null; email_verified: boolean; is_anonymous: boolean; role: string;
       created_at: Date; last_sign_in_at: Date | null; public_metadata: Record<string, unknown>;
     }>(
-      `WITH touch AS (
-         UPDATE users SET last_active_at = now()
-          WHERE id = $1 AND tenant_id = $2 AND last_active_at < now() - interval '1 minute' RETURNING 1
-       )
+      `WITH ${activityCtes('$1')}
        SELECT id, email, email_verified, is_anonymous, role, created_at, last_sign_in_at, public_metadata
          FROM users WHERE id = $1 AND tenant_id = $2`,
       [q.userId, q.tenantId],

@@ -6,6 +6,7 @@ import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { normalizeEmail } from '../email';
+import { activityCtes } from '../../sessions/activity.sql';
 import { UserEmailPolicy } from '../user-email-policy.service';
 import { ClaimGuestCommand } from '../claim-guest/claim-guest.command';
 import { RegisterUserCommand } from './register-user.command';
@@ -60,6 +61,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
            VALUES ($1, $2, $3, $4, $5, $6, now(), $7, now()) RETURNING id, created_at`,
           [cmd.tenantId, body.email.trim(), email, passwordHash, tenant.default_user_role, dobEnc, cmd.apiKey?.id ?? null],
         );
+        await tx.query(`WITH ${activityCtes('$1')} SELECT 1`, [user.id]); // counts the new user's month
         await this.events.audit(tx, {
           tenantId: cmd.tenantId,
           type: 'user.registered',

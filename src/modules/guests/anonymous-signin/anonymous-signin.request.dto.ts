@@ -1,0 +1,32 @@
+import { ApiPropertyOptional } from '@nestjs/swagger';
+import { IsObject, IsOptional, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+
+export const PUBLIC_METADATA_MAX_BYTES = 4096;
+
+@ValidatorConstraint({ name: 'jsonSize' })
+class JsonSizeConstraint implements ValidatorConstraintInterface {
+  validate(value: unknown): boolean {
+    return Buffer.byteLength(JSON.stringify(value ?? {})) <= PUBLIC_METADATA_MAX_BYTES;
+  }
+  defaultMessage(): string {
+    return `public_metadata must be at most ${PUBLIC_METADATA_MAX_BYTES} bytes of JSON`;
+  }
+}
+
+/** spec 2.2 AnonymousSigninRequest */
+export class AnonymousSigninRequestDto {
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'free-form, returned by /v1/auth/me (max 4 KiB)' })
+  @IsOptional()
+  @IsObject()
+  @Validate(JsonSizeConstraint)
+  public_metadata?: Record<string, unknown>;
+}
+
+/** spec 2.3: exactly these fields. */
+export interface AnonymousSigninResponse {
+  access_token: string;
+  refresh_token: string;
+  expires_in: number;
+  token_type: 'Bearer';
+  user: { id: string; is_anonymous: true; created_at: string };
+}

@@ -1,0 +1,51 @@
+import { Body, Controller, Get, Headers, HttpCode, Patch, Post } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
+import { ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiKeyPrincipal, CurrentApiKey, CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
+import { DashboardAuth } from '../../shared/auth/dashboard.guard';
+import { ApiKeyAuth } from '../../shared/auth/guards';
+import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import { AnonymousSigninCommand } from './anonymous-signin/anonymous-signin.command';
+import { AnonymousSigninRequestDto, AnonymousSigninResponse } from './anonymous-signin/anonymous-signin.request.dto';
+import { AnonymousSettingsResponse, UpdateAnonymousSettingsDto } from './settings/anonymous-settings.dto';
+import { GetAnonymousSettingsQuery, UpdateAnonymousSettingsCommand } from './settings/anonymous-settings.handlers';
+
+@ApiTags('guests')
+@Controller()
+export class GuestsController {
+  constructor(
+    private readonly commandBus: CommandBus,
+    private readonly queryBus: QueryBus,
+  ) {}
+
+  @Post('v1/auth/anonymous')
+  @HttpCode(201)
+  @ApiKeyAuth()
+  @RateLimit(
+    { bucket: 'anon-ip', by: 'ip', limit: (c) => c.RATE_LIMIT_ANONYMOUS_PER_IP_PER_MIN, windowSeconds: 60, code: 'anonymous/rate_limited' },
+    { bucket: 'anon-key', by: 'api_key', limit: (c) => c.RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR, windowSeconds: 3600, code: 'anonymous/rate_limited' },
+  )
+  @ApiOperation({ summary: 'Guest sign-in (spec 2.3): an opaque user id, is_anonymous true, aal AAL1' })
+  anonymous(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: AnonymousSigninRequestDto): Promise<AnonymousSigninResponse> {
+    return this.commandBus.execute(new AnonymousSigninCommand(key, body.public_metadata ?? {}));
+  }
+
+  @Get('v1/auth/dashboard/tenants/:slug/settings/anonymous')
+  @DashboardAuth({ tenant: true })
+  @ApiOperation({ summary: 'Guest sign-in settings of the tenant' })
+  getSettings(@CurrentDashboard() s: DashboardPrincipal): Promise<AnonymousSettingsResponse> {
+    return this.queryBus.execute(new GetAnonymousSettingsQuery(s.tenant!.id));
+  }
+
+  @Patch('v1/auth/dashboard/tenants/:slug/settings/anonymous')
+  @DashboardAuth({ tenant: true, owner: true })
+  @ApiHeader({ name: 'X-Service-Confirm', required: false, description: 'privileged-default-role: confirms enabling guests with a role broader than read_only' })
+  @ApiOperation({ summary: 'Update guest sign-in settings (owner)' })
+  patchSettings(
+    @CurrentDashboard() s: DashboardPrincipal,
+    @Body() body: UpdateAnonymousSettingsDto,
+    @Headers('x-service-confirm') confirm: string | undefined,
+  ): Promise<AnonymousSettingsResponse> {
+    return this.commandBus.execute(new UpdateAnonymousSettingsCommand(s, body, confirm));
+  }
+}

@@ -1,0 +1,65 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { Db } from '../../../shared/db/db.service';
+import { EventsService } from '../../../shared/events/events.service';
+
+/** spec 8: at most this many guests per tenant per run. */
+export const PURGE_BATCH_PER_TENANT = 1000;
+
+export interface PurgeRunResult {
+  tenants: number;
+  deleted: number;
+  perTenant: { tenantId: string; deleted: number }[];
+}
+
+/**
+ * spec 3.1: hard-deletes guests whose last activity is older than their tenant's retention, at
+ * most 1000 per tenant per run, with their sessions and refresh tokens (ON DELETE CASCADE).
+ * A claimed user is never deleted: the delete re-checks is_anonymous under the row lock, and a
+ * guest being claimed right now is skipped (SKIP LOCKED).
+ */
+@Injectable()
+export class GuestPurgeService {
+  private readonly logger = new Logger(GuestPurgeService.name);
+
+  constructor(
+    private readonly db: Db,
+    private readonly events: EventsService,
+  ) {}
+
+  async runOnce(): Promise<PurgeRunResult> {
+    const tenants = await this.db.query<{ id: string; ttl: number }>(
+      `SELECT t.id, t.anonymous_user_ttl_days AS ttl FROM tenants t
+        WHERE EXISTS (SELECT 1 FROM users u WHERE u.tenant_id = t.id AND u.is_anonymous
+                        AND u.last_active_at < now() - make_interval(days => t.anonymous_user_ttl_days))`,
+    );
+    const perTenant: PurgeRunResult['perTenant'] = [];
+    for (const t of tenants) {
+      const deleted = await this.db.tx(async (tx) => {
+        const [r] = await tx.query<{ n: number }>(
+          `WITH victims AS (
+             SELECT id FROM users
+              WHERE tenant_id = $1 AND is_anonymous AND last_active_at < now() - make_interval(days => $2)
+              ORDER BY last_active_at LIMIT $3 FOR UPDATE SKIP LOCKED
+           ), d AS (
+             DELETE FROM users WHERE id IN (SELECT id FROM victims) AND is_anonymous RETURNING id
+           )
+           SELECT count(*)::int AS n FROM d`,
+          [t.id, t.ttl, PURGE_BATCH_PER_TENANT],
+        );
+        if (r.n > 0) {
+          await this.events.audit(tx, {
+            tenantId: t.id,
+            type: 'guests.purged',
+            actorType: 'system',
+            metadata: { count: r.n, retention_days: t.ttl, batch_limit: PURGE_BATCH_PER_TENANT },
+          });
+        }
+        return r.n;
+      });
+      perTenant.push({ tenantId: t.id, deleted });
+    }
+    const total = perTenant.reduce((a, b) => a + b.deleted, 0);
+    this.logger.log(`guest purge: ${total} guests deleted across ${perTenant.length} tenants`);
+    return { tenants: perTenant.length, deleted: total, perTenant };
+  }
+}

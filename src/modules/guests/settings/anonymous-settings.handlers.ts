@@ -1,0 +1,87 @@
+import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
+import { DashboardPrincipal } from '../../../shared/auth/auth-context';
+import { Db } from '../../../shared/db/db.service';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { AnonymousSettingsResponse, UpdateAnonymousSettingsDto, UserRole } from './anonymous-settings.dto';
+
+export const CONFIRM_HEADER_VALUE = 'privileged-default-role';
+
+export class GetAnonymousSettingsQuery extends Query<AnonymousSettingsResponse> {
+  constructor(readonly tenantId: string) {
+    super();
+  }
+}
+
+@QueryHandler(GetAnonymousSettingsQuery)
+export class GetAnonymousSettingsHandler implements IQueryHandler<GetAnonymousSettingsQuery> {
+  constructor(private readonly db: Db) {}
+  async execute(q: GetAnonymousSettingsQuery): Promise<AnonymousSettingsResponse> {
+    const [row] = await this.db.query<AnonymousSettingsResponse>(
+      `SELECT anonymous_signins_enabled, anonymous_user_ttl_days, default_user_role FROM tenants WHERE id = $1`,
+      [q.tenantId],
+    );
+    return row;
+  }
+}
+
+export class UpdateAnonymousSettingsCommand extends Command<AnonymousSettingsResponse> {
+  constructor(
+    readonly actor: DashboardPrincipal,
+    readonly patch: UpdateAnonymousSettingsDto,
+    readonly confirmHeader: string | undefined,
+  ) {
+    super();
+  }
+}
+
+/**
+ * spec 5 rule 5: enabling anonymous sign-ins for the first time while the default role is broader
+ * than read_only needs `X-Service-Confirm: privileged-default-role` (409 otherwise). Disabling
+ * stops new guests only.
+ */
+@CommandHandler(UpdateAnonymousSettingsCommand)
+export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAnonymousSettingsCommand> {
+  constructor(
+    private readonly db: Db,
+    private readonly events: EventsService,
+  ) {}
+
+  async execute(cmd: UpdateAnonymousSettingsCommand): Promise<AnonymousSettingsResponse> {
+    const tenantId = cmd.actor.tenant!.id;
+    return this.db.tx(async (tx) => {
+      const [cur] = await tx.query<AnonymousSettingsResponse & { anonymous_ever_enabled: boolean }>(
+        `SELECT anonymous_signins_enabled, anonymous_user_ttl_days, default_user_role, anonymous_ever_enabled FROM tenants WHERE id = $1 FOR UPDATE`,
+        [tenantId],
+      );
+      const next = {
+        anonymous_signins_enabled: cmd.patch.anonymous_signins_enabled ?? cur.anonymous_signins_enabled,
+        anonymous_user_ttl_days: cmd.patch.anonymous_user_ttl_days ?? cur.anonymous_user_ttl_days,
+        default_user_role: (cmd.patch.default_user_role ?? cur.default_user_role) as UserRole,
+      };
+      const firstEnable = next.anonymous_signins_enabled && !cur.anonymous_ever_enabled;
+      if (firstEnable && next.default_user_role !== 'read_only' && cmd.confirmHeader !== CONFIRM_HEADER_VALUE) {
+        throw new AppError(
+          'anonymous/confirmation_required',
+          `Guests would get the role "${next.default_user_role}". Send X-Service-Confirm: ${CONFIRM_HEADER_VALUE} to confirm, or set default_user_role to read_only`,
+        );
+      }
+      await tx.query(
+        `UPDATE tenants SET anonymous_signins_enabled = $2, anonymous_user_ttl_days = $3, default_user_role = $4,
+                anonymous_ever_enabled = anonymous_ever_enabled OR $2, updated_at = now() WHERE id = $1`,
+        [tenantId, next.anonymous_signins_enabled, next.anonymous_user_ttl_days, next.default_user_role],
+      );
+      await this.events.audit(tx, {
+        tenantId,
+        type: 'tenant.anonymous_settings_updated',
+        actorType: 'dashboard_user',
+        actorId: cmd.actor.userId,
+        targetType: 'tenant',
+        targetId: tenantId,
+        severity: firstEnable ? 'medium' : 'info',
+        metadata: { before: { ...cur, anonymous_ever_enabled: undefined }, after: next, confirmed_privileged_role: firstEnable && next.default_user_role !== 'read_only' },
+      });
+      return next;
+    });
+  }
+}

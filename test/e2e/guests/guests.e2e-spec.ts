@@ -1,0 +1,281 @@
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { createApiKey, signupTenant } from '../../factories/dashboard.factory';
+
+const claims = (token: string) => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString());
+
+describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  beforeAll(async () => {
+    t = await createTestApp();
+    tenant = await createTenant(t.db, { anonymous_signins_enabled: true });
+  });
+  afterAll(() => t.close());
+
+  const anon = (key = tenant.apiKey, body: object = {}, ip = randomIp()) => t.http().post('/v1/auth/anonymous').set('X-API-Key', key).set('X-Forwarded-For', ip).send(body);
+  const refresh = (token: string, key = tenant.apiKey) => t.http().post('/v1/auth/refresh').set('X-API-Key', key).send({ refresh_token: token });
+  const me = (token: string) => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${token}`);
+
+  it('answers 201 with exactly the fields of spec 2.3; the JWT has is_anonymous true, aal AAL1, the default role', async () => {
+    const res = await anon().expect(201);
+    expect(Object.keys(res.body).sort()).toEqual(['access_token', 'expires_in', 'refresh_token', 'token_type', 'user']);
+    expect(Object.keys(res.body.user).sort()).toEqual(['created_at', 'id', 'is_anonymous']);
+    expect(res.body.user.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(res.body).toMatchObject({ token_type: 'Bearer', expires_in: 900, user: { is_anonymous: true } });
+    expect(new Date(res.body.user.created_at).toISOString()).toBe(res.body.user.created_at);
+    const c = claims(res.body.access_token);
+    expect(c).toMatchObject({ sub: res.body.user.id, tenant_id: tenant.id, is_anonymous: true, aal: 'AAL1', role: 'member', amr: ['anonymous'] });
+    const m = await me(res.body.access_token).expect(200);
+    expect(m.body).toMatchObject({ id: res.body.user.id, email: null, is_anonymous: true, role: 'member' });
+  });
+
+  it('stores public_metadata and returns it from /me; rejects a non-object, an oversized one and unknown fields', async () => {
+    const res = await anon(tenant.apiKey, { public_metadata: { cart: ['sku-1'], locale: 'fr' } }).expect(201);
+    expect((await me(res.body.access_token).expect(200)).body.public_metadata).toEqual({ cart: ['sku-1'], locale: 'fr' });
+    for (const body of [{ public_metadata: 'x' }, { public_metadata: [1, 2] }, { public_metadata: { blob: 'x'.repeat(5000) } }, { email: 'a@b.co' }]) {
+      expect((await anon(tenant.apiKey, body).expect(400)).body.code).toBe('request/invalid');
+    }
+  });
+
+  it('needs a valid API key', async () => {
+    expect((await t.http().post('/v1/auth/anonymous').set('X-Forwarded-For', randomIp()).send({}).expect(401)).body.code).toBe('auth/invalid_api_key');
+    expect((await anon('authp_nope').expect(401)).body.code).toBe('auth/invalid_api_key');
+  });
+
+  it('inherits the tenant default_user_role', async () => {
+    const ro = await createTenant(t.db, { anonymous_signins_enabled: true, default_user_role: 'read_only' });
+    const res = await anon(ro.apiKey).expect(201);
+    expect(claims(res.body.access_token).role).toBe('read_only');
+  });
+
+  it('refresh keeps is_anonymous true across rotation and updates last_active_at (at most once a minute)', async () => {
+    const g = await anon().expect(201);
+    await t.db.query(`UPDATE users SET last_active_at = now() - interval '10 days' WHERE id = $1`, [g.body.user.id]);
+    const r1 = await refresh(g.body.refresh_token).expect(200);
+    expect(claims(r1.body.access_token).is_anonymous).toBe(true);
+    expect(r1.body.user).toMatchObject({ id: g.body.user.id, is_anonymous: true, email: null });
+    const r2 = await refresh(r1.body.refresh_token).expect(200);
+    expect(claims(r2.body.access_token)).toMatchObject({ is_anonymous: true, aal: 'AAL1' });
+    const [row] = await t.db.query<{ age: number }>(`SELECT extract(epoch FROM now() - last_active_at) AS age FROM users WHERE id = $1`, [g.body.user.id]);
+    expect(Number(row.age)).toBeLessThan(60);
+    await t.db.query(`UPDATE users SET last_active_at = now() - interval '5 minutes' WHERE id = $1`, [g.body.user.id]);
+    await me(r2.body.access_token).expect(200);
+    const [row2] = await t.db.query<{ age: number }>(`SELECT extract(epoch FROM now() - last_active_at) AS age FROM users WHERE id = $1`, [g.body.user.id]);
+    expect(Number(row2.age)).toBeLessThan(60);
+  });
+
+  it('403 anonymous/disabled when the tenant has guests off; disabling stops new guests only', async () => {
+    const off = await createTenant(t.db, { anonymous_signins_enabled: false });
+    expect((await anon(off.apiKey).expect(403)).body.code).toBe('anonymous/disabled');
+    const on = await createTenant(t.db, { anonymous_signins_enabled: true });
+    const g = await anon(on.apiKey).expect(201);
+    await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = false WHERE id = $1`, [on.id]);
+    expect((await anon(on.apiKey).expect(403)).body.code).toBe('anonymous/disabled');
+    const r = await refresh(g.body.refresh_token, on.apiKey).expect(200);
+    await me(r.body.access_token).expect(200);
+  });
+
+  it('once the API key that created a guest is revoked, its access token works until exp but refresh fails', async () => {
+    const owner = await signupTenant(t);
+    await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true WHERE slug = $1`, [owner.slug]);
+    const k = await createApiKey(t, owner);
+    const g = await anon(k.key).expect(201);
+    await t.http().delete(`/v1/auth/dashboard/tenants/${owner.slug}/api-keys/${k.id}`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).expect(200);
+    await me(g.body.access_token).expect(200);
+    const k2 = await createApiKey(t, owner);
+    expect((await refresh(g.body.refresh_token, k2.key).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+  });
+
+  describe('claim by register with the guest bearer (ClaimGuest)', () => {
+    const register = (bearer: string, email: string, key = tenant.apiKey) =>
+      t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).set('Authorization', `Bearer ${bearer}`).send({ email, password: STRONG_PASSWORD, consent: true });
+
+    it('keeps the user id and session, sets email and password, retires the guest refresh token, one audit and one outbox event', async () => {
+      const g = await anon(tenant.apiKey, { public_metadata: { cart: [1] } }).expect(201);
+      const email = uniqueEmail('claim');
+      const res = await register(g.body.access_token, email).expect(201);
+      expect(res.body.user).toMatchObject({ id: g.body.user.id, email, is_anonymous: false });
+      const c = claims(res.body.access_token);
+      expect(c).toMatchObject({ sub: g.body.user.id, is_anonymous: false, amr: ['pwd'] });
+      expect(c.sid).toBe(claims(g.body.access_token).sid);
+      expect((await me(res.body.access_token).expect(200)).body).toMatchObject({ id: g.body.user.id, email, is_anonymous: false, public_metadata: { cart: [1] } });
+      expect((await refresh(g.body.refresh_token).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+      await refresh(res.body.refresh_token).expect(200);
+      await t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(200);
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.claimed' AND target_id = $1`, [g.body.user.id])).toHaveLength(1);
+      expect(await t.db.query(`SELECT 1 FROM outbox WHERE event_type = 'user.claimed' AND payload->>'user_id' = $1`, [g.body.user.id])).toHaveLength(1);
+      // the claim also works with the bearer alone (tenant from the token)
+      const g2 = await anon().expect(201);
+      const alone = await t.http().post('/v1/auth/register').set('Authorization', `Bearer ${g2.body.access_token}`).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);
+      expect(alone.body.user.id).toBe(g2.body.user.id);
+    });
+
+    it('two parallel claims of one guest: exactly one wins, the other 409, nothing half-written', async () => {
+      const g = await anon().expect(201);
+      const results = await Promise.all([register(g.body.access_token, uniqueEmail('a')), register(g.body.access_token, uniqueEmail('b')), register(g.body.access_token, uniqueEmail('c'))]);
+      const codes = results.map((r) => r.status).sort();
+      expect(codes).toEqual([201, 409, 409]);
+      for (const r of results.filter((x) => x.status === 409)) expect(r.body.code).toBe('anonymous/already_claimed');
+      const winner = results.find((r) => r.status === 201)!;
+      const [row] = await t.db.query<{ email: string; is_anonymous: boolean }>(`SELECT email, is_anonymous FROM users WHERE id = $1`, [g.body.user.id]);
+      expect(row).toEqual({ email: winner.body.user.email, is_anonymous: false });
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.claimed' AND target_id = $1`, [g.body.user.id])).toHaveLength(1);
+      expect(await t.db.query(`SELECT 1 FROM outbox WHERE event_type = 'user.claimed' AND payload->>'user_id' = $1`, [g.body.user.id])).toHaveLength(1);
+    });
+
+    it("an email another user of the tenant has: 409 user/email_exists, the guest and its data untouched", async () => {
+      const email = uniqueEmail('taken');
+      await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+      const g = await anon(tenant.apiKey, { public_metadata: { keep: true } }).expect(201);
+      const res = await register(g.body.access_token, email.toUpperCase()).expect(409);
+      expect(res.body.code).toBe('user/email_exists');
+      const [row] = await t.db.query<{ is_anonymous: boolean; email: string | null; public_metadata: object }>(`SELECT is_anonymous, email, public_metadata FROM users WHERE id = $1`, [g.body.user.id]);
+      expect(row).toEqual({ is_anonymous: true, email: null, public_metadata: { keep: true } });
+      const r = await refresh(g.body.refresh_token).expect(200);
+      expect(claims(r.body.access_token).is_anonymous).toBe(true);
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.claimed' AND target_id = $1`, [g.body.user.id])).toHaveLength(0);
+    });
+
+    it('a guest already claimed: 409 anonymous/already_claimed (even with its old guest token)', async () => {
+      const g = await anon().expect(201);
+      await register(g.body.access_token, uniqueEmail()).expect(201);
+      expect((await register(g.body.access_token, uniqueEmail()).expect(409)).body.code).toBe('anonymous/already_claimed');
+    });
+
+    it("a guest token of another tenant with this tenant's key: 401 tenant mismatch", async () => {
+      const other = await createTenant(t.db, { anonymous_signins_enabled: true });
+      const g = await anon(other.apiKey).expect(201);
+      expect((await register(g.body.access_token, uniqueEmail()).expect(401)).body.code).toBe('auth/tenant_mismatch');
+    });
+  });
+
+  describe('monthly active users', () => {
+    it('refuses new guests beyond the tier allowance (free 10,000) with anonymous/mau_exhausted; pro has more, enterprise none', async () => {
+      const free = await createTenant(t.db, { anonymous_signins_enabled: true, tier: 'free' });
+      await anon(free.apiKey).expect(201);
+      await t.db.query(`UPDATE tenant_mau SET active_users = 10000 WHERE tenant_id = $1`, [free.id]);
+      expect((await anon(free.apiKey).expect(403)).body.code).toBe('anonymous/mau_exhausted');
+      const pro = await createTenant(t.db, { anonymous_signins_enabled: true, tier: 'pro' });
+      await anon(pro.apiKey).expect(201);
+      await t.db.query(`UPDATE tenant_mau SET active_users = 10000 WHERE tenant_id = $1`, [pro.id]);
+      await anon(pro.apiKey).expect(201);
+      await t.db.query(`UPDATE tenant_mau SET active_users = 100000 WHERE tenant_id = $1`, [pro.id]);
+      expect((await anon(pro.apiKey).expect(403)).body.code).toBe('anonymous/mau_exhausted');
+      const ent = await createTenant(t.db, { anonymous_signins_enabled: true, tier: 'enterprise' });
+      await anon(ent.apiKey).expect(201);
+      await t.db.query(`UPDATE tenant_mau SET active_users = 5000000 WHERE tenant_id = $1`, [ent.id]);
+      await anon(ent.apiKey).expect(201);
+    });
+
+    it('counts exactly: parallel guests each count once, a user active again in the month is not counted twice', async () => {
+      const x = await createTenant(t.db, { anonymous_signins_enabled: true });
+      const guests = await Promise.all(Array.from({ length: 12 }, () => anon(x.apiKey)));
+      for (const g of guests) expect(g.status).toBe(201);
+      const reg = await t.http().post('/v1/auth/register').set('X-API-Key', x.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);
+      await Promise.all([refresh(guests[0].body.refresh_token, x.apiKey), me(guests[1].body.access_token), refresh(reg.body.refresh_token, x.apiKey)]);
+      const [m] = await t.db.query<{ active_users: number }>(`SELECT active_users FROM tenant_mau WHERE tenant_id = $1`, [x.id]);
+      expect(m.active_users).toBe(13);
+      // a user first seen in an earlier month counts again in this one, once
+      await t.db.query(`UPDATE users SET mau_month = '2000-01-01', last_active_at = now() - interval '2 minutes' WHERE id = $1`, [guests[2].body.user.id]);
+      await Promise.all([me(guests[2].body.access_token), me(guests[2].body.access_token), me(guests[2].body.access_token)]);
+      const [m2] = await t.db.query<{ active_users: number }>(`SELECT active_users FROM tenant_mau WHERE tenant_id = $1`, [x.id]);
+      expect(m2.active_users).toBe(13); // already counted this month (its (tenant, month, user) row exists)
+    });
+  });
+});
+
+describe('guest limits (spec 8)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR: '4' });
+  });
+  afterAll(() => t.close());
+
+  it('5 per minute per client address: 429 anonymous/rate_limited with Retry-After and X-Service-Docs', async () => {
+    const a = await createTenant(t.db, { anonymous_signins_enabled: true });
+    const b = await createTenant(t.db, { anonymous_signins_enabled: true });
+    const ip = randomIp();
+    for (let i = 0; i < 5; i++) await t.http().post('/v1/auth/anonymous').set('X-API-Key', i % 2 ? a.apiKey : b.apiKey).set('X-Forwarded-For', ip).send({}).expect(201);
+    const res = await t.http().post('/v1/auth/anonymous').set('X-API-Key', a.apiKey).set('X-Forwarded-For', ip).send({}).expect(429);
+    expect(res.body.code).toBe('anonymous/rate_limited');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(60);
+    expect(res.headers['x-service-docs']).toMatch(/^http/);
+  });
+
+  it('per API key per hour (configured to 4 here; 1000 by default): 429 anonymous/rate_limited from any address', async () => {
+    const a = await createTenant(t.db, { anonymous_signins_enabled: true });
+    for (let i = 0; i < 4; i++) await t.http().post('/v1/auth/anonymous').set('X-API-Key', a.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    const res = await t.http().post('/v1/auth/anonymous').set('X-API-Key', a.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(429);
+    expect(res.body.code).toBe('anonymous/rate_limited');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(60);
+    expect(res.headers['x-service-docs']).toBeTruthy();
+    // another key of another tenant is unaffected
+    const b = await createTenant(t.db, { anonymous_signins_enabled: true });
+    await t.http().post('/v1/auth/anonymous').set('X-API-Key', b.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+  });
+});
+
+describe('tenant anonymous settings (contract "Tenant settings")', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+
+  it('GET defaults; first enabling with a role broader than read_only needs X-Service-Confirm', async () => {
+    const o = await signupTenant(t);
+    const url = `/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`;
+    expect((await t.http().get(url).set('Cookie', o.cookie).expect(200)).body).toEqual({ anonymous_signins_enabled: false, anonymous_user_ttl_days: 30, default_user_role: 'member' });
+    const patch = (body: object, confirm?: string) => {
+      const r = t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf);
+      if (confirm) r.set('X-Service-Confirm', confirm);
+      return r.send(body);
+    };
+    expect((await patch({ anonymous_signins_enabled: true }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    expect((await patch({ anonymous_signins_enabled: true }, 'yes').expect(409)).body.code).toBe('anonymous/confirmation_required');
+    const ok = await patch({ anonymous_signins_enabled: true, anonymous_user_ttl_days: 7 }, 'privileged-default-role').expect(200);
+    expect(ok.body).toEqual({ anonymous_signins_enabled: true, anonymous_user_ttl_days: 7, default_user_role: 'member' });
+    // not the first time any more
+    await patch({ anonymous_signins_enabled: false }).expect(200);
+    await patch({ anonymous_signins_enabled: true, default_user_role: 'admin' }).expect(200);
+    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'tenant.anonymous_settings_updated' AND tenant_id = $1`, [o.tenantId])).toHaveLength(3);
+  });
+
+  it('enabling with read_only needs no confirmation', async () => {
+    const o = await signupTenant(t);
+    const url = `/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`;
+    const res = await t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf).send({ anonymous_signins_enabled: true, default_user_role: 'read_only' }).expect(200);
+    expect(res.body.default_user_role).toBe('read_only');
+  });
+
+  it.each([
+    [{ anonymous_user_ttl_days: 0 }],
+    [{ anonymous_user_ttl_days: 181 }],
+    [{ anonymous_user_ttl_days: 1.5 }],
+    [{ anonymous_user_ttl_days: '30' }],
+    [{ anonymous_signins_enabled: 'yes' }],
+    [{ default_user_role: 'owner' }],
+    [{ purge: true }],
+  ])('rejects %j with 400 request/invalid', async (body) => {
+    const o = await signupTenant(t);
+    const res = await t.http().patch(`/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf).send(body).expect(400);
+    expect(res.body.code).toBe('request/invalid');
+  });
+
+  it('accepts the bounds 1 and 180; members cannot write; other tenants get 404', async () => {
+    const o = await signupTenant(t);
+    const url = `/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`;
+    await t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf).send({ anonymous_user_ttl_days: 1 }).expect(200);
+    await t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf).send({ anonymous_user_ttl_days: 180 }).expect(200);
+    const inv = await t.http().post(`/v1/auth/dashboard/tenants/${o.slug}/members`).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf).send({ email: uniqueEmail(), role: 'member' }).expect(201);
+    const acc = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(200);
+    const mcookie = acc.headers['set-cookie'][0].split(';')[0];
+    await t.http().get(url).set('Cookie', mcookie).expect(200);
+    expect((await t.http().patch(url).set('Cookie', mcookie).set('X-CSRF-Token', acc.body.csrf_token).send({ anonymous_user_ttl_days: 3 }).expect(403)).body.code).toBe('auth/forbidden');
+    const stranger = await signupTenant(t);
+    await t.http().get(url).set('Cookie', stranger.cookie).expect(404);
+    await t.http().patch(url).set('Cookie', stranger.cookie).set('X-CSRF-Token', stranger.csrf).send({ anonymous_user_ttl_days: 3 }).expect(404);
+  });
+});

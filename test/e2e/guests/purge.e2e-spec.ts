@@ -1,0 +1,104 @@
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Queue } from 'bullmq';
+import Redis from 'ioredis';
+import { resetConfigForTests } from '../../../src/config/config.module';
+import { GuestsWorkerModule } from '../../../src/modules/guests/guests.module';
+import { GUEST_PURGE_SCHEDULER_ID, GuestPurgeScheduler, MAINTENANCE_QUEUE } from '../../../src/modules/guests/purge/guest-purge.scheduler';
+import { GuestPurgeService } from '../../../src/modules/guests/purge/guest-purge.service';
+import { KernelModule } from '../../../src/shared/kernel.module';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+
+/** Inserts `n` guests of a tenant last active `daysAgo` days ago, each with a session and refresh token. */
+async function staleGuests(t: TestApp, tenant: TenantFixture, n: number, daysAgo: number): Promise<void> {
+  await t.db.query(
+    `WITH u AS (
+       INSERT INTO users (tenant_id, is_anonymous, last_active_at, created_at)
+       SELECT $1, true, now() - make_interval(days => $3), now() - make_interval(days => $3) FROM generate_series(1, $2) RETURNING id
+     ), s AS (
+       INSERT INTO user_sessions (tenant_id, user_id) SELECT $1, id FROM u RETURNING id, user_id
+     )
+     INSERT INTO refresh_tokens (session_id, tenant_id, user_id, secret_hash, expires_at) SELECT id, $1, user_id, 'x', now() + interval '1 day' FROM s`,
+    [tenant.id, n, daysAgo],
+  );
+}
+
+describe('guest purge (spec 3.1, 8)', () => {
+  let t: TestApp;
+  let purge: GuestPurgeService;
+  beforeAll(async () => {
+    t = await createTestApp();
+    purge = t.app.get(GuestPurgeService);
+  });
+  afterAll(() => t.close());
+
+  it('hard-deletes stale guests with their sessions and refresh tokens; recent guests and a claimed user of the same age survive', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(t, tenant, 3, 31);
+    await staleGuests(t, tenant, 2, 29);
+    // a guest claimed long ago, inactive for as long: never purged
+    const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).set('Authorization', `Bearer ${g.body.access_token}`).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);
+    await t.db.query(`UPDATE users SET last_active_at = now() - interval '400 days' WHERE id = $1`, [g.body.user.id]);
+
+    const r = await purge.runOnce();
+    expect(r.perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(3);
+    const left = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM users WHERE tenant_id = $1 AND is_anonymous`, [tenant.id]);
+    expect(left[0].n).toBe(2);
+    expect(await t.db.query(`SELECT 1 FROM users WHERE id = $1`, [g.body.user.id])).toHaveLength(1);
+    const orphans = await t.db.query(`SELECT 1 FROM user_sessions s LEFT JOIN users u ON u.id = s.user_id WHERE s.tenant_id = $1 AND u.id IS NULL`, [tenant.id]);
+    expect(orphans).toHaveLength(0);
+    const tokens = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM refresh_tokens WHERE tenant_id = $1 AND revoked_at IS NULL`, [tenant.id]);
+    expect(tokens[0].n).toBe(2 + 1); // the two recent guests + the claimed user's session
+    const audit = await t.db.query<{ metadata: { count: number } }>(`SELECT metadata FROM audit_events WHERE tenant_id = $1 AND type = 'guests.purged'`, [tenant.id]);
+    expect(audit).toHaveLength(1);
+    expect(audit[0].metadata.count).toBe(3);
+  });
+
+  it("uses each tenant's retention", async () => {
+    const short = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 1 });
+    await staleGuests(t, short, 2, 2);
+    await purge.runOnce();
+    expect(await t.db.query(`SELECT 1 FROM users WHERE tenant_id = $1`, [short.id])).toHaveLength(0);
+  });
+
+  it('deletes at most 1000 guests per tenant per run, one audit event per run per tenant', async () => {
+    const big = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(t, big, 1003, 45);
+    const first = await purge.runOnce();
+    expect(first.perTenant.find((x) => x.tenantId === big.id)?.deleted).toBe(1000);
+    const second = await purge.runOnce();
+    expect(second.perTenant.find((x) => x.tenantId === big.id)?.deleted).toBe(3);
+    const audits = await t.db.query<{ metadata: { count: number } }>(`SELECT metadata FROM audit_events WHERE tenant_id = $1 AND type = 'guests.purged' ORDER BY created_at`, [big.id]);
+    expect(audits.map((a) => a.metadata.count)).toEqual([1000, 3]);
+  });
+});
+
+describe('guest purge schedule (worker)', () => {
+  @Module({ imports: [KernelModule, GuestsWorkerModule] })
+  class PurgeWorkerTestModule {}
+
+  it('registers one daily 02:30 UTC job scheduler however many workers start', async () => {
+    resetConfigForTests();
+    const a = await NestFactory.createApplicationContext(PurgeWorkerTestModule, { logger: false });
+    const b = await NestFactory.createApplicationContext(PurgeWorkerTestModule, { logger: false });
+    const conn = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+    const queue = new Queue(MAINTENANCE_QUEUE, { connection: conn, prefix: `${process.env.REDIS_KEY_PREFIX}bull` });
+    try {
+      const schedulers = await queue.getJobSchedulers();
+      expect(schedulers.filter((s) => s.key === GUEST_PURGE_SCHEDULER_ID || s.id === GUEST_PURGE_SCHEDULER_ID)).toHaveLength(1);
+      const s = schedulers[0];
+      expect(s.pattern).toBe('30 2 * * *');
+      expect(s.tz).toBe('UTC');
+      const next = new Date((await a.get(GuestPurgeScheduler).nextRun())!);
+      expect(next.getUTCHours()).toBe(2);
+      expect(next.getUTCMinutes()).toBe(30);
+    } finally {
+      await queue.close();
+      conn.disconnect();
+      await a.close();
+      await b.close();
+    }
+  });
+});
