@@ -1,0 +1,167 @@
+/* eslint-disable */
+// `npm run bench`: autocannon against the built API (2 processes via API_WORKERS=2) on real
+// PostgreSQL and Redis. Limits stay on: load is spread over many client addresses
+// (X-Forwarded-For, TRUST_PROXY=loopback) and API keys. Results are appended to bench/RESULTS.md.
+const crypto = require('crypto');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { execSync } = require('child_process');
+const autocannon = require('autocannon');
+
+const BASE = process.env.BENCH_URL || 'http://127.0.0.1:3101';
+const DURATION = Number(process.env.BENCH_DURATION || 15);
+const ip = () => `10.${crypto.randomInt(256)}.${crypto.randomInt(256)}.${1 + crypto.randomInt(254)}`;
+const PASSWORD = 'correct horse battery staple';
+
+async function http(method, url, { body, headers = {} } = {}) {
+  const res = await fetch(BASE + url, {
+    method,
+    headers: { 'content-type': 'application/json', 'x-forwarded-for': ip(), ...headers },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  let json;
+  try { json = JSON.parse(text); } catch { json = text; }
+  if (res.status >= 300) throw new Error(`${method} ${url} -> ${res.status} ${text}`);
+  return { json, headers: res.headers };
+}
+
+async function pool(n, concurrency, fn) {
+  const out = new Array(n);
+  let i = 0;
+  await Promise.all(Array.from({ length: concurrency }, async () => { while (i < n) { const k = i++; out[k] = await fn(k); } }));
+  return out;
+}
+
+async function setup() {
+  const tenants = [];
+  for (let i = 0; i < 10; i++) {
+    const s = await http('POST', '/v1/onboarding/signup', { body: { email: `bench-${Date.now()}-${i}@example.com`, password: PASSWORD, tenant_name: `Bench ${i} ${crypto.randomBytes(3).toString('hex')}`, consent_terms: true, consent_privacy: true } });
+    const cookie = s.headers.get('set-cookie').split(';')[0];
+    const h = { cookie, 'x-csrf-token': s.json.csrf_token };
+    await http('PATCH', `/v1/auth/dashboard/tenants/${s.json.tenant.slug}/settings/anonymous`, { body: { anonymous_signins_enabled: true }, headers: { ...h, 'x-service-confirm': 'privileged-default-role' } });
+    const keys = [];
+    for (let k = 0; k < 8; k++) keys.push((await http('POST', `/v1/auth/dashboard/tenants/${s.json.tenant.slug}/api-keys`, { body: { name: `bench-${k}` }, headers: h })).json.key);
+    tenants.push({ slug: s.json.tenant.slug, keys });
+  }
+  // the operator raises the tier so the monthly allowance does not end the guest run
+  execSync(`node dist/cli tenants:set-tier ${tenants[0].slug} enterprise`, { stdio: 'ignore' });
+  for (const t of tenants.slice(1)) execSync(`node dist/cli tenants:set-tier ${t.slug} enterprise`, { stdio: 'ignore' });
+  const key = tenants[0].keys[0];
+  const users = await pool(300, 16, async (i) => {
+    const email = `u${i}-${crypto.randomBytes(4).toString('hex')}@example.com`;
+    const r = await http('POST', '/v1/auth/register', { body: { email, password: PASSWORD, consent: true }, headers: { 'x-api-key': key } });
+    return { email, access: r.json.access_token, refresh: r.json.refresh_token };
+  });
+  return { tenants, key, users, allKeys: tenants.flatMap((t) => t.keys) };
+}
+
+function summarize(name, r, mode) {
+  return {
+    name, mode,
+    rps: Math.round(r.requests.average),
+    p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99,
+    total: r.requests.total, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts,
+  };
+}
+
+function run(opts) {
+  return new Promise((resolve, reject) => autocannon({ url: BASE, duration: DURATION, ...opts }, (err, res) => (err ? reject(err) : resolve(res))));
+}
+
+async function scenarios(ctx, mode, rates) {
+  const out = [];
+  const fixed = (rate) => (mode === 'fixed' ? { overallRate: rate } : {});
+  // GET /v1/auth/me
+  let n = 0;
+  out.push(summarize('GET /v1/auth/me', await run({
+    connections: 64, ...fixed(rates.me),
+    requests: [{ method: 'GET', path: '/v1/auth/me', setupRequest: (req) => ({ ...req, headers: { ...req.headers, authorization: `Bearer ${ctx.users[n++ % ctx.users.length].access}`, 'x-forwarded-for': ip() } }) }],
+  }), mode));
+  // POST /v1/auth/refresh: each connection follows its own rotation chain
+  let c = 0;
+  out.push(summarize('POST /v1/auth/refresh', await run({
+    connections: 32, ...fixed(rates.refresh),
+    requests: [{
+      method: 'POST', path: '/v1/auth/refresh',
+      setupRequest: (req, context) => {
+        if (!context.rt) context.rt = ctx.users[c++ % ctx.users.length].refresh;
+        return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ refresh_token: context.rt }) };
+      },
+      onResponse: (status, body, context) => { if (status === 200) { context.rt = JSON.parse(body).refresh_token; } },
+    }],
+  }), mode));
+  // refreshed chains leave users' original tokens rotated: re-seed for the next run
+  ctx.users = await pool(ctx.users.length, 16, async (i) => {
+    const u = ctx.users[i];
+    const r = await http('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD }, headers: { 'x-api-key': ctx.key } });
+    return { ...u, access: r.json.access_token, refresh: r.json.refresh_token };
+  });
+  // POST /v1/auth/login (argon2id with the OWASP parameters)
+  let l = 0;
+  out.push(summarize('POST /v1/auth/login', await run({
+    connections: 8, ...fixed(rates.login),
+    requests: [{ method: 'POST', path: '/v1/auth/login', setupRequest: (req) => { const u = ctx.users[l++ % ctx.users.length]; return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ email: u.email, password: PASSWORD }) }; } }],
+  }), mode));
+  // POST /v1/auth/anonymous over 80 API keys of 10 tenants
+  let a = 0;
+  out.push(summarize('POST /v1/auth/anonymous', await run({
+    connections: 32, ...fixed(rates.anonymous),
+    requests: [{ method: 'POST', path: '/v1/auth/anonymous', setupRequest: (req) => ({ ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.allKeys[a++ % ctx.allKeys.length], 'x-forwarded-for': ip() }, body: '{}' }) }],
+  }), mode));
+  return out;
+}
+
+function rawCosts() {
+  const jwt = require('jsonwebtoken');
+  const { privateKey, publicKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const claims = { sub: crypto.randomUUID(), tenant_id: crypto.randomUUID(), scope: 'openid profile email', amr: ['pwd'], aal: 'AAL1', role: 'member', is_anonymous: false, iss: 'http://x', aud: 'http://x', exp: Math.floor(Date.now() / 1000) + 900 };
+  let t0 = process.hrtime.bigint(); let i = 0; let tok;
+  while (process.hrtime.bigint() - t0 < 2_000_000_000n) { tok = jwt.sign(claims, privateKey, { algorithm: 'RS256', keyid: 'k' }); i++; }
+  const sign = Math.round(i / 2);
+  t0 = process.hrtime.bigint(); i = 0;
+  while (process.hrtime.bigint() - t0 < 2_000_000_000n) { jwt.verify(tok, publicKey, { algorithms: ['RS256'] }); i++; }
+  return { sign, verify: Math.round(i / 2) };
+}
+
+async function argon2Rate() {
+  const argon2 = require('argon2');
+  const opts = { type: argon2.argon2id, memoryCost: 19456, timeCost: 2, parallelism: 1 };
+  const h = await argon2.hash(PASSWORD, opts);
+  const t0 = Date.now(); let n = 0;
+  while (Date.now() - t0 < 3000) { await Promise.all(Array.from({ length: os.cpus().length }, () => argon2.verify(h, PASSWORD))); n += os.cpus().length; }
+  return Math.round(n / ((Date.now() - t0) / 1000));
+}
+
+async function main() {
+  const ctx = await setup();
+  console.log(`set up: 10 tenants, ${ctx.allKeys.length} API keys, ${ctx.users.length} users`);
+  const maxRuns = await scenarios(ctx, 'max', {});
+  const rates = { me: Number(process.env.BENCH_RATE_ME || 8000), refresh: Number(process.env.BENCH_RATE_REFRESH || 1600), login: Number(process.env.BENCH_RATE_LOGIN || 70), anonymous: Number(process.env.BENCH_RATE_ANONYMOUS || 1800) };
+  const fixedRuns = await scenarios(ctx, 'fixed', rates);
+  const raw = rawCosts();
+  const argon = await argon2Rate();
+  const purge = JSON.parse(execSync('node bench/purge.js', { encoding: 'utf8' }).trim().split('\n').pop());
+
+  const cpu = os.cpus()[0]?.model ?? 'unknown';
+  const pg = execSync(`psql "${process.env.BENCH_ADMIN_URL}" -Atc 'show server_version'`, { encoding: 'utf8' }).trim();
+  const redis = execSync(`redis-cli -u "${process.env.REDIS_URL || 'redis://127.0.0.1:6379'}" info server | grep redis_version`, { encoding: 'utf8' }).trim();
+  const lines = [];
+  lines.push(`\n## ${new Date().toISOString()} — ${os.cpus().length} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, PostgreSQL ${pg}, ${redis}`);
+  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=2, NODE_ENV=development (OWASP argon2id cost), LOG_LEVEL=warn; autocannon in a third process on the same machine, ${DURATION} s per run; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants.\n`);
+  lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors |');
+  lines.push('|---|---|---|---|---|---|---|---|---|');
+  for (const r of [...maxRuns, ...fixedRuns]) {
+    const mode = r.mode === 'max' ? 'max throughput' : `fixed ${rates[{ 'GET /v1/auth/me': 'me', 'POST /v1/auth/refresh': 'refresh', 'POST /v1/auth/login': 'login', 'POST /v1/auth/anonymous': 'anonymous' }[r.name]]}/s`;
+    lines.push(`| ${r.name} | ${mode} | ${r.rps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.total} | ${r.non2xx} | ${r.errors + r.timeouts} |`);
+  }
+  lines.push(`\nRaw cost in the same run (one core each): RS256 sign ${raw.sign}/s, RS256 verify ${raw.verify}/s (2048-bit KeyObject); argon2id verify (m=19456 KiB, t=2, p=1) ${argon}/s on ${os.cpus().length} cores.`);
+  lines.push(`\nGuest purge: ${purge.guests} stale guests across ${purge.tenants} tenants removed in ${purge.runs} runs, ${purge.seconds} s wall time in total (${purge.perRun} s per run on average).`);
+  const file = path.join(__dirname, 'RESULTS.md');
+  if (!fs.existsSync(file)) fs.writeFileSync(file, '# Benchmark results\n\nAppended by `npm run bench` (bench/run.js). Targets are in the issues; see the README for how to run.\n');
+  fs.appendFileSync(file, lines.join('\n') + '\n');
+  console.log(lines.join('\n'));
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
