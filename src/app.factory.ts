@@ -87,7 +87,17 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
       .setDescription(
         'Multi-tenant authentication with guest sessions and RFC 8693 token exchange for AI agents. ' +
           'Errors are RFC 9457 problem+json (`code` is stable); /oauth/* errors use RFC 6749 section 5.2. ' +
-          'Rate limits answer 429 with Retry-After and X-Service-Docs.',
+          'Rate limits answer 429 with Retry-After and X-Service-Docs.\n\n' +
+          '## Rate limits\n\n' +
+          '| Limit | Default | Code |\n|---|---|---|\n' +
+          `| POST /v1/auth/register per client address | ${config.RATE_LIMIT_REGISTER_PER_MIN}/min | rate_limit/exceeded |\n` +
+          `| POST /v1/auth/anonymous per client address | ${config.RATE_LIMIT_ANONYMOUS_PER_IP_PER_MIN}/min | anonymous/rate_limited |\n` +
+          `| POST /v1/auth/anonymous per API key | ${config.RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR}/hour | anonymous/rate_limited |\n` +
+          `| POST /v1/onboarding/signup per client address | ${config.RATE_LIMIT_SIGNUP_PER_MIN}/min | rate_limit/exceeded |\n` +
+          `| POST /v1/auth/refresh per client address | ${config.RATE_LIMIT_REFRESH_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
+          `| failed sign-ins per (account, address) / account / address | ${config.LOGIN_FAILURES_PER_ACCOUNT_IP} / ${config.LOGIN_FAILURES_PER_ACCOUNT} / ${config.LOGIN_FAILURES_PER_IP} per ${config.LOGIN_FAILURE_WINDOW_SECONDS} s | auth/login_throttled |\n` +
+          `| dashboard writes / reads per session | ${config.RATE_LIMIT_AUTH_WRITE_MAX} / ${config.RATE_LIMIT_AUTH_READ_MAX} per min | rate_limit/exceeded |\n` +
+          '| POST /oauth/token per agent client / per subject token jti | 60 (override up to 600) / 10 per min | slow_down (RFC 6749 envelope) |\n',
       )
       .setVersion('1.0.0')
       .addBearerAuth()

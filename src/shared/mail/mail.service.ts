@@ -5,6 +5,16 @@ import { EventsService } from '../events/events.service';
 /** Names of the email templates the worker renders (src/shared/mail/templates.ts). */
 export type MailTemplate = 'dashboard_invite' | 'email_verification' | 'password_reset' | 'password_changed' | 'magic_link' | 'email_otp' | 'agent_revoked' | 'webhook_disabled';
 
+/** The outbox topic (and BullMQ queue) of emails. */
+export const MAIL_TOPIC = 'email';
+
+/** The outbox payload of an email; its secret fields travel separately, encrypted. */
+export interface MailPayload {
+  to: string;
+  template: MailTemplate;
+  data: Record<string, unknown>;
+}
+
 export interface MailRequest {
   tenantId: string | null;
   to: string;
@@ -26,9 +36,9 @@ export class MailService {
   async enqueue(tx: Queryable, mail: MailRequest): Promise<void> {
     await this.events.outbox(tx, {
       tenantId: mail.tenantId,
-      topic: 'email',
+      topic: MAIL_TOPIC,
       eventType: `email.${mail.template}`,
-      payload: { to: mail.to, template: mail.template, data: mail.data },
+      payload: { to: mail.to, template: mail.template, data: mail.data } satisfies MailPayload,
       secret: mail.secret,
     });
   }

@@ -1,0 +1,146 @@
+import { DynamicModule, INestApplicationContext, Module, Provider, Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { GuestPurgeService } from './modules/guests/purge/guest-purge.service';
+import { SigningKeysService } from './shared/crypto/signing-keys.service';
+import { Db } from './shared/db/db.service';
+import { EventsService } from './shared/events/events.service';
+import { KernelModule } from './shared/kernel.module';
+
+/** A wrong invocation: the message is printed with the usage, exit code 1. */
+export class CliUsageError extends Error {}
+/** An expected refusal (unknown slug, ...): the message is printed, exit code 1. */
+export class CliError extends Error {}
+
+export interface CliIo {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+/**
+ * One operator command. `run` gets an application context built from KernelModule plus the
+ * command's own `imports`/`providers` (a context's service the kernel does not hold), and
+ * prints through `io.out`. Throw CliUsageError for bad arguments, CliError for a refusal.
+ */
+export interface CliCommand {
+  name: string;
+  /** arguments, as shown in the help: `<slug> <free|pro|enterprise>` */
+  args?: string;
+  description: string;
+  imports?: (Type | DynamicModule)[];
+  providers?: Provider[];
+  /** false: runs without an application context (help) */
+  needsApp?: boolean;
+  run: (ctx: { app: INestApplicationContext; args: string[]; io: CliIo }) => Promise<void>;
+}
+
+const TIERS = ['free', 'pro', 'enterprise'] as const;
+
+/** `tenants:set-tier <slug> <tier>`: tier is the operator's to set (billing is out of scope). */
+async function setTier(app: INestApplicationContext, slug: string, tier: string): Promise<{ id: string; from: string; to: string }> {
+  if (!(TIERS as readonly string[]).includes(tier)) throw new CliUsageError(`tier must be one of ${TIERS.join(', ')}`);
+  const events = app.get(EventsService);
+  return app.get(Db).tx(async (tx) => {
+    const [t] = await tx.query<{ id: string; from: string; to: string }>(
+      `UPDATE tenants t SET tier = $2, updated_at = now()
+         FROM (SELECT id, tier FROM tenants WHERE slug = $1 FOR UPDATE) old
+        WHERE t.id = old.id
+        RETURNING t.id, old.tier AS "from", t.tier AS "to"`,
+      [slug, tier],
+    );
+    if (!t) throw new CliError(`no tenant with slug "${slug}"`);
+    await events.audit(tx, {
+      tenantId: t.id, type: 'tenant.tier_changed', actorType: 'system', targetType: 'tenant', targetId: t.id,
+      severity: 'medium', metadata: { from: t.from, to: t.to, via: 'cli' },
+    });
+    return t;
+  });
+}
+
+/** The command table; a context adds its operator commands here. */
+export const COMMANDS: CliCommand[] = [
+  {
+    name: 'tenants:set-tier',
+    args: '<slug> <free|pro|enterprise>',
+    description: "sets a tenant's tier (audited)",
+    run: async ({ app, args, io }) => {
+      if (args.length !== 2) throw new CliUsageError('tenants:set-tier needs <slug> <tier>');
+      const t = await setTier(app, args[0], args[1]);
+      io.out(`tenant ${args[0]} (${t.id}): tier ${t.from} -> ${t.to}`);
+    },
+  },
+  {
+    name: 'keys:rotate',
+    description: 'creates a new signing key; the old ones stay published until their tokens expire',
+    run: async ({ app, args, io }) => {
+      if (args.length) throw new CliUsageError('keys:rotate takes no arguments');
+      io.out(`new signing key: ${await app.get(SigningKeysService).rotate()}`);
+    },
+  },
+  {
+    name: 'guests:purge',
+    description: 'runs the guest purge now (the worker also runs it daily)',
+    providers: [GuestPurgeService],
+    run: async ({ app, args, io }) => {
+      if (args.length) throw new CliUsageError('guests:purge takes no arguments');
+      const r = await app.get(GuestPurgeService).runOnce();
+      io.out(`purged ${r.deleted} guest(s) in ${r.tenants} tenant(s)`);
+    },
+  },
+  {
+    name: 'help',
+    description: 'lists the commands',
+    needsApp: false,
+    run: async ({ io }) => io.out(usage()),
+  },
+];
+
+export function usage(): string {
+  const rows = COMMANDS.map((c) => [`${c.name}${c.args ? ` ${c.args}` : ''}`, c.description]);
+  const width = Math.max(...rows.map((r) => r[0].length));
+  return ['usage: npm run cli -- <command> [args]', '', ...rows.map(([a, d]) => `  ${a.padEnd(width)}  ${d}`)].join('\n');
+}
+
+@Module({})
+class CliModule {
+  static for(cmd: CliCommand): DynamicModule {
+    return { module: CliModule, imports: [KernelModule, ...(cmd.imports ?? [])], providers: cmd.providers ?? [] };
+  }
+}
+
+const stdio: CliIo = {
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+};
+
+/** Runs one command (`argv` without node and script); resolves to the exit code. */
+export async function runCli(argv: string[], io: CliIo = stdio): Promise<number> {
+  const [name, ...args] = argv;
+  const cmd = COMMANDS.find((c) => c.name === name);
+  if (!cmd) {
+    io.err(`${name ? `unknown command "${name}"` : 'no command given'}\n\n${usage()}`);
+    return 1;
+  }
+  let app: INestApplicationContext | undefined;
+  try {
+    if (cmd.needsApp !== false) app = await NestFactory.createApplicationContext(CliModule.for(cmd), { logger: ['error'], abortOnError: false });
+    await cmd.run({ app: app as INestApplicationContext, args, io });
+    return 0;
+  } catch (err) {
+    if (err instanceof CliUsageError) io.err(`${err.message}\n\n${usage()}`);
+    else if (err instanceof CliError) io.err(err.message);
+    else io.err(`${cmd.name} failed: ${err instanceof Error ? err.message : String(err)}`);
+    return 1;
+  } finally {
+    await app?.close().catch(() => undefined);
+  }
+}
+
+if (require.main === module || process.argv[1]?.endsWith('dist/cli.js') || process.argv[1]?.endsWith('dist/cli')) {
+  runCli(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (err) => {
+      console.error(err instanceof Error ? err.message : err);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,91 @@
+import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
+import { Inject, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { Job, UnrecoverableError } from 'bullmq';
+import { createTransport, Transporter } from 'nodemailer';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+import { EnvelopeCipher } from '../crypto/envelope-cipher';
+import { Db } from '../db/db.service';
+import { openOutboxSecret, OutboxJobData } from '../outbox/outbox-job';
+import { MAIL_TOPIC, MailPayload } from './mail.service';
+import { isMailTemplate, MailTemplateError, renderMail } from './templates';
+
+/**
+ * Sends the emails of the outbox (topic `email`): decrypts the secret fields only here, renders
+ * the template and hands it to SMTP_URL. A failure throws, so BullMQ retries with backoff;
+ * a mail that can never be rendered fails at once. Without SMTP_URL (development and test
+ * only; production refuses to start without it) the mail is logged so its link can be clicked.
+ */
+@Processor(MAIL_TOPIC, { concurrency: 5 })
+export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
+  private readonly log = new Logger(MailProcessor.name);
+  private readonly transport?: Transporter;
+  private readonly messageIdDomain: string;
+
+  constructor(
+    private readonly db: Db,
+    private readonly cipher: EnvelopeCipher,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {
+    super();
+    if (config.SMTP_URL) this.transport = createTransport(config.SMTP_URL);
+    this.messageIdDomain = config.EMAIL_FROM.split('@').pop()?.replace(/[^A-Za-z0-9.-]/g, '') || 'localhost';
+  }
+
+  async process(job: Job<OutboxJobData>): Promise<{ messageId?: string; logged?: true }> {
+    const { to, template, data = {} } = job.data.payload as Partial<MailPayload>;
+    if (typeof to !== 'string' || !to || !isMailTemplate(template)) {
+      throw new UnrecoverableError(`outbox ${job.data.outboxId}: not a mail (template ${String(template)})`);
+    }
+    const secret = openOutboxSecret(this.cipher, job.data) ?? {};
+    let mail;
+    try {
+      mail = renderMail(template, { tenantName: await this.tenantName(job.data.tenantId, data), accountsUrl: this.config.ACCOUNTS_URL, data, secret });
+    } catch (err) {
+      if (err instanceof MailTemplateError) throw new UnrecoverableError(`outbox ${job.data.outboxId}: ${err.message}`);
+      throw err;
+    }
+    if (!this.transport) {
+      if (this.config.isProduction) throw new Error('SMTP_URL is not set');
+      this.log.log({ msg: 'mail not sent (no SMTP_URL); its content:', to, subject: mail.subject, text: mail.text });
+      return { logged: true };
+    }
+    const info = await this.transport.sendMail({
+      from: this.config.EMAIL_FROM,
+      to,
+      subject: mail.subject,
+      text: mail.text,
+      html: mail.html,
+      // the same id on every attempt: a receiver can tell a retried send from a new mail
+      messageId: `<outbox-${job.data.outboxId}.${Date.parse(job.data.createdAt)}@${this.messageIdDomain}>`,
+      headers: { 'Auto-Submitted': 'auto-generated' },
+    });
+    return { messageId: info.messageId };
+  }
+
+  @OnWorkerEvent('failed')
+  onFailed(job: Job<OutboxJobData> | undefined, err: Error): void {
+    if (!job) return;
+    const final = job.attemptsMade >= (job.opts.attempts ?? 1) || err instanceof UnrecoverableError;
+    const line = `mail ${job.data.eventType} (outbox ${job.data.outboxId}) attempt ${job.attemptsMade} failed${final ? ', giving up' : ''}: ${err.message}`;
+    if (final) this.log.error(line);
+    else this.log.warn(line);
+  }
+
+  @OnWorkerEvent('error')
+  onError(err: Error): void {
+    this.log.error(`mail worker: ${err.message}`);
+  }
+
+  onApplicationShutdown(): void {
+    this.transport?.close();
+  }
+
+  private async tenantName(tenantId: string | null, data: Record<string, unknown>): Promise<string> {
+    if (typeof data.tenant_name === 'string' && data.tenant_name.trim()) return data.tenant_name.trim();
+    if (tenantId) {
+      const [t] = await this.db.query<{ name: string }>(`SELECT name FROM tenants WHERE id = $1`, [tenantId], 'mail_tenant_name');
+      if (t) return t.name;
+    }
+    return 'your account';
+  }
+}

@@ -1,0 +1,54 @@
+import { MailTemplate } from './mail.service';
+import { escapeHtml, flowLink, MailTemplateError, renderMail, TemplateContext } from './templates';
+
+const ctx = (over: Partial<TemplateContext> = {}): TemplateContext => ({
+  tenantName: 'Acme',
+  accountsUrl: 'https://accounts.example/',
+  data: {},
+  secret: { token: 'tok_123', code: '123456' },
+  ...over,
+});
+
+describe('mail templates', () => {
+  it.each<[MailTemplate, string]>([
+    ['dashboard_invite', '/dashboard/invites/accept'],
+    ['email_verification', '/verify-email'],
+    ['password_reset', '/reset-password'],
+    ['magic_link', '/magic-link'],
+  ])('%s links to ACCOUNTS_URL%s?token=<token> in both parts', (template, path) => {
+    const m = renderMail(template, ctx());
+    const link = `https://accounts.example${path}?token=tok_123`;
+    expect(m.subject).toContain('Acme');
+    expect(m.text).toContain(link);
+    expect(m.html).toContain(`href="${link}"`);
+  });
+
+  it.each<MailTemplate>(['password_changed', 'email_otp', 'agent_revoked', 'webhook_disabled'])('%s has no link', (template) => {
+    const m = renderMail(template, ctx({ data: { agent_name: 'Bot', agent_id: 'a1', url: 'https://hooks.example/x' } }));
+    expect(m.text).not.toContain('token=');
+    expect(m.subject).toContain(template === 'agent_revoked' ? 'Bot' : 'Acme');
+  });
+
+  it('email_otp shows the 6-digit code and refuses anything else', () => {
+    expect(renderMail('email_otp', ctx()).text).toContain('123456');
+    expect(() => renderMail('email_otp', ctx({ secret: { code: '12345' } }))).toThrow(MailTemplateError);
+  });
+
+  it('a link template without a token cannot render', () => {
+    expect(() => renderMail('password_reset', ctx({ secret: {} }))).toThrow(MailTemplateError);
+  });
+
+  it('escapes interpolated values in the HTML part only', () => {
+    const m = renderMail('dashboard_invite', ctx({ tenantName: '<script>x</script>', data: { inviter_email: '"a"@b.c' } }));
+    expect(m.html).not.toContain('<script>');
+    expect(m.html).toContain('&lt;script&gt;x&lt;/script&gt;');
+    expect(m.html).toContain('&quot;a&quot;@b.c');
+    expect(m.text).toContain('<script>x</script>');
+  });
+
+  it('keeps the subject on one line and encodes the token in the link', () => {
+    expect(renderMail('magic_link', ctx({ tenantName: 'A\r\nBcc: x@y.z' })).subject).not.toMatch(/[\r\n]/);
+    expect(flowLink('https://a.example', '/magic-link', 'a+b/c')).toBe('https://a.example/magic-link?token=a%2Bb%2Fc');
+    expect(escapeHtml(`&<>"'`)).toBe('&amp;&lt;&gt;&quot;&#39;');
+  });
+});

@@ -1,0 +1,145 @@
+import type { MailTemplate } from './mail.service';
+
+/** What a template renders from: the outbox payload's `data`, the decrypted secret, the tenant. */
+export interface TemplateContext {
+  tenantName: string;
+  /** ACCOUNTS_URL: links are `${accountsUrl}/<flow path>?token=<token>` */
+  accountsUrl: string;
+  data: Record<string, unknown>;
+  secret: Record<string, unknown>;
+}
+
+export interface RenderedMail {
+  subject: string;
+  text: string;
+  html: string;
+}
+
+/** A template's content; rendered to text and (escaped) HTML by `renderMail`. */
+interface MailContent {
+  subject: string;
+  paragraphs: string[];
+  action?: { label: string; url: string };
+  /** a one-time code shown on its own line */
+  code?: string;
+  /** the last, smaller paragraph (why you got this email) */
+  footer: string;
+}
+
+/** Thrown for a mail that can never be rendered (unknown template, missing token): not retried. */
+export class MailTemplateError extends Error {}
+
+const str = (v: unknown, fallback = ''): string => (typeof v === 'string' && v.trim() ? v.trim() : fallback);
+
+function secretToken(c: TemplateContext): string {
+  const token = str(c.secret.token);
+  if (!token) throw new MailTemplateError('template needs secret.token');
+  return token;
+}
+
+/** `${ACCOUNTS_URL}/<path>?token=<token>` */
+export function flowLink(accountsUrl: string, path: string, token: string): string {
+  return `${accountsUrl.replace(/\/+$/, '')}${path}?token=${encodeURIComponent(token)}`;
+}
+
+const IGNORE = 'If you did not request this, you can ignore this email.';
+
+const TEMPLATES: Record<MailTemplate, (c: TemplateContext) => MailContent> = {
+  dashboard_invite: (c) => {
+    const inviter = str(c.data.inviter_email, 'A team member');
+    const role = str(c.data.role, 'member');
+    return {
+      subject: `You are invited to join ${c.tenantName}`,
+      paragraphs: [`${inviter} invited you to join ${c.tenantName} as ${role === 'owner' ? 'an owner' : 'a member'}.`],
+      action: { label: 'Accept the invitation', url: flowLink(c.accountsUrl, '/dashboard/invites/accept', secretToken(c)) },
+      footer: 'If you did not expect this invitation, you can ignore this email.',
+    };
+  },
+  email_verification: (c) => ({
+    subject: `Verify your email address for ${c.tenantName}`,
+    paragraphs: [`Confirm that this address belongs to you to finish setting up your ${c.tenantName} account.`],
+    action: { label: 'Verify email address', url: flowLink(c.accountsUrl, '/verify-email', secretToken(c)) },
+    footer: IGNORE,
+  }),
+  password_reset: (c) => ({
+    subject: `Reset your ${c.tenantName} password`,
+    paragraphs: [`Someone asked to reset the password of your ${c.tenantName} account. The link works once and expires soon.`],
+    action: { label: 'Choose a new password', url: flowLink(c.accountsUrl, '/reset-password', secretToken(c)) },
+    footer: `${IGNORE} Your password stays unchanged.`,
+  }),
+  password_changed: (c) => ({
+    subject: `Your ${c.tenantName} password was changed`,
+    paragraphs: [`The password of your ${c.tenantName} account was just changed.`],
+    footer: 'If you did not change it, reset your password right away and contact the support of the service.',
+  }),
+  magic_link: (c) => ({
+    subject: `Your sign-in link for ${c.tenantName}`,
+    paragraphs: [`Use this link to sign in to ${c.tenantName}. It works once and expires soon.`],
+    action: { label: `Sign in to ${c.tenantName}`, url: flowLink(c.accountsUrl, '/magic-link', secretToken(c)) },
+    footer: IGNORE,
+  }),
+  email_otp: (c) => {
+    const code = str(c.secret.code);
+    if (!/^\d{6}$/.test(code)) throw new MailTemplateError('template email_otp needs a 6-digit secret.code');
+    return {
+      subject: `Your ${c.tenantName} verification code`,
+      paragraphs: [`Enter this code to continue with ${c.tenantName}. It expires soon; do not share it with anyone.`],
+      code,
+      footer: IGNORE,
+    };
+  },
+  agent_revoked: (c) => {
+    const name = str(c.data.agent_name, 'An AI agent');
+    const id = str(c.data.agent_id);
+    return {
+      subject: `${name} can no longer access your ${c.tenantName} account`,
+      paragraphs: [`The access of the agent ${name}${id ? ` (${id})` : ''} to your ${c.tenantName} account was revoked. The tokens it held no longer work.`],
+      footer: 'If you did not expect this, review the agents connected to your account.',
+    };
+  },
+  webhook_disabled: (c) => {
+    const url = str(c.data.url, 'a webhook endpoint');
+    return {
+      subject: `A webhook endpoint of ${c.tenantName} was disabled`,
+      paragraphs: [`Deliveries to ${url} kept failing, so the endpoint was disabled. Fix the endpoint, then enable it again in the dashboard.`],
+      footer: `You receive this email as an owner of ${c.tenantName}.`,
+    };
+  },
+};
+
+export function isMailTemplate(name: unknown): name is MailTemplate {
+  return typeof name === 'string' && Object.prototype.hasOwnProperty.call(TEMPLATES, name);
+}
+
+/** Renders a template to a subject, a text part and an HTML part (interpolated values escaped). */
+export function renderMail(template: MailTemplate, ctx: TemplateContext): RenderedMail {
+  if (!isMailTemplate(template)) throw new MailTemplateError(`unknown mail template ${String(template)}`);
+  const m = TEMPLATES[template](ctx);
+  const subject = m.subject.replace(/[\r\n]+/g, ' ');
+  const text = [
+    ...m.paragraphs,
+    ...(m.code ? [m.code] : []),
+    ...(m.action ? [`${m.action.label}:\n${m.action.url}`] : []),
+    m.footer,
+  ].join('\n\n');
+  const html = [
+    '<!doctype html>',
+    '<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"></head>',
+    '<body style="font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;font-size:15px;line-height:1.5;color:#1a1a1a">',
+    ...m.paragraphs.map((p) => `<p>${escapeHtml(p)}</p>`),
+    ...(m.code ? [`<p style="font-size:28px;font-weight:600;letter-spacing:6px">${escapeHtml(m.code)}</p>`] : []),
+    ...(m.action
+      ? [
+          `<p><a href="${escapeHtml(m.action.url)}" style="display:inline-block;padding:10px 18px;background:#1a1a1a;color:#fff;text-decoration:none;border-radius:6px">${escapeHtml(m.action.label)}</a></p>`,
+          `<p style="font-size:13px;color:#555">Or open this link: ${escapeHtml(m.action.url)}</p>`,
+        ]
+      : []),
+    `<p style="font-size:13px;color:#555">${escapeHtml(m.footer)}</p>`,
+    '</body></html>',
+  ].join('\n');
+  return { subject, text, html };
+}
+
+export function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch] as string);
+}

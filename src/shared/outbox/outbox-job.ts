@@ -1,0 +1,48 @@
+import type { JobsOptions } from 'bullmq';
+import type { EnvelopeCipher } from '../crypto/envelope-cipher';
+
+/**
+ * The data of every job the outbox relay queues: the outbox row as it was written. Secret
+ * fields stay envelope-encrypted (`secretEnc`), so Redis never holds them in plaintext; a
+ * processor opens them with `openOutboxSecret` when it needs them.
+ */
+export interface OutboxJobData {
+  /** outbox.id (bigint as a string); the job id is `outbox-<outboxId>` */
+  outboxId: string;
+  tenantId: string | null;
+  /** e.g. `email.password_reset`, `tenant.created`; also the BullMQ job name */
+  eventType: string;
+  payload: Record<string, unknown>;
+  secretEnc: string | null;
+  /** RFC 3339 */
+  createdAt: string;
+}
+
+/** The BullMQ job id of an outbox row: a second add of the same row is a no-op (BullMQ dedupes ids). */
+export function outboxJobId(outboxId: string | number): string {
+  return `outbox-${outboxId}`;
+}
+
+/** Decrypts a job's secret fields (link tokens, codes); undefined when the row had none. */
+export function openOutboxSecret<T extends Record<string, unknown> = Record<string, unknown>>(cipher: EnvelopeCipher, data: OutboxJobData): T | undefined {
+  return data.secretEnc ? (JSON.parse(cipher.decryptString(data.secretEnc)) as T) : undefined;
+}
+
+/**
+ * Retries of every outbox job: 12 attempts, exponential backoff from 1 s (about an hour in
+ * all). Completed jobs are kept a day: while a job is kept, re-adding its id is a no-op, which
+ * covers a relay that crashed between the add and its commit.
+ */
+export const DEFAULT_OUTBOX_JOB_OPTIONS: JobsOptions = {
+  attempts: 12,
+  backoff: { type: 'exponential', delay: 1000, jitter: 0.2 },
+  removeOnComplete: { age: 24 * 3600 },
+  removeOnFail: { age: 14 * 24 * 3600 },
+};
+
+/** Per-topic overrides of DEFAULT_OUTBOX_JOB_OPTIONS (a topic whose retries differ adds a line here). */
+export const TOPIC_JOB_OPTIONS: Readonly<Record<string, JobsOptions>> = {};
+
+export function jobOptionsFor(topic: string): JobsOptions {
+  return { ...DEFAULT_OUTBOX_JOB_OPTIONS, ...TOPIC_JOB_OPTIONS[topic] };
+}

@@ -1,0 +1,138 @@
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Queue } from 'bullmq';
+import Redis from 'ioredis';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+import { Db } from '../db/db.service';
+import { bullConnection, bullPrefix } from './bull-options';
+import { jobOptionsFor, OutboxJobData, outboxJobId } from './outbox-job';
+
+/** Rows per relay transaction; a full batch is followed at once by the next one. */
+export const OUTBOX_BATCH_SIZE = 100;
+
+interface OutboxRow {
+  id: string;
+  tenant_id: string | null;
+  topic: string;
+  event_type: string;
+  payload: Record<string, unknown>;
+  secret_enc: string | null;
+  created_at: Date;
+}
+
+/**
+ * Moves committed outbox rows to BullMQ, one queue per topic (`email`, `webhook`, ...; a topic
+ * nobody consumes yet is queued all the same). Each batch is one transaction: lock pending rows
+ * (SKIP LOCKED, so several workers relay side by side without taking the same row), add them
+ * with job id `outbox-<id>`, mark them dispatched, commit. A crash between the add and the
+ * commit re-adds the same ids later, which BullMQ ignores: a row is queued once.
+ */
+@Injectable()
+export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly log = new Logger(OutboxRelay.name);
+  private readonly queues = new Map<string, Queue>();
+  private connection?: Redis;
+  private timer?: NodeJS.Timeout;
+  private inFlight?: Promise<void>;
+  private stopped = true;
+  /** rows this relay dispatched since it started (metrics, tests) */
+  dispatched = 0;
+
+  constructor(
+    private readonly db: Db,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.start();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.stop();
+    await Promise.all([...this.queues.values()].map((q) => q.close().catch(() => undefined)));
+    this.queues.clear();
+    await this.connection?.quit().catch(() => this.connection?.disconnect());
+    this.connection = undefined;
+  }
+
+  /** Starts polling every OUTBOX_POLL_MS. */
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  /** Stops polling and waits for the batch in progress to commit or roll back. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.inFlight;
+  }
+
+  /** Relays one batch in one transaction; returns how many rows it dispatched. */
+  async relayOnce(): Promise<number> {
+    const n = await this.db.tx(async (tx) => {
+      const rows = await tx.query<OutboxRow>(
+        `SELECT id, tenant_id, topic, event_type, payload, secret_enc, created_at FROM outbox
+          WHERE dispatched_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+        [OUTBOX_BATCH_SIZE],
+      );
+      if (!rows.length) return 0;
+      const byTopic = new Map<string, OutboxRow[]>();
+      for (const r of rows) byTopic.set(r.topic, [...(byTopic.get(r.topic) ?? []), r]);
+      for (const [topic, batch] of byTopic) {
+        const opts = jobOptionsFor(topic);
+        await this.queue(topic).addBulk(
+          batch.map((r) => ({ name: r.event_type, data: toJobData(r), opts: { ...opts, jobId: outboxJobId(r.id) } })),
+        );
+      }
+      await tx.query(`UPDATE outbox SET dispatched_at = now() WHERE id = ANY($1::bigint[])`, [rows.map((r) => r.id)]);
+      return rows.length;
+    });
+    this.dispatched += n;
+    return n;
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.inFlight = this.tick();
+    }, ms);
+  }
+
+  private async tick(): Promise<void> {
+    let next = this.config.OUTBOX_POLL_MS;
+    try {
+      if ((await this.relayOnce()) === OUTBOX_BATCH_SIZE) next = 0;
+    } catch (err) {
+      this.log.error(`outbox relay failed, retrying in ${next} ms: ${err instanceof Error ? err.message : err}`);
+    }
+    this.inFlight = undefined;
+    this.schedule(next);
+  }
+
+  /** The producer side of a topic's queue; every queue shares one connection. */
+  private queue(topic: string): Queue {
+    let q = this.queues.get(topic);
+    if (!q) {
+      // a producer fails fast instead of queueing commands while Redis is away: the batch rolls
+      // back and the next poll tries again
+      this.connection ??= new Redis({ ...bullConnection(this.config), maxRetriesPerRequest: 1 });
+      q = new Queue(topic, { connection: this.connection, prefix: bullPrefix(this.config) });
+      q.on('error', (err) => this.log.warn(`queue ${topic}: ${err.message}`));
+      this.queues.set(topic, q);
+    }
+    return q;
+  }
+}
+
+function toJobData(r: OutboxRow): OutboxJobData {
+  return {
+    outboxId: String(r.id),
+    tenantId: r.tenant_id,
+    eventType: r.event_type,
+    payload: r.payload,
+    secretEnc: r.secret_enc,
+    createdAt: r.created_at.toISOString(),
+  };
+}

@@ -1,0 +1,61 @@
+import { BullModule, WorkerHost } from '@nestjs/bullmq';
+import { BeforeApplicationShutdown, Injectable, Logger, Module } from '@nestjs/common';
+import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+import { bullConnection, bullPrefix } from './bull-options';
+import { OutboxRelay } from './outbox-relay.service';
+
+/**
+ * Closes every BullMQ worker (waiting for the jobs it is running) before the database pool and
+ * Redis clients close in onApplicationShutdown: a SIGTERM never cuts a job off mid-way.
+ */
+@Injectable()
+export class QueueWorkersCloser implements BeforeApplicationShutdown {
+  private readonly log = new Logger('QueueWorkers');
+  constructor(private readonly discovery: DiscoveryService) {}
+
+  async beforeApplicationShutdown(): Promise<void> {
+    const hosts = this.discovery
+      .getProviders()
+      .map((w) => w.instance as unknown)
+      .filter((i): i is WorkerHost => i instanceof WorkerHost);
+    await Promise.all(
+      hosts.map(async (h) => {
+        try {
+          await h.worker.close();
+        } catch (err) {
+          this.log.warn(`closing worker ${h.constructor.name}: ${err instanceof Error ? err.message : err}`);
+        }
+      }),
+    );
+  }
+}
+
+/**
+ * Worker side of the transactional outbox: the relay (outbox rows -> BullMQ queue per topic)
+ * and the shared BullMQ configuration (connection and key prefix) for every processor.
+ *
+ * To consume a topic, a context adds to its worker-only module (imported by WorkerModule,
+ * never by ApiModule, so the API consumes nothing):
+ *
+ *   imports: [BullModule.registerQueue({ name: 'webhook' })], providers: [WebhookDeliveryProcessor]
+ *
+ *   @Processor('webhook', { concurrency: 10 })
+ *   export class WebhookDeliveryProcessor extends WorkerHost {
+ *     async process(job: Job<OutboxJobData>) { ... throw to retry; UnrecoverableError to give up }
+ *   }
+ *
+ * `openOutboxSecret(cipher, job.data)` decrypts the row's secret fields inside the processor.
+ */
+@Module({
+  imports: [
+    DiscoveryModule,
+    BullModule.forRootAsync({
+      inject: [APP_CONFIG],
+      useFactory: (config: AppConfig) => ({ connection: bullConnection(config), prefix: bullPrefix(config) }),
+    }),
+  ],
+  providers: [OutboxRelay, QueueWorkersCloser],
+  exports: [OutboxRelay],
+})
+export class OutboxModule {}

@@ -1,0 +1,40 @@
+import { INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Logger } from 'nestjs-pino';
+import { WorkerModule } from './worker.module';
+
+/** Beyond this, a shutdown that waits on a stuck job gives up (compose allows 30 s). */
+const SHUTDOWN_TIMEOUT_MS = 25_000;
+
+/**
+ * Boots the worker: the outbox relay polls and the BullMQ processors consume. `node dist/worker`
+ * calls it with shutdown hooks; tests call it in-process and close the context themselves.
+ */
+export async function startWorker(opts: { logger?: boolean; shutdownHooks?: boolean } = {}): Promise<INestApplicationContext> {
+  const quiet = opts.logger === false;
+  const app = await NestFactory.createApplicationContext(WorkerModule, quiet ? { logger: false, abortOnError: false } : { bufferLogs: true, abortOnError: false });
+  if (!quiet) app.useLogger(app.get(Logger));
+  // SIGTERM/SIGINT: app.close() stops the relay (onModuleDestroy), lets the workers finish
+  // their jobs (beforeApplicationShutdown), then closes PostgreSQL and Redis; Nest then
+  // re-raises the signal and the process exits.
+  if (opts.shutdownHooks) app.enableShutdownHooks(['SIGTERM', 'SIGINT']);
+  return app;
+}
+
+if (require.main === module || process.argv[1]?.endsWith('dist/worker.js') || process.argv[1]?.endsWith('dist/worker')) {
+  startWorker({ shutdownHooks: true })
+    .then((app) => {
+      app.get(Logger).log('worker started', 'Worker');
+      for (const sig of ['SIGTERM', 'SIGINT'] as const)
+        process.once(sig, () => {
+          setTimeout(() => {
+            console.error(`worker did not stop within ${SHUTDOWN_TIMEOUT_MS} ms of ${sig}; exiting`);
+            process.exit(1);
+          }, SHUTDOWN_TIMEOUT_MS).unref();
+        });
+    })
+    .catch((err) => {
+      console.error(err instanceof Error ? err.message : err);
+      process.exit(1);
+    });
+}

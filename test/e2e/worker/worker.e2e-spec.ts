@@ -1,0 +1,276 @@
+import { randomBytes } from 'crypto';
+import { INestApplicationContext } from '@nestjs/common';
+import { Queue } from 'bullmq';
+import Redis from 'ioredis';
+import { CliIo, runCli } from '../../../src/cli';
+import { resetConfigForTests } from '../../../src/config/config.module';
+import { Db } from '../../../src/shared/db/db.service';
+import { EventsService } from '../../../src/shared/events/events.service';
+import { MailRequest, MailService } from '../../../src/shared/mail/mail.service';
+import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
+import { OutboxRelay } from '../../../src/shared/outbox/outbox-relay.service';
+import { startWorker } from '../../../src/worker';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { uniqueEmail } from '../../setup/app';
+import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
+import { SmtpCapture, startSmtpCapture } from '../../setup/smtp-capture';
+
+const ACCOUNTS_URL = 'https://accounts.example.test';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Every value stored under this run's Redis prefix, as one string (to look for plaintext secrets). */
+async function dumpRedis(redis: Redis, prefix: string): Promise<string> {
+  const out: string[] = [];
+  for await (const keys of redis.scanStream({ match: `${prefix}*`, count: 500 })) {
+    for (const key of keys as string[]) {
+      const type = await redis.type(key);
+      if (type === 'hash') out.push(JSON.stringify(await redis.hgetall(key)));
+      else if (type === 'string') out.push(String(await redis.get(key)));
+      else if (type === 'list') out.push(...(await redis.lrange(key, 0, -1)));
+      else if (type === 'zset') out.push(...(await redis.zrange(key, 0, -1)));
+      else if (type === 'set') out.push(...(await redis.smembers(key)));
+      else if (type === 'stream') out.push(JSON.stringify(await redis.xrange(key, '-', '+')));
+    }
+  }
+  return out.join('\n');
+}
+
+function captureIo(): CliIo & { stdout: string[]; stderr: string[] } {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  return { stdout, stderr, out: (l) => stdout.push(l), err: (l) => stderr.push(l) };
+}
+
+// The worker runs on a database of its own (see isolated-db.ts): its relays take every pending
+// outbox row, and the counts below must not include rows of test files running beside this one.
+describe('worker: outbox relay, mail delivery, operator CLI', () => {
+  let isolated: IsolatedDatabase;
+  const env: Record<string, string> = { OUTBOX_POLL_MS: '50', ACCOUNTS_URL };
+  const saved: Record<string, string | undefined> = {};
+  let smtp: SmtpCapture;
+  let worker: INestApplicationContext;
+  let second: INestApplicationContext | undefined;
+  let db: Db;
+  let mail: MailService;
+  let redis: Redis;
+  let tenant: TenantFixture;
+  const prefix = process.env.REDIS_KEY_PREFIX as string;
+
+  const send = (m: Partial<MailRequest> & Pick<MailRequest, 'to'>) =>
+    db.tx((tx) => mail.enqueue(tx, { tenantId: tenant.id, template: 'email_verification', data: {}, ...m }));
+  const outboxRow = async (to: string) =>
+    (await db.query<{ id: string; payload: string; secret_enc: string | null; dispatched_at: Date | null }>(
+      `SELECT id, payload::text AS payload, secret_enc, dispatched_at FROM outbox WHERE payload->>'to' = $1`,
+      [to],
+    ))[0];
+  const jobKey = (topic: string, outboxId: string) => `${bullPrefix({ REDIS_KEY_PREFIX: prefix })}:${topic}:outbox-${outboxId}`;
+  /** The job's hash once the job has finished (completed or failed for good). */
+  const waitForJob = async (topic: string, outboxId: string) => {
+    for (let i = 0; i < 100; i++) {
+      const job = await redis.hgetall(jobKey(topic, outboxId));
+      if (job.finishedOn) return job;
+      await sleep(50);
+    }
+    throw new Error(`job outbox-${outboxId} of ${topic} did not finish`);
+  };
+
+  beforeAll(async () => {
+    isolated = await createIsolatedDatabase();
+    smtp = await startSmtpCapture();
+    env.SMTP_URL = smtp.url;
+    env.DATABASE_URL = isolated.url;
+    for (const [k, v] of Object.entries(env)) {
+      saved[k] = process.env[k];
+      process.env[k] = v;
+    }
+    resetConfigForTests();
+    worker = await startWorker({ logger: false });
+    db = worker.get(Db);
+    mail = worker.get(MailService);
+    redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    tenant = await createTenant(db);
+  });
+
+  afterAll(async () => {
+    await second?.close();
+    await worker?.close();
+    await redis?.quit();
+    await smtp?.close();
+    await isolated?.drop();
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    resetConfigForTests();
+  });
+
+  it('relays a committed mail and sends it with its link; the token is never stored in plaintext', async () => {
+    const to = uniqueEmail('invitee');
+    const token = randomBytes(32).toString('base64url');
+    await send({ to, template: 'dashboard_invite', data: { role: 'member', inviter_email: 'boss@example.com' }, secret: { token } });
+
+    const msg = await smtp.waitFor((m) => m.to.includes(to));
+    const link = `${ACCOUNTS_URL}/dashboard/invites/accept?token=${token}`;
+    expect(msg.subject).toBe(`You are invited to join Tenant ${tenant.slug}`);
+    expect(msg.text).toContain(link);
+    expect(msg.text).toContain('boss@example.com invited you');
+    expect(msg.html).toContain(`href="${link}"`);
+    expect(msg.headers['auto-submitted']).toBe('auto-generated');
+
+    const row = await outboxRow(to);
+    expect(row.dispatched_at).toBeInstanceOf(Date);
+    expect(row.payload).not.toContain(token);
+    expect(row.secret_enc).toMatch(/^v1\./);
+    expect(row.secret_enc).not.toContain(token);
+
+    const job = await waitForJob('email', row.id);
+    expect(JSON.parse(job.data)).toMatchObject({ outboxId: row.id, tenantId: tenant.id, secretEnc: row.secret_enc, eventType: 'email.dashboard_invite' });
+    expect(JSON.parse(job.returnvalue).messageId).toMatch(new RegExp(`^<outbox-${row.id}\\.`));
+    expect(await dumpRedis(redis, prefix)).not.toContain(token);
+  });
+
+  it('sends a one-time code without a link and escapes interpolated values in the HTML part', async () => {
+    const to = uniqueEmail('otp');
+    await send({ to, template: 'email_otp', data: { tenant_name: '<b>Evil & "Co"</b>' }, secret: { code: '042917' } });
+    const msg = await smtp.waitFor((m) => m.to.includes(to));
+    expect(msg.subject).toBe('Your <b>Evil & "Co"</b> verification code');
+    expect(msg.text).toContain('042917');
+    expect(msg.text).not.toContain('token=');
+    expect(msg.html).toContain('&lt;b&gt;Evil &amp; &quot;Co&quot;&lt;/b&gt;');
+    expect(msg.html).not.toContain('<b>Evil');
+  });
+
+  it('sends nothing for a transaction that rolls back', async () => {
+    const to = uniqueEmail('rollback');
+    await expect(
+      db.tx(async (tx) => {
+        await mail.enqueue(tx, { tenantId: tenant.id, to, template: 'password_changed', data: {} });
+        throw new Error('rolled back');
+      }),
+    ).rejects.toThrow('rolled back');
+    expect(await outboxRow(to)).toBeUndefined();
+  });
+
+  it('retries a mail the SMTP server refused and delivers it exactly once', async () => {
+    const to = uniqueEmail('retry');
+    const token = randomBytes(32).toString('base64url');
+    smtp.failNext(2, (r) => r === to);
+    const rejectedBefore = smtp.rejected;
+    await send({ to, template: 'password_reset', secret: { token } });
+
+    const msg = await smtp.waitFor((m) => m.to.includes(to), 15_000);
+    expect(msg.text).toContain(`${ACCOUNTS_URL}/reset-password?token=${token}`);
+    expect(smtp.rejected - rejectedBefore).toBe(2);
+    await sleep(500);
+    expect(smtp.messages.filter((m) => m.to.includes(to))).toHaveLength(1);
+    const job = await waitForJob('email', (await outboxRow(to)).id);
+    expect(Number(job.atm)).toBeGreaterThanOrEqual(3);
+  });
+
+  it('gives up at once on a mail that cannot be rendered, and queues topics nobody consumes yet', async () => {
+    const events = worker.get(EventsService);
+    const to = uniqueEmail('bad');
+    await db.tx(async (tx) => {
+      await events.outbox(tx, { tenantId: tenant.id, topic: 'email', eventType: 'email.nope', payload: { to, template: 'nope', data: {} } });
+      await events.outbox(tx, { tenantId: tenant.id, topic: 'not-consumed', eventType: 'thing.happened', payload: { to } });
+    });
+    const [bad, other] = (
+      await db.query<{ id: string }>(`SELECT id FROM outbox WHERE payload->>'to' = $1 ORDER BY topic = 'email' DESC`, [to])
+    ).map((r) => r.id);
+    const failed = await waitForJob('email', bad);
+    expect(failed.failedReason).toMatch(/template/);
+    expect(failed.atm).toBe('1');
+    expect(await redis.hget(jobKey('not-consumed', other), 'name')).toBe('thing.happened');
+  });
+
+  it('two relays side by side never dispatch a row twice', async () => {
+    second = await startWorker({ logger: false });
+    const relays = [worker.get(OutboxRelay), second.get(OutboxRelay)];
+
+    // explicit race: both relays drain 250 rows (three batches) at once
+    await Promise.all(relays.map((r) => r.stop()));
+    const topic = `race-${randomBytes(3).toString('hex')}`;
+    await db.query(
+      `INSERT INTO outbox (tenant_id, topic, event_type, payload) SELECT $1, $2, 'race.row', jsonb_build_object('i', i) FROM generate_series(1, 250) i`,
+      [tenant.id, topic],
+    );
+    const drain = async (r: OutboxRelay) => {
+      let total = 0;
+      for (let n = await r.relayOnce(); n > 0; n = await r.relayOnce()) total += n;
+      return total;
+    };
+    const counts = await Promise.all([drain(relays[0]), drain(relays[1]), drain(relays[0]), drain(relays[1])]);
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(250);
+    const [{ pending }] = await db.query<{ pending: number }>(`SELECT count(*)::int AS pending FROM outbox WHERE topic = $1 AND dispatched_at IS NULL`, [topic]);
+    expect(pending).toBe(0);
+    const queue = new Queue(topic, { connection: bullConnection({ REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' }), prefix: bullPrefix({ REDIS_KEY_PREFIX: prefix }) });
+    try {
+      expect(await queue.count()).toBe(250);
+    } finally {
+      await queue.close();
+    }
+
+    // both workers polling and consuming: 20 mails, 20 deliveries
+    for (const r of relays) r.start();
+    const before = relays.map((r) => r.dispatched);
+    const tag = randomBytes(4).toString('hex');
+    const recipients = Array.from({ length: 20 }, (_, i) => `bulk-${i}-${tag}@example.com`);
+    for (const to of recipients) await send({ to, template: 'magic_link', secret: { token: randomBytes(16).toString('base64url') } });
+    await smtp.waitForCount((m) => m.to[0]?.endsWith(`-${tag}@example.com`), 20, 15_000);
+    await sleep(500);
+    const delivered = smtp.messages.filter((m) => m.to[0]?.endsWith(`-${tag}@example.com`)).map((m) => m.to[0]);
+    expect(delivered.sort()).toEqual([...recipients].sort());
+    expect(relays.reduce((sum, r, i) => sum + r.dispatched - before[i], 0)).toBe(20);
+  });
+
+  describe('CLI', () => {
+    it('keys:rotate prints the new kid, which becomes the active key', async () => {
+      const io = captureIo();
+      expect(await runCli(['keys:rotate'], io)).toBe(0);
+      const kid = /new signing key: (\S+)/.exec(io.stdout.join('\n'))?.[1];
+      expect(kid).toBeDefined();
+      const active = await db.query<{ kid: string }>(`SELECT kid FROM signing_keys WHERE retired_at IS NULL`);
+      expect(active.map((k) => k.kid)).toEqual([kid]);
+    });
+
+    it('tenants:set-tier updates the tier with an audit row', async () => {
+      const t = await createTenant(db);
+      const io = captureIo();
+      expect(await runCli(['tenants:set-tier', t.slug, 'enterprise'], io)).toBe(0);
+      expect(io.stdout.join('\n')).toContain(`tier free -> enterprise`);
+      const [row] = await db.query<{ tier: string }>(`SELECT tier FROM tenants WHERE id = $1`, [t.id]);
+      expect(row.tier).toBe('enterprise');
+      const audit = await db.query<{ metadata: Record<string, unknown>; actor_type: string }>(
+        `SELECT metadata, actor_type FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.tier_changed'`,
+        [t.id],
+      );
+      expect(audit).toEqual([{ actor_type: 'system', metadata: { from: 'free', to: 'enterprise', via: 'cli' } }]);
+    });
+
+    it('refuses an unknown slug, a bad tier, an unknown command and missing arguments with exit code 1', async () => {
+      const io = captureIo();
+      expect(await runCli(['tenants:set-tier', 'no-such-tenant', 'pro'], io)).toBe(1);
+      expect(io.stderr.join('\n')).toContain('no tenant with slug "no-such-tenant"');
+      expect(await runCli(['tenants:set-tier', tenant.slug, 'platinum'], io)).toBe(1);
+      expect(io.stderr.join('\n')).toContain('tier must be one of free, pro, enterprise');
+      expect(await runCli(['tenants:set-tier', tenant.slug], io)).toBe(1);
+      expect(await runCli(['nope'], io)).toBe(1);
+      expect(io.stderr.join('\n')).toContain('unknown command "nope"');
+      expect(await runCli([], io)).toBe(1);
+      const [row] = await db.query<{ tier: string }>(`SELECT tier FROM tenants WHERE id = $1`, [tenant.id]);
+      expect(row.tier).toBe('free');
+    });
+
+    it('help lists every command', async () => {
+      const io = captureIo();
+      expect(await runCli(['help'], io)).toBe(0);
+      for (const c of ['tenants:set-tier <slug> <free|pro|enterprise>', 'keys:rotate', 'guests:purge', 'help']) expect(io.stdout.join('\n')).toContain(c);
+    });
+
+    it('guests:purge runs the purge now', async () => {
+      const io = captureIo();
+      expect(await runCli(['guests:purge'], io)).toBe(0);
+      expect(io.stdout.join('\n')).toMatch(/purged \d+ guest\(s\) in \d+ tenant\(s\)/);
+    });
+  });
+});
