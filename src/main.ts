@@ -7,8 +7,9 @@ async function bootstrap(): Promise<void> {
   if (config.API_WORKERS > 1 && cluster.isPrimary) {
     for (let i = 0; i < config.API_WORKERS; i++) cluster.fork();
     cluster.on('exit', (worker, code, signal) => {
+      if (shuttingDown) return;
       console.error(`api process ${worker.process.pid} exited (${signal ?? code}); starting another`);
-      if (!shuttingDown) cluster.fork();
+      cluster.fork();
     });
     let shuttingDown = false;
     for (const sig of ['SIGINT', 'SIGTERM'] as const)

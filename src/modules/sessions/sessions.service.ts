@@ -195,6 +195,7 @@ export class SessionsService {
        ), ${activityCtes('(SELECT user_id FROM ins)')}
        SELECT EXISTS (SELECT 1 FROM ins) AND EXISTS (SELECT 1 FROM ses) AS ok`,
       [id, newId, sha256Hex(newSecret), this.config.REFRESH_TOKEN_TTL_SECONDS, row.rotated_at !== null],
+      'refresh_rotate',
     );
     if (!rows[0]?.ok) {
       // lost a race with a parallel rotation of the same token: the grace rule decides

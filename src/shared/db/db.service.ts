@@ -8,7 +8,7 @@ export const DATA_SOURCE = Symbol('DATA_SOURCE');
 export interface Queryable {
   query<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[], name?: string): Promise<T[]>;
   /** The number of rows an UPDATE/DELETE touched, with its RETURNING rows. */
-  exec<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[]): Promise<{ rowCount: number; rows: T[] }>;
+  exec<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[], name?: string): Promise<{ rowCount: number; rows: T[] }>;
 }
 
 function wrap(client: Pool | PoolClient): Queryable {
@@ -17,8 +17,8 @@ function wrap(client: Pool | PoolClient): Queryable {
       const res = await client.query<T>(name ? { name, text, values: params } : { text, values: params });
       return res.rows;
     },
-    async exec<T extends QueryResultRow>(text: string, params: unknown[] = []) {
-      const res = await client.query<T>({ text, values: params });
+    async exec<T extends QueryResultRow>(text: string, params: unknown[] = [], name?: string) {
+      const res = await client.query<T>(name ? { name, text, values: params } : { text, values: params });
       return { rowCount: res.rowCount ?? 0, rows: res.rows };
     },
   };
@@ -42,8 +42,8 @@ export class Db implements Queryable, OnApplicationShutdown {
     return this.direct.query<T>(text, params, name);
   }
 
-  exec<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[]) {
-    return this.direct.exec<T>(text, params);
+  exec<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[], name?: string) {
+    return this.direct.exec<T>(text, params, name);
   }
 
   async tx<T>(fn: (tx: Queryable) => Promise<T>, isolation: 'READ COMMITTED' | 'SERIALIZABLE' = 'READ COMMITTED'): Promise<T> {

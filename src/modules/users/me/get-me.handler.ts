@@ -1,7 +1,7 @@
 import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
-import { activityCtes } from '../../sessions/activity.sql';
+import { activityCtes, CURRENT_MONTH_SQL } from '../../sessions/activity.sql';
 import { GetMeQuery, MeResponse } from './get-me.query';
 
 @QueryHandler(GetMeQuery)
@@ -9,18 +9,19 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
   constructor(private readonly db: Db) {}
 
   async execute(q: GetMeQuery): Promise<MeResponse> {
-    // last_active_at is written at most once a minute per user (guest retention)
     const [u] = await this.db.query<{
       id: string; email: string | null; email_verified: boolean; is_anonymous: boolean; role: string;
-      created_at: Date; last_sign_in_at: Date | null; public_metadata: Record<string, unknown>;
+      created_at: Date; last_sign_in_at: Date | null; public_metadata: Record<string, unknown>; activity_due: boolean;
     }>(
-      `WITH ${activityCtes('$1')}
-       SELECT id, email, email_verified, is_anonymous, role, created_at, last_sign_in_at, public_metadata
+      `SELECT id, email, email_verified, is_anonymous, role, created_at, last_sign_in_at, public_metadata,
+              (last_active_at < now() - interval '1 minute' OR mau_month IS DISTINCT FROM ${CURRENT_MONTH_SQL}) AS activity_due
          FROM users WHERE id = $1 AND tenant_id = $2`,
       [q.userId, q.tenantId],
       'user_me',
     );
     if (!u) throw new AppError('auth/invalid_token', 'The user no longer exists');
+    // last_active_at at most once a minute per user; the first activity of a month counts (MAU)
+    if (u.activity_due) await this.db.query(`WITH ${activityCtes('$1')} SELECT 1`, [u.id], 'user_activity');
     return {
       id: u.id,
       email: u.email,
