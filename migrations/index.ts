@@ -2,6 +2,9 @@ import { InitialSchema1763700000000 } from './1763700000000-initial-schema';
 import { TenantSettingsAndClients1763750000000 } from './1763750000000-tenant-settings-and-clients';
 import { Agents1763900000000 } from './1763900000000-agents';
 import { Guests1763760000000 } from './1763760000000-guests';
+import { AccountSecurity1763800000000 } from './1763800000000-account-security';
+import { Mfa1763810000000 } from './1763810000000-mfa';
+import { Webhooks1763910000000 } from './1763910000000-webhooks';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -9,4 +12,7 @@ export const ALL_MIGRATIONS = [
   TenantSettingsAndClients1763750000000,
   Guests1763760000000,
   Agents1763900000000,
+  Webhooks1763910000000,
+  Mfa1763810000000,
+  AccountSecurity1763800000000,
 ];

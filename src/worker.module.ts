@@ -3,6 +3,7 @@ import { Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
 import { APP_CONFIG, AppConfig } from './config/config';
 import { GuestsWorkerModule } from './modules/guests/guests.module';
+import { WebhooksWorkerModule } from './modules/webhooks/webhooks.module';
 import { REDACT_PATHS } from './shared/http/logger';
 import { KernelModule } from './shared/kernel.module';
 import { MailProcessor } from './shared/mail/mail.processor';
@@ -27,7 +28,7 @@ export class MailWorkerModule {}
  * Every context's worker-only module: BullMQ processors (see OutboxModule for how to add one)
  * and schedules. Never imported by ApiModule: the API writes the outbox and consumes nothing.
  */
-export const WORKER_MODULES = [MailWorkerModule, GuestsWorkerModule];
+export const WORKER_MODULES = [MailWorkerModule, GuestsWorkerModule, WebhooksWorkerModule];
 
 /** Root module of `node dist/worker`: the kernel, the outbox relay and the processors; no HTTP. */
 @Module({

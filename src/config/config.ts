@@ -78,6 +78,27 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) @Max(64) ARGON2_MAX_CONCURRENCY = Math.max(1, os.cpus().length);
 
   @Transform(toInt) @IsInt() @Min(1) OUTBOX_POLL_MS = 500;
+
+  // tenant webhooks (src/modules/webhooks): per-attempt timeout, retry schedule, auto-disable
+  @Transform(toInt) @IsInt() @Min(100) @Max(60000) WEBHOOK_TIMEOUT_MS = 10000;
+  @Transform(toInt) @IsInt() @Min(1) WEBHOOK_BACKOFF_BASE_MS = 5000;
+  @Transform(toInt) @IsInt() @Min(1) @Max(30) WEBHOOK_MAX_ATTEMPTS = 15;
+  @Transform(toInt) @IsInt() @Min(1) WEBHOOK_DISABLE_AFTER_FAILED_DELIVERIES = 5;
+  @Transform(toInt) @IsInt() @Min(1000) WEBHOOK_LOCK_MS = 30000;
+  @Transform(toInt) @IsInt() @Min(1) @Max(100) WEBHOOK_CONCURRENCY = 10;
+
+  // TOTP MFA (src/modules/mfa): POST /v1/auth/mfa/verify per client address; MFA enrollment-only token lifetime
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN = 30;
+  @Transform(toInt) @IsInt() @Min(60) @Max(3600) MFA_ENROLLMENT_TOKEN_TTL_SECONDS = 600;
+
+  // account security (src/modules/account-security): link lifetime of email verification; limits of
+  // every mail-sending endpoint (per address and flow, per client address) and of token/code checks
+  @Transform(toInt) @IsInt() @Min(600) @Max(604800) EMAIL_VERIFICATION_TTL_SECONDS = 86400;
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_EMAIL_PER_ADDRESS = 5;
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_EMAIL_PER_IP = 30;
+  @Transform(toInt) @IsInt() @Min(10) RATE_LIMIT_EMAIL_WINDOW_SECONDS = 900;
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN = 30;
+
   @Transform(toBool) @IsBoolean() @IsOptional() METRICS_ENABLED = true;
 }
 

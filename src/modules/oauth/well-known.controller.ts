@@ -2,8 +2,12 @@ import { Controller, Get, Header, Inject } from '@nestjs/common';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { SigningKeysService } from '../../shared/crypto/signing-keys.service';
+import { TOKEN_EXCHANGE_GRANT } from './oauth.constants';
 
-/** Discovery: JWKS, OpenID Provider metadata and RFC 8414 authorization server metadata. */
+/**
+ * Discovery: JWKS, OpenID Provider metadata and RFC 8414 authorization server metadata, listing
+ * the token (RFC 8693 exchange), introspection (RFC 7662) and revocation (RFC 7009) endpoints.
+ */
 @ApiTags('discovery')
 @Controller('.well-known')
 export class WellKnownController {
@@ -20,14 +24,14 @@ export class WellKnownController {
       token_endpoint: `${base}/oauth/token`,
       introspection_endpoint: `${base}/oauth/introspect`,
       revocation_endpoint: `${base}/oauth/revoke`,
-      grant_types_supported: ['refresh_token', 'urn:ietf:params:oauth:grant-type:token-exchange'],
+      // the token endpoint serves token exchange only (refresh is POST /v1/auth/refresh, not a grant here)
+      grant_types_supported: [TOKEN_EXCHANGE_GRANT],
       token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
       introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
       revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
       response_types_supported: ['none'],
       subject_types_supported: ['public'],
       id_token_signing_alg_values_supported: ['RS256'],
-      token_endpoint_auth_signing_alg_values_supported: ['RS256'],
       scopes_supported: ['openid', 'profile', 'email'],
       claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'tenant_id', 'sid', 'scope', 'amr', 'aal', 'role', 'is_anonymous', 'act'],
       service_documentation: `${base}/docs`,

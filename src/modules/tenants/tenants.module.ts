@@ -7,5 +7,6 @@ import { TurnstileService } from './turnstile.service';
 @Module({
   controllers: [OnboardingController],
   providers: [SignupHandler, TurnstileService],
+  exports: [TurnstileService],
 })
 export class TenantsModule {}

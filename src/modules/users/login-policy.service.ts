@@ -9,9 +9,14 @@ export interface LoginDecision {
   extraClaims?: Record<string, unknown>;
 }
 
-type Hook = (user: SessionUser) => Promise<LoginDecision | undefined>;
+/** How the user proved the first factor (RFC 8176 amr values, e.g. ['pwd'] or ['email']). */
+export interface FirstFactorContext {
+  amr: string[];
+}
 
-/** The seam after a correct password: MFA and the tenant's MFA policy plug in here. */
+type Hook = (user: SessionUser, ctx?: FirstFactorContext) => Promise<LoginDecision | undefined>;
+
+/** The seam after a correct first factor (password, magic link, email code): MFA and the tenant's MFA policy plug in here. */
 @Injectable()
 export class LoginPolicy {
   private readonly hooks: Hook[] = [];
@@ -20,10 +25,10 @@ export class LoginPolicy {
     this.hooks.push(hook);
   }
 
-  async afterPassword(user: SessionUser): Promise<LoginDecision> {
+  async afterPassword(user: SessionUser, ctx: FirstFactorContext = { amr: ['pwd'] }): Promise<LoginDecision> {
     const extraClaims: Record<string, unknown> = {};
     for (const h of this.hooks) {
-      const d = await h(user);
+      const d = await h(user, ctx);
       if (d?.challenge) return d;
       if (d?.extraClaims) Object.assign(extraClaims, d.extraClaims);
     }

@@ -5,9 +5,19 @@ import { AccessClaims } from '../crypto/jwt.service';
 import { AppError } from '../errors/app-error';
 import { REDIS } from '../redis/redis.module';
 
+/** One Redis key the bearer guard tests, with the reason it answers when the token is refused. */
+export interface RevocationCheck {
+  key: string;
+  reason: string;
+  /** whether the cached value refuses this token (default: any value does), e.g. comparing `iat` */
+  refuses?: (value: string, claims: AccessClaims) => boolean;
+  /** on a cache miss, asks the source of truth (a Redis flush must never un-revoke) */
+  onMiss?: (claims: AccessClaims) => Promise<boolean>;
+}
+
 /** Extra revocation checks other modules add (the agent denylist): Redis keys to test, and the reason. */
 export interface RevocationSource {
-  keysFor(claims: AccessClaims): { key: string; reason: string }[];
+  keysFor(claims: AccessClaims): RevocationCheck[];
 }
 
 /**
@@ -36,7 +46,7 @@ export class TokenRevocationService {
 
   /** The reason a verified token is no longer accepted, or null. Fails closed when Redis is down. */
   async revokedReason(claims: AccessClaims): Promise<string | null> {
-    const checks: { key: string; reason: string }[] = [];
+    const checks: RevocationCheck[] = [];
     if (claims.sid) checks.push({ key: `revoked:sid:${claims.sid}`, reason: 'session_revoked' });
     for (const s of this.sources) checks.push(...s.keysFor(claims));
     if (!checks.length) return null;
@@ -46,7 +56,22 @@ export class TokenRevocationService {
     } catch {
       throw new AppError('server/unavailable', 'Token revocation state unavailable');
     }
-    const hit = values.findIndex((v) => v !== null);
-    return hit >= 0 ? checks[hit].reason : null;
+    const misses: RevocationCheck[] = [];
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i];
+      const v = values[i];
+      if (v !== null && (!c.refuses || c.refuses(v, claims))) return c.reason;
+      if (v === null && c.onMiss) misses.push(c);
+    }
+    if (!misses.length) return null;
+    let answers: boolean[];
+    try {
+      answers = await Promise.all(misses.map((c) => c.onMiss!(claims)));
+    } catch (e) {
+      if (e instanceof AppError) throw e;
+      throw new AppError('server/unavailable', 'Token revocation state unavailable');
+    }
+    const refused = answers.findIndex(Boolean);
+    return refused >= 0 ? misses[refused].reason : null;
   }
 }

@@ -12,7 +12,13 @@ export class AppError extends Error {
   constructor(
     readonly code: ErrorCode,
     readonly detail?: string,
-    readonly options: { errors?: FieldError[]; headers?: Record<string, string>; status?: number } = {},
+    readonly options: {
+      errors?: FieldError[];
+      headers?: Record<string, string>;
+      status?: number;
+      /** RFC 9457 section 3.2 extension members added to the problem body (never override its standard members) */
+      extensions?: Record<string, unknown>;
+    } = {},
   ) {
     super(detail ?? ERROR_CATALOG[code].title);
     this.status = options.status ?? ERROR_CATALOG[code].status;

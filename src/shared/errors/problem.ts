@@ -85,8 +85,8 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
   }
   if (isOAuth) {
     const error =
-      appErr.status === 401 ? 'invalid_client' : appErr.status === 429 ? 'slow_down' : appErr.status >= 500 ? 'server_error'
-        : appErr.status === 503 ? 'temporarily_unavailable' : 'invalid_request';
+      appErr.status === 401 ? 'invalid_client' : appErr.status === 429 ? 'slow_down' : appErr.status === 503 ? 'temporarily_unavailable'
+        : appErr.status >= 500 ? 'server_error' : 'invalid_request';
     return {
       status: appErr.status,
       contentType: 'application/json; charset=utf-8',
@@ -95,6 +95,7 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
     };
   }
   const body: ProblemBody = {
+    ...(appErr.options.extensions ?? {}),
     type: 'about:blank',
     title: appErr.title,
     status: appErr.status,

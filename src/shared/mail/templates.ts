@@ -44,6 +44,19 @@ export function flowLink(accountsUrl: string, path: string, token: string): stri
 
 const IGNORE = 'If you did not request this, you can ignore this email.';
 
+/** `in N minutes` (or hours) from data.expires_in_minutes, `soon` when absent. */
+function expiresIn(c: TemplateContext): string {
+  const m = Number(c.data.expires_in_minutes);
+  if (!Number.isFinite(m) || m <= 0) return 'soon';
+  return m >= 120 && m % 60 === 0 ? `in ${m / 60} hours` : `in ${Math.round(m)} minutes`;
+}
+
+/** ` (requested for: <action hint>)` from data.action_hint, on one line, or ''. */
+function hint(c: TemplateContext): string {
+  const h = str(c.data.action_hint).replace(/[\r\n\t]+/g, ' ').slice(0, 80);
+  return h ? ` (requested for: ${h})` : '';
+}
+
 const TEMPLATES: Record<MailTemplate, (c: TemplateContext) => MailContent> = {
   dashboard_invite: (c) => {
     const inviter = str(c.data.inviter_email, 'A team member');
@@ -57,33 +70,53 @@ const TEMPLATES: Record<MailTemplate, (c: TemplateContext) => MailContent> = {
   },
   email_verification: (c) => ({
     subject: `Verify your email address for ${c.tenantName}`,
-    paragraphs: [`Confirm that this address belongs to you to finish setting up your ${c.tenantName} account.`],
+    paragraphs: [`Confirm that this address belongs to you to finish setting up your ${c.tenantName} account. The link expires ${expiresIn(c)}.`],
     action: { label: 'Verify email address', url: flowLink(c.accountsUrl, '/verify-email', secretToken(c)) },
     footer: IGNORE,
   }),
   password_reset: (c) => ({
     subject: `Reset your ${c.tenantName} password`,
-    paragraphs: [`Someone asked to reset the password of your ${c.tenantName} account. The link works once and expires soon.`],
+    paragraphs: [`Someone asked to reset the password of your ${c.tenantName} account. The link works once and expires ${expiresIn(c)}.`],
     action: { label: 'Choose a new password', url: flowLink(c.accountsUrl, '/reset-password', secretToken(c)) },
     footer: `${IGNORE} Your password stays unchanged.`,
   }),
   password_changed: (c) => ({
     subject: `Your ${c.tenantName} password was changed`,
-    paragraphs: [`The password of your ${c.tenantName} account was just changed.`],
+    paragraphs: [
+      c.data.reason === 'reset'
+        ? `The password of your ${c.tenantName} account was just reset with a link sent to this address. Every device signed in to the account was signed out.`
+        : `The password of your ${c.tenantName} account was just changed. Your other signed-in devices were signed out.`,
+    ],
     footer: 'If you did not change it, reset your password right away and contact the support of the service.',
   }),
-  magic_link: (c) => ({
-    subject: `Your sign-in link for ${c.tenantName}`,
-    paragraphs: [`Use this link to sign in to ${c.tenantName}. It works once and expires soon.`],
-    action: { label: `Sign in to ${c.tenantName}`, url: flowLink(c.accountsUrl, '/magic-link', secretToken(c)) },
-    footer: IGNORE,
-  }),
+  // data.purpose 'step_up': the link confirms a sensitive action of a signed-in session
+  magic_link: (c) =>
+    c.data.purpose === 'step_up'
+      ? {
+          subject: `Confirm it is you on ${c.tenantName}`,
+          paragraphs: [
+            `Use this link to confirm a sensitive action on your ${c.tenantName} account${hint(c)}. It works once, only in the session that asked, and expires ${expiresIn(c)}.`,
+          ],
+          action: { label: 'Confirm it is me', url: flowLink(c.accountsUrl, '/step-up/magic-link', secretToken(c)) },
+          footer: `${IGNORE} Nothing changes without it.`,
+        }
+      : {
+          subject: `Your sign-in link for ${c.tenantName}`,
+          paragraphs: [`Use this link to sign in to ${c.tenantName}. It works once and expires ${expiresIn(c)}.`],
+          action: { label: `Sign in to ${c.tenantName}`, url: flowLink(c.accountsUrl, '/magic-link', secretToken(c)) },
+          footer: IGNORE,
+        },
   email_otp: (c) => {
     const code = str(c.secret.code);
     if (!/^\d{6}$/.test(code)) throw new MailTemplateError('template email_otp needs a 6-digit secret.code');
+    const stepUp = c.data.purpose === 'step_up';
     return {
-      subject: `Your ${c.tenantName} verification code`,
-      paragraphs: [`Enter this code to continue with ${c.tenantName}. It expires soon; do not share it with anyone.`],
+      subject: stepUp ? `Your ${c.tenantName} confirmation code` : `Your ${c.tenantName} verification code`,
+      paragraphs: [
+        stepUp
+          ? `Enter this code to confirm a sensitive action on your ${c.tenantName} account${hint(c)}. It expires ${expiresIn(c)}; do not share it with anyone.`
+          : `Enter this code to continue with ${c.tenantName}. It expires ${expiresIn(c)}; do not share it with anyone.`,
+      ],
       code,
       footer: IGNORE,
     };

@@ -41,7 +41,10 @@ export const DEFAULT_OUTBOX_JOB_OPTIONS: JobsOptions = {
 };
 
 /** Per-topic overrides of DEFAULT_OUTBOX_JOB_OPTIONS (a topic whose retries differ adds a line here). */
-export const TOPIC_JOB_OPTIONS: Readonly<Record<string, JobsOptions>> = {};
+export const TOPIC_JOB_OPTIONS: Readonly<Record<string, JobsOptions>> = {
+  // webhook fan-out (src/modules/webhooks): retried for about 36 hours, as long as deliveries are
+  webhook: { attempts: 18 },
+};
 
 export function jobOptionsFor(topic: string): JobsOptions {
   return { ...DEFAULT_OUTBOX_JOB_OPTIONS, ...TOPIC_JOB_OPTIONS[topic] };

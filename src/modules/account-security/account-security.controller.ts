@@ -1,0 +1,112 @@
+import { Body, Controller, HttpCode, Post } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
+import { ApiAcceptedResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiKeyPrincipal, ClientInfo, ClientInfoValue, CurrentApiKey, CurrentUser, UserPrincipal } from '../../shared/auth/auth-context';
+import { ApiKeyAuth, BearerAuth } from '../../shared/auth/guards';
+import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import { AcceptedResponse } from './account-security.constants';
+import { RequestEmailOtpCommand, VerifyEmailOtpCommand } from './email-otp/email-otp.commands';
+import { UserEmailOtpRequestDto, UserEmailOtpVerifyRequestDto } from './email-otp/email-otp.request.dto';
+import { ResendVerificationCommand, VerifyEmailCommand } from './email-verification/verify-email.command';
+import { ResendVerificationRequestDto, VerifyEmailRequestDto } from './email-verification/verify-email.request.dto';
+import { RequestMagicLinkCommand, VerifyMagicLinkCommand } from './magic-link/magic-link.commands';
+import { UserMagicLinkRequestDto, UserMagicLinkVerifyRequestDto } from './magic-link/magic-link.request.dto';
+import { VERIFY_PER_IP } from './mail-limits.service';
+import { PasswordlessResponse } from './passwordless-sign-in.service';
+import { ChangePasswordCommand, ForgotPasswordCommand, ResetPasswordCommand } from './password/password.commands';
+import { ChangePasswordRequestDto, ForgotPasswordRequestDto, ResetPasswordRequestDto } from './password/password.request.dto';
+
+const ENUMERATION_SAFE = '202 with the same body whether or not the address has an account; limited per address and per client address (429 + Retry-After)';
+
+/** Contract "Account security flows": the tenant comes from X-API-Key (password change: the bearer). */
+@ApiTags('account security')
+@Controller('v1/auth')
+export class AccountSecurityController {
+  constructor(private readonly commandBus: CommandBus) {}
+
+  @Post('verify-email')
+  @HttpCode(204)
+  @ApiKeyAuth()
+  @RateLimit(VERIFY_PER_IP)
+  @ApiOperation({ summary: 'Verify the email address with the token of the verification link (single use)' })
+  async verifyEmail(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: VerifyEmailRequestDto): Promise<void> {
+    await this.commandBus.execute(new VerifyEmailCommand(key, body.token));
+  }
+
+  @Post('verify-email/resend')
+  @HttpCode(202)
+  @ApiKeyAuth()
+  @ApiAcceptedResponse({ type: AcceptedResponse })
+  @ApiOperation({ summary: 'Send a new verification link to an unverified address', description: ENUMERATION_SAFE })
+  resendVerification(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: ResendVerificationRequestDto, @ClientInfo() client: ClientInfoValue): Promise<AcceptedResponse> {
+    return this.commandBus.execute(new ResendVerificationCommand(key, body.email, client));
+  }
+
+  @Post('password/forgot')
+  @HttpCode(202)
+  @ApiKeyAuth()
+  @ApiAcceptedResponse({ type: AcceptedResponse })
+  @ApiOperation({ summary: 'Mail a password reset link (30 minutes, single use)', description: ENUMERATION_SAFE })
+  forgot(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: ForgotPasswordRequestDto, @ClientInfo() client: ClientInfoValue): Promise<AcceptedResponse> {
+    return this.commandBus.execute(new ForgotPasswordCommand(key, body.email, client));
+  }
+
+  @Post('password/reset')
+  @HttpCode(204)
+  @ApiKeyAuth()
+  @RateLimit(VERIFY_PER_IP)
+  @ApiOperation({ summary: 'Set a new password with the reset link; ends every session of the user and mails them' })
+  async reset(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: ResetPasswordRequestDto): Promise<void> {
+    await this.commandBus.execute(new ResetPasswordCommand(key, body.token, body.password));
+  }
+
+  @Post('password/change')
+  @HttpCode(204)
+  @BearerAuth()
+  @ApiOperation({ summary: 'Change the password (current password required; a wrong one is 401 and throttled); ends the other sessions' })
+  async change(@CurrentUser() user: UserPrincipal, @Body() body: ChangePasswordRequestDto, @ClientInfo() client: ClientInfoValue): Promise<void> {
+    await this.commandBus.execute(new ChangePasswordCommand(user, body.current_password, body.new_password, client));
+  }
+
+  @Post('magic-link')
+  @HttpCode(202)
+  @ApiKeyAuth()
+  @ApiAcceptedResponse({ type: AcceptedResponse })
+  @ApiOperation({
+    summary: 'Mail a sign-in link (15 minutes, single use) to an existing account; 403 magic_link/disabled until the tenant enables it',
+    description: `${ENUMERATION_SAFE}. With oauth_params, a redirect_uri not registered for the client is 400 and nothing is sent.`,
+  })
+  magicLink(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: UserMagicLinkRequestDto, @ClientInfo() client: ClientInfoValue): Promise<AcceptedResponse> {
+    return this.commandBus.execute(new RequestMagicLinkCommand(key, body, client));
+  }
+
+  @Post('magic-link/verify')
+  @HttpCode(200)
+  @ApiKeyAuth()
+  @RateLimit(VERIFY_PER_IP)
+  @ApiOperation({ summary: 'Sign in with a magic link: token response (amr ["email"], email_verified true), or an MFA challenge' })
+  verifyMagicLink(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: UserMagicLinkVerifyRequestDto): Promise<PasswordlessResponse> {
+    return this.commandBus.execute(new VerifyMagicLinkCommand(key, body.token, body.resume_binding));
+  }
+
+  @Post('email-otp')
+  @HttpCode(202)
+  @ApiKeyAuth()
+  @ApiAcceptedResponse({ type: AcceptedResponse })
+  @ApiOperation({
+    summary: 'Mail a 6-digit sign-in code (10 minutes, 5 attempts); 403 email_otp/disabled until the tenant enables it',
+    description: `${ENUMERATION_SAFE}. mode login sends nothing to an unknown address; login_or_create applies the tenant's address policy (422 email/*).`,
+  })
+  emailOtp(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: UserEmailOtpRequestDto, @ClientInfo() client: ClientInfoValue): Promise<AcceptedResponse> {
+    return this.commandBus.execute(new RequestEmailOtpCommand(key, body, client));
+  }
+
+  @Post('email-otp/verify')
+  @HttpCode(200)
+  @ApiKeyAuth()
+  @RateLimit(VERIFY_PER_IP)
+  @ApiOperation({ summary: 'Sign in (or sign up, login_or_create) with an email code: token response (amr ["otp"], email_verified true) or an MFA challenge' })
+  verifyEmailOtp(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: UserEmailOtpVerifyRequestDto): Promise<PasswordlessResponse> {
+    return this.commandBus.execute(new VerifyEmailOtpCommand(key, body));
+  }
+}

@@ -1,0 +1,124 @@
+import { createHmac, randomBytes, randomInt } from 'crypto';
+import { Injectable } from '@nestjs/common';
+import { EnvelopeCipher } from '../../shared/crypto/envelope-cipher';
+import { safeEqual } from '../../shared/crypto/tokens';
+import { Db, Queryable } from '../../shared/db/db.service';
+import { EMAIL_OTP_MAX_ATTEMPTS, EMAIL_OTP_TTL_SECONDS } from './account-security.constants';
+
+export interface CodeRow {
+  id: string;
+  user_id: string | null;
+  email_normalized: string;
+  mode: 'login' | 'login_or_create';
+  binding_hash: string | null;
+  oauth_params: Record<string, string> | null;
+  attempts: number;
+}
+
+/** Which live code an attempt is for: an address's sign-in code, or a session's step-up code. */
+export type CodeTarget =
+  | { purpose: 'login'; tenantId: string; emailNormalized: string }
+  | { purpose: 'step_up'; tenantId: string; userId: string; sessionId: string };
+
+export interface IssueLoginCode {
+  tenantId: string;
+  emailNormalized: string;
+  userId: string | null;
+  mode: 'login' | 'login_or_create';
+  bindingHash: string | null;
+  oauthParams: Record<string, string> | null;
+}
+
+/**
+ * 6-digit email codes (sign-in and step-up). Stored as HMAC-SHA256 under a key derived from
+ * KEY_ENCRYPTION_KEY with a per-code salt (a database dump alone does not reveal them), one live
+ * code per address (per session for step-up), 10 minutes, and at most 5 evaluations counted by a
+ * single conditional UPDATE before any comparison, so parallel guesses cannot exceed the limit.
+ */
+@Injectable()
+export class EmailCodes {
+  private readonly key: Buffer;
+
+  constructor(
+    private readonly db: Db,
+    cipher: EnvelopeCipher,
+  ) {
+    this.key = cipher.deriveKey('email-otp');
+  }
+
+  /** A fresh uniformly random 6-digit code with its salt and HMAC. */
+  newCode(): { code: string; salt: string; hash: string } {
+    const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
+    const salt = randomBytes(16).toString('base64url');
+    return { code, salt, hash: this.hash(salt, code) };
+  }
+
+  private hash(salt: string, code: string): string {
+    return createHmac('sha256', this.key).update(`${salt}:${code}`).digest('hex');
+  }
+
+  /** Replaces the address's live sign-in code (attempts start again at 0). */
+  async issueLogin(tx: Queryable, c: IssueLoginCode): Promise<string> {
+    const { code, salt, hash } = this.newCode();
+    await tx.query(
+      `INSERT INTO email_otp_codes (tenant_id, purpose, email_normalized, user_id, mode, code_hash, salt, binding_hash, oauth_params, expires_at)
+       VALUES ($1, 'login', $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9))
+       ON CONFLICT (tenant_id, email_normalized) WHERE purpose = 'login' DO UPDATE
+          SET user_id = EXCLUDED.user_id, mode = EXCLUDED.mode, code_hash = EXCLUDED.code_hash, salt = EXCLUDED.salt,
+              attempts = 0, binding_hash = EXCLUDED.binding_hash, oauth_params = EXCLUDED.oauth_params,
+              created_at = now(), expires_at = EXCLUDED.expires_at, consumed_at = NULL`,
+      [c.tenantId, c.emailNormalized, c.userId, c.mode, hash, salt, c.bindingHash, c.oauthParams ? JSON.stringify(c.oauthParams) : null, EMAIL_OTP_TTL_SECONDS],
+      'email_otp_issue_login',
+    );
+    return code;
+  }
+
+  /** Replaces the session's live step-up code. */
+  async issueStepUp(tx: Queryable, c: { tenantId: string; userId: string; sessionId: string; emailNormalized: string }): Promise<string> {
+    const { code, salt, hash } = this.newCode();
+    await tx.query(
+      `INSERT INTO email_otp_codes (tenant_id, purpose, email_normalized, user_id, session_id, code_hash, salt, expires_at)
+       VALUES ($1, 'step_up', $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+       ON CONFLICT (session_id) WHERE purpose = 'step_up' DO UPDATE
+          SET email_normalized = EXCLUDED.email_normalized, user_id = EXCLUDED.user_id, code_hash = EXCLUDED.code_hash,
+              salt = EXCLUDED.salt, attempts = 0, created_at = now(), expires_at = EXCLUDED.expires_at, consumed_at = NULL`,
+      [c.tenantId, c.emailNormalized, c.userId, c.sessionId, hash, salt, EMAIL_OTP_TTL_SECONDS],
+      'email_otp_issue_step_up',
+    );
+    return code;
+  }
+
+  /**
+   * Counts one attempt on the live code, then compares in constant time. The increment is
+   * `attempts = attempts + 1 WHERE attempts < 5 RETURNING`: row locks serialize parallel
+   * attempts, so however many arrive at once, at most 5 ever reach the comparison. Answers the
+   * row when the code matches (not yet used: see `consume`), otherwise undefined.
+   */
+  async attempt(target: CodeTarget, code: string): Promise<CodeRow | undefined> {
+    const where =
+      target.purpose === 'login'
+        ? `tenant_id = $1 AND purpose = 'login' AND email_normalized = $2`
+        : `tenant_id = $1 AND purpose = 'step_up' AND session_id = $2::uuid AND user_id = $3::uuid`;
+    const params = target.purpose === 'login' ? [target.tenantId, target.emailNormalized] : [target.tenantId, target.sessionId, target.userId];
+    const [row] = await this.db.query<CodeRow & { code_hash: string; salt: string }>(
+      `UPDATE email_otp_codes SET attempts = attempts + 1
+        WHERE ${where} AND consumed_at IS NULL AND expires_at > now() AND attempts < ${EMAIL_OTP_MAX_ATTEMPTS}
+        RETURNING id, user_id, email_normalized, mode, binding_hash, oauth_params, attempts, code_hash, salt`,
+      params,
+      `email_otp_attempt_${target.purpose}`,
+    );
+    if (!row) {
+      this.hash('0', code); // same HMAC work when there is no live code
+      return undefined;
+    }
+    if (!/^\d{6}$/.test(code) || !safeEqual(this.hash(row.salt, code), row.code_hash)) return undefined;
+    const { code_hash: _h, salt: _s, ...rest } = row;
+    return rest;
+  }
+
+  /** Uses a matched code: of parallel correct attempts exactly one wins. */
+  async consume(tx: Queryable, id: string): Promise<boolean> {
+    const { rowCount } = await tx.exec(`UPDATE email_otp_codes SET consumed_at = now() WHERE id = $1 AND consumed_at IS NULL`, [id], 'email_otp_consume');
+    return rowCount === 1;
+  }
+}

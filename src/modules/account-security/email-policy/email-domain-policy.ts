@@ -1,0 +1,51 @@
+import { disposableEmailBlocklistSet } from 'disposable-email-domains-js';
+import { ErrorCode } from '../../../shared/errors/error-codes';
+
+/** The tenant settings (spec 2.8 and PutEmailDomainsRequest) an address is checked against. */
+export interface EmailPolicySettings {
+  block_disposable_emails: boolean;
+  block_email_subaddresses: boolean;
+  email_allowlist: string[];
+  email_blocklist: string[];
+}
+
+let disposable: Set<string> | undefined;
+
+/** The maintained disposable-domain list (disposable-email-domains-js), loaded once. */
+function disposableDomains(): Set<string> {
+  return (disposable ??= disposableEmailBlocklistSet());
+}
+
+/** The domain and each parent: a.b.example.com, b.example.com, example.com, com. */
+function withParents(domain: string): string[] {
+  const labels = domain.split('.');
+  return labels.map((_, i) => labels.slice(i).join('.')).filter(Boolean);
+}
+
+/** A list entry covers its domain and every subdomain of it. */
+export function domainMatches(domain: string, entry: string): boolean {
+  return domain === entry || domain.endsWith(`.${entry}`);
+}
+
+/** The part after the last `@`, lower-cased, without a trailing dot. */
+export function emailDomain(email: string): string {
+  return email.slice(email.lastIndexOf('@') + 1).trim().toLowerCase().replace(/\.+$/, '');
+}
+
+/**
+ * Why the tenant refuses an address, or null (issue 5 item 8). Each rule has its own code:
+ * blocklist (subdomains included), allowlist when non-empty (subdomains included), disposable
+ * domains (a subdomain of a listed domain counts), `+` subaddresses.
+ */
+export function emailRefusal(s: EmailPolicySettings, email: string): ErrorCode | null {
+  const domain = emailDomain(email);
+  const local = email.slice(0, email.lastIndexOf('@'));
+  if (s.email_blocklist.some((e) => domainMatches(domain, e))) return 'email/domain_blocked';
+  if (s.email_allowlist.length && !s.email_allowlist.some((e) => domainMatches(domain, e))) return 'email/domain_not_allowed';
+  if (s.block_disposable_emails) {
+    const list = disposableDomains();
+    if (withParents(domain).some((d) => list.has(d))) return 'email/disposable_blocked';
+  }
+  if (s.block_email_subaddresses && local.includes('+')) return 'email/subaddress_blocked';
+  return null;
+}

@@ -1,0 +1,38 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+import { sha256Hex } from '../../shared/crypto/tokens';
+import { RateLimitedError } from '../../shared/errors/app-error';
+import { RateLimitService } from '../../shared/rate-limit/rate-limit.service';
+import { RateLimitRule } from '../../shared/rate-limit/rate-limit.decorator';
+
+/** Per client address limit of token and code checks (guessing is already hopeless; this bounds the work). */
+export const VERIFY_PER_IP: RateLimitRule = {
+  bucket: 'code-verify-ip',
+  by: 'ip',
+  limit: (c) => c.RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN,
+  windowSeconds: 60,
+};
+
+/**
+ * Limits of every mail-sending endpoint: per client address (one counter for all flows) and per
+ * recipient address (one counter per flow). Both are counted before the account is looked up,
+ * for known and unknown addresses alike, so a 429 reveals nothing about the address (issue 5:
+ * resend throttled per address and per IP).
+ */
+@Injectable()
+export class MailLimits {
+  constructor(
+    private readonly limiter: RateLimitService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async enforce(flow: string, tenantId: string, address: string, ip: string): Promise<void> {
+    const window = this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS;
+    const [byIp, byAddress] = await Promise.all([
+      this.limiter.hit('mail-ip', `ip:${ip}`, this.config.RATE_LIMIT_EMAIL_PER_IP, window),
+      this.limiter.hit(`mail-${flow}`, `addr:${sha256Hex(`${tenantId}:${address}`).slice(0, 32)}`, this.config.RATE_LIMIT_EMAIL_PER_ADDRESS, window),
+    ]);
+    const waits = [byIp, byAddress].filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);
+    if (waits.length) throw new RateLimitedError(Math.max(...waits));
+  }
+}

@@ -1,0 +1,76 @@
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
+import { PasswordHasher } from '../../../shared/crypto/password-hasher';
+import { Db } from '../../../shared/db/db.service';
+import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { MailService } from '../../../shared/mail/mail.service';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { SessionsService } from '../../sessions/sessions.service';
+import { OneTimeTokens } from '../one-time-tokens.service';
+import { ChangePasswordCommand } from './password.commands';
+
+/**
+ * The current password is the re-verification (a wrong one is 401 and counts against the same
+ * failed sign-in throttle as login, per account and client address). The new password ends
+ * every other session of the user and voids outstanding reset links; the current session
+ * stays. Agent tokens and guests cannot change a password.
+ */
+@CommandHandler(ChangePasswordCommand)
+export class ChangePasswordHandler implements ICommandHandler<ChangePasswordCommand, void> {
+  constructor(
+    private readonly db: Db,
+    private readonly hasher: PasswordHasher,
+    private readonly throttle: LoginThrottleService,
+    private readonly tokens: OneTimeTokens,
+    private readonly sessions: SessionsService,
+    private readonly revocation: TokenRevocationService,
+    private readonly events: EventsService,
+    private readonly mail: MailService,
+  ) {}
+
+  async execute(cmd: ChangePasswordCommand): Promise<void> {
+    const p = cmd.user;
+    if (p.claims.act) throw new AppError('auth/forbidden', 'Agent tokens cannot change a password');
+    if (p.isAnonymous) throw new AppError('auth/forbidden', 'Guests have no password; register first');
+    const [u] = await this.db.query<{ id: string; email: string; email_normalized: string | null; password_hash: string | null }>(
+      `SELECT id, email, email_normalized, password_hash FROM users WHERE id = $1 AND tenant_id = $2 AND NOT is_anonymous`,
+      [p.userId, p.tenantId],
+    );
+    if (!u) throw new InvalidTokenError();
+    const realm = `user:${p.tenantId}`;
+    const account = u.email_normalized ?? u.id;
+    await this.throttle.check(realm, account, cmd.client.ip);
+    const ok = u.password_hash ? await this.hasher.verify(u.password_hash, cmd.currentPassword) : await this.hasher.verifyDummy(cmd.currentPassword);
+    if (!ok) {
+      await this.throttle.recordFailure(realm, account, cmd.client.ip);
+      throw new AppError('auth/invalid_credentials', 'The current password is wrong', { errors: [{ field: 'current_password', message: 'is wrong' }] });
+    }
+    await this.throttle.recordSuccess(realm, account, cmd.client.ip);
+    const passwordHash = await this.hasher.hash(cmd.newPassword);
+    const ended = await this.db.tx(async (tx) => {
+      // conditional on the hash just verified: of two parallel changes, one wins
+      const { rowCount } = await tx.exec(`UPDATE users SET password_hash = $3, updated_at = now() WHERE id = $1 AND tenant_id = $2 AND password_hash = $4`, [
+        u.id,
+        p.tenantId,
+        passwordHash,
+        u.password_hash,
+      ]);
+      if (!rowCount) throw new AppError('auth/invalid_credentials', 'The password was changed meanwhile');
+      await this.tokens.voidForUser(tx, u.id, ['password_reset']);
+      const sids = await this.sessions.revokeUserSessions(tx, u.id, 'password_changed', p.sessionId);
+      await this.events.audit(tx, {
+        tenantId: p.tenantId,
+        type: 'user.password_changed',
+        actorType: 'user',
+        actorId: u.id,
+        targetType: 'user',
+        targetId: u.id,
+        metadata: { sessions_ended: sids.length },
+      });
+      await this.mail.enqueue(tx, { tenantId: p.tenantId, to: u.email, template: 'password_changed', data: { reason: 'change' } });
+      return sids;
+    });
+    await this.revocation.markSessionsRevoked(ended);
+  }
+}

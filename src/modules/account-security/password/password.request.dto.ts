@@ -1,0 +1,19 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { IsEmail, IsString, Length, MaxLength, MinLength } from 'class-validator';
+
+/** spec 2.2 ForgotPasswordRequest */
+export class ForgotPasswordRequestDto {
+  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
+}
+
+/** spec 2.2 ResetPasswordRequest */
+export class ResetPasswordRequestDto {
+  @ApiProperty({ minLength: 1, description: 'the token of the link in the reset email' }) @IsString() @MinLength(1) token!: string;
+  @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
+}
+
+/** spec 2.2 ChangePasswordRequest */
+export class ChangePasswordRequestDto {
+  @ApiProperty({ minLength: 1 }) @IsString() @MinLength(1) current_password!: string;
+  @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) new_password!: string;
+}

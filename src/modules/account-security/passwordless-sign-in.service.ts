@@ -1,0 +1,114 @@
+import { Injectable } from '@nestjs/common';
+import { ApiKeyPrincipal } from '../../shared/auth/auth-context';
+import { Db, Queryable } from '../../shared/db/db.service';
+import { EventsService } from '../../shared/events/events.service';
+import { activityCtes } from '../sessions/activity.sql';
+import { SessionsService, SessionUser, TokenResponse } from '../sessions/sessions.service';
+import { MfaRequiredResponse } from '../users/login/login-user.command';
+import { LoginPolicy } from '../users/login-policy.service';
+
+/** A passwordless sign-in answers a token response (with the resumed oauth_params, if any) or an MFA challenge. */
+export type PasswordlessResponse = (TokenResponse & { oauth_params?: Record<string, string> }) | MfaRequiredResponse;
+
+interface UserRow {
+  id: string;
+  tenant_id: string;
+  email: string;
+  role: string;
+  created_at: Date;
+}
+
+/**
+ * The end of a magic-link or email-code sign-in: the user proved control of the mailbox, so the
+ * address becomes verified; then the same policy as after a correct password (MFA challenge,
+ * MFA enrollment) and a new session.
+ */
+@Injectable()
+export class PasswordlessSignIn {
+  constructor(
+    private readonly db: Db,
+    private readonly sessions: SessionsService,
+    private readonly events: EventsService,
+    private readonly loginPolicy: LoginPolicy,
+  ) {}
+
+  /**
+   * Marks the address verified for a user that still has it (a token or code for an address the
+   * user no longer has proves nothing: undefined).
+   */
+  async proveEmail(tx: Queryable, tenantId: string, userId: string, emailNormalized: string, method: string): Promise<SessionUser | undefined> {
+    const [u] = await tx.query<UserRow & { was_verified: boolean }>(
+      `WITH o AS (SELECT id, email_verified FROM users
+                   WHERE id = $1 AND tenant_id = $2 AND email_normalized = $3 AND NOT is_anonymous FOR UPDATE)
+       UPDATE users u SET email_verified = true, updated_at = now() FROM o WHERE u.id = o.id
+       RETURNING u.id, u.tenant_id, u.email, u.role, u.created_at, o.email_verified AS was_verified`,
+      [userId, tenantId, emailNormalized],
+      'passwordless_prove_email',
+    );
+    if (!u) return undefined;
+    if (!u.was_verified) {
+      await this.events.audit(tx, { tenantId, type: 'user.email_verified', actorType: 'user', actorId: u.id, targetType: 'user', targetId: u.id, metadata: { method } });
+    }
+    return toSessionUser(u);
+  }
+
+  /**
+   * Email code with `mode: login_or_create` for an address without an account: a new user whose
+   * address is verified (the code proved it). An account created for the address meanwhile is
+   * signed in instead.
+   */
+  async createOrProve(tx: Queryable, key: ApiKeyPrincipal, email: string, emailNormalized: string, method: string): Promise<SessionUser | undefined> {
+    const [created] = await tx.query<UserRow>(
+      `INSERT INTO users (tenant_id, email, email_normalized, email_verified, role, created_by_api_key_id)
+       VALUES ($1, $2, $3, true, $4, $5)
+       ON CONFLICT (tenant_id, email_normalized) WHERE email_normalized IS NOT NULL DO NOTHING
+       RETURNING id, tenant_id, email, role, created_at`,
+      [key.tenantId, email, emailNormalized, key.tenant.defaultUserRole, key.id],
+    );
+    if (!created) {
+      const [existing] = await tx.query<{ id: string }>(`SELECT id FROM users WHERE tenant_id = $1 AND email_normalized = $2`, [key.tenantId, emailNormalized]);
+      return existing ? this.proveEmail(tx, key.tenantId, existing.id, emailNormalized, method) : undefined;
+    }
+    await this.events.audit(tx, {
+      tenantId: key.tenantId,
+      type: 'user.registered',
+      actorType: 'user',
+      actorId: created.id,
+      targetType: 'user',
+      targetId: created.id,
+      metadata: { method },
+    });
+    return toSessionUser(created);
+  }
+
+  /** Applies the login policy (MFA) and starts the session: amr names the method (RFC 8176 where it has a value). */
+  async finish(
+    user: SessionUser,
+    o: { key: ApiKeyPrincipal; method: string; amr: string[]; oauthParams?: Record<string, string> | null },
+  ): Promise<PasswordlessResponse> {
+    const decision = await this.loginPolicy.afterPassword(user, { amr: o.amr });
+    if (decision.challenge) return decision.challenge;
+    return this.db.tx(async (tx) => {
+      await tx.query(`WITH ${activityCtes('$1', { signIn: true })} SELECT 1`, [user.id], 'passwordless_login_touch');
+      await this.events.audit(tx, {
+        tenantId: user.tenant_id,
+        type: 'user.signed_in',
+        actorType: 'user',
+        actorId: user.id,
+        targetType: 'user',
+        targetId: user.id,
+        metadata: { method: o.method },
+      });
+      const { sessionId: _s, ...tokens } = await this.sessions.start(tx, user, o.key.tenant.userScopes, {
+        amr: o.amr,
+        apiKeyId: o.key.id,
+        extraClaims: decision.extraClaims,
+      });
+      return o.oauthParams ? { ...tokens, oauth_params: o.oauthParams } : tokens;
+    });
+  }
+}
+
+function toSessionUser(u: UserRow): SessionUser {
+  return { id: u.id, tenant_id: u.tenant_id, email: u.email, email_verified: true, is_anonymous: false, role: u.role, created_at: u.created_at };
+}

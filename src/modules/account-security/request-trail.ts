@@ -1,0 +1,29 @@
+import { Injectable } from '@nestjs/common';
+import { EnvelopeCipher } from '../../shared/crypto/envelope-cipher';
+import { hashPrefix, randomToken } from '../../shared/crypto/tokens';
+import { Queryable } from '../../shared/db/db.service';
+import { EventsService } from '../../shared/events/events.service';
+
+/**
+ * The audit of a mail request for an address without a (suitable) account. It also does the
+ * work a mail costs (encrypting its secret, one more write in the transaction), so the answer
+ * for an unknown address takes about as long as for a known one (OWASP Forgot Password: no
+ * enumeration through timing). Tenants see these attempts in their audit log, hashed.
+ */
+@Injectable()
+export class RequestTrail {
+  constructor(
+    private readonly events: EventsService,
+    private readonly cipher: EnvelopeCipher,
+  ) {}
+
+  async nothingSent(tx: Queryable, tenantId: string, type: string, emailNormalized: string, ip: string): Promise<void> {
+    this.cipher.encrypt(JSON.stringify({ token: randomToken() }));
+    await this.events.audit(tx, {
+      tenantId,
+      type,
+      actorType: 'anonymous',
+      metadata: { email_hash_prefix: hashPrefix(emailNormalized), ip_hash_prefix: hashPrefix(ip), mail_sent: false },
+    });
+  }
+}

@@ -1,0 +1,86 @@
+import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
+import { DashboardPrincipal } from '../../../shared/auth/auth-context';
+import { Db } from '../../../shared/db/db.service';
+import { AppError, FieldError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { EmailDomainsResponse, PutEmailDomainsDto } from './security-settings.dto';
+
+export class GetEmailDomainsQuery extends Query<EmailDomainsResponse> {
+  constructor(readonly tenantId: string) {
+    super();
+  }
+}
+
+@QueryHandler(GetEmailDomainsQuery)
+export class GetEmailDomainsHandler implements IQueryHandler<GetEmailDomainsQuery, EmailDomainsResponse> {
+  constructor(private readonly db: Db) {}
+  async execute(q: GetEmailDomainsQuery): Promise<EmailDomainsResponse> {
+    const [row] = await this.db.query<{ email_allowlist: string[]; email_blocklist: string[] }>(`SELECT email_allowlist, email_blocklist FROM tenants WHERE id = $1`, [q.tenantId]);
+    return { allowlist: row.email_allowlist, blocklist: row.email_blocklist };
+  }
+}
+
+export class PutEmailDomainsCommand extends Command<EmailDomainsResponse> {
+  constructor(
+    readonly actor: DashboardPrincipal,
+    readonly body: PutEmailDomainsDto,
+  ) {
+    super();
+  }
+}
+
+/**
+ * A list entry as stored: trimmed, lower-case, without a leading `@` or `*.` and a trailing dot
+ * (a domain covers its subdomains anyway). Undefined for something that cannot be a domain.
+ */
+export function normalizeDomain(entry: string): string | undefined {
+  const d = entry.trim().toLowerCase().replace(/^@/, '').replace(/^\*\./, '').replace(/\.+$/, '');
+  if (!d || /[\s@/:]/.test(d)) return undefined;
+  return d;
+}
+
+function normalizeList(field: string, list: string[] | undefined, errors: FieldError[]): string[] {
+  const out = new Set<string>();
+  (list ?? []).forEach((entry, i) => {
+    const d = normalizeDomain(entry);
+    if (d) out.add(d);
+    else errors.push({ field: `${field}.${i}`, message: `${field} entries must be domain names` });
+  });
+  return [...out];
+}
+
+/** spec PutEmailDomainsRequest (owner only): replaces both lists (a missing list is empty); audited. */
+@CommandHandler(PutEmailDomainsCommand)
+export class PutEmailDomainsHandler implements ICommandHandler<PutEmailDomainsCommand, EmailDomainsResponse> {
+  constructor(
+    private readonly db: Db,
+    private readonly events: EventsService,
+  ) {}
+
+  async execute(cmd: PutEmailDomainsCommand): Promise<EmailDomainsResponse> {
+    const tenantId = cmd.actor.tenant!.id;
+    const errors: FieldError[] = [];
+    const allowlist = normalizeList('allowlist', cmd.body.allowlist, errors);
+    const blocklist = normalizeList('blocklist', cmd.body.blocklist, errors);
+    if (errors.length) throw new AppError('request/invalid', 'One or more fields are invalid', { errors });
+    return this.db.tx(async (tx) => {
+      const [cur] = await tx.query<{ email_allowlist: string[]; email_blocklist: string[] }>(
+        `SELECT email_allowlist, email_blocklist FROM tenants WHERE id = $1 FOR UPDATE`,
+        [tenantId],
+      );
+      await tx.query(`UPDATE tenants SET email_allowlist = $2, email_blocklist = $3, updated_at = now() WHERE id = $1`, [tenantId, allowlist, blocklist]);
+      await this.events.audit(tx, {
+        tenantId,
+        type: 'tenant.email_domains_updated',
+        actorType: 'dashboard_user',
+        actorId: cmd.actor.userId,
+        targetType: 'tenant',
+        targetId: tenantId,
+        metadata: { before: { allowlist: cur.email_allowlist, blocklist: cur.email_blocklist }, after: { allowlist, blocklist } },
+      });
+      return { allowlist, blocklist };
+    });
+  }
+}
+
+export const EmailDomainsHandlers = [GetEmailDomainsHandler, PutEmailDomainsHandler];

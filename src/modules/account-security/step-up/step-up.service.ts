@@ -1,0 +1,39 @@
+import { Injectable } from '@nestjs/common';
+import { UserPrincipal } from '../../../shared/auth/auth-context';
+import { Db } from '../../../shared/db/db.service';
+import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
+
+export interface StepUpSubject {
+  userId: string;
+  tenantId: string;
+  sessionId: string;
+  email: string;
+  emailNormalized: string;
+}
+
+/**
+ * Who may step up by magic link or email code (spec 2.5): a registered user's own live session
+ * (no guest, no agent token) whose account has an address. The link or code is bound to that
+ * session; the fresh token comes from the MFA module's StepUpTokenService (one minting rule for
+ * every step-up method).
+ */
+@Injectable()
+export class StepUpService {
+  constructor(private readonly db: Db) {}
+
+  async subject(p: UserPrincipal): Promise<StepUpSubject> {
+    if (p.claims.act) throw new AppError('auth/forbidden', 'Agent tokens cannot step up');
+    if (p.isAnonymous) throw new AppError('auth/forbidden', 'Guests have no email address to step up with');
+    if (!p.sessionId) throw new AppError('auth/forbidden', 'This token has no session to step up');
+    const [u] = await this.db.query<{ email: string | null; email_normalized: string | null; session_live: boolean }>(
+      `SELECT u.email, u.email_normalized,
+              EXISTS (SELECT 1 FROM user_sessions s WHERE s.id = $3 AND s.user_id = u.id AND s.revoked_at IS NULL) AS session_live
+         FROM users u WHERE u.id = $1 AND u.tenant_id = $2`,
+      [p.userId, p.tenantId, p.sessionId],
+      'step_up_subject',
+    );
+    if (!u || !u.session_live) throw new InvalidTokenError();
+    if (!u.email || !u.email_normalized) throw new AppError('auth/forbidden', 'The account has no email address to step up with');
+    return { userId: p.userId, tenantId: p.tenantId, sessionId: p.sessionId, email: u.email, emailNormalized: u.email_normalized };
+  }
+}

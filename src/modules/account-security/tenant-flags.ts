@@ -1,0 +1,37 @@
+import { Injectable } from '@nestjs/common';
+import { Db } from '../../shared/db/db.service';
+import { AppError } from '../../shared/errors/app-error';
+
+export interface PasswordlessFlags {
+  magic_link_enabled: boolean;
+  email_otp_enabled: boolean;
+  email_otp_captcha_required: boolean;
+}
+
+/** Contract: magic link and email OTP are off until the tenant enables them in settings/security. */
+@Injectable()
+export class TenantFlags {
+  constructor(private readonly db: Db) {}
+
+  async get(tenantId: string): Promise<PasswordlessFlags> {
+    const [f] = await this.db.query<PasswordlessFlags>(
+      `SELECT magic_link_enabled, email_otp_enabled, email_otp_captcha_required FROM tenants WHERE id = $1`,
+      [tenantId],
+      'tenant_passwordless_flags',
+    );
+    if (!f) throw new AppError('auth/invalid_api_key');
+    return f;
+  }
+
+  async requireMagicLink(tenantId: string): Promise<PasswordlessFlags> {
+    const f = await this.get(tenantId);
+    if (!f.magic_link_enabled) throw new AppError('magic_link/disabled', 'Magic link sign-in is not enabled for this application');
+    return f;
+  }
+
+  async requireEmailOtp(tenantId: string): Promise<PasswordlessFlags> {
+    const f = await this.get(tenantId);
+    if (!f.email_otp_enabled) throw new AppError('email_otp/disabled', 'Email code sign-in is not enabled for this application');
+    return f;
+  }
+}

@@ -1,0 +1,165 @@
+import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import Redis from 'ioredis';
+import { AccessClaims } from '../../shared/crypto/jwt.service';
+import { Db, Queryable } from '../../shared/db/db.service';
+import { AppError } from '../../shared/errors/app-error';
+import { REDIS } from '../../shared/redis/redis.module';
+import { RevocationCheck, TokenRevocationService } from '../../shared/auth/token-revocation.service';
+
+export type DenylistReason = 'agent_revoked' | 'tokens_killed';
+
+/** How long "this agent has no live denylist entry" is cached, so hot paths skip PostgreSQL. */
+export const DENYLIST_NEGATIVE_TTL_SECONDS = 30;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Redis key caching an agent's denylist state (the key prefix is added by the client). */
+export const denylistKey = (agentId: string) => `denylist:agent:${agentId}`;
+
+/**
+ * Cached state, strongest last: `0` no live entry; `<epoch seconds>` tokens issued before that
+ * instant are refused (kill-tokens); `all` every token of the agent is refused (revoked).
+ */
+type CachedState = '0' | 'all' | `${number}`;
+
+const rank = (v: string | null): number => (v === null ? -2 : v === '0' ? -1 : v === 'all' ? Infinity : Number(v));
+
+// Writes the state only when it is stronger than the cached one, so a slow writer holding an older
+// reading of PostgreSQL never weakens a newer one (a revoke racing a kill, a reader racing a revoke).
+export const DENYLIST_MERGE_SCRIPT = `
+local function rank(v)
+  if not v then return -2 end
+  if v == '0' then return -1 end
+  if v == 'all' then return math.huge end
+  return tonumber(v) or -2
+end
+local cur = redis.call('GET', KEYS[1])
+if rank(ARGV[1]) > rank(cur) then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', tonumber(ARGV[2]))
+  return 1
+end
+return 0`;
+
+/** Whether a token issued at `iat` (NumericDate seconds) is refused under this state. */
+function refuses(state: string, iat: number): boolean {
+  if (state === 'all') return true;
+  if (state === '0') return false;
+  const notBefore = Number(state);
+  // a malformed cache value refuses (fail closed); iat has whole seconds, so a token of the kill's
+  // own second is refused as well (never a pre-kill token accepted)
+  return !Number.isFinite(notBefore) || !Number.isFinite(iat) || iat < notBefore;
+}
+
+/**
+ * The agent denylist (spec 3.2, 5 rule 1). PostgreSQL (agent_denylist) is the source of truth;
+ * Redis caches `denylist:agent:<id>` for the entry's remaining validity, so a Redis flush or
+ * restart never un-revokes an agent: a miss is answered from PostgreSQL and cached again. If Redis
+ * is unreachable the check fails closed (503).
+ */
+@Injectable()
+export class AgentDenylistService implements OnModuleInit {
+  private readonly log = new Logger(AgentDenylistService.name);
+
+  constructor(
+    private readonly db: Db,
+    @Inject(REDIS) private readonly redis: Redis,
+    private readonly revocation: TokenRevocationService,
+  ) {}
+
+  onModuleInit(): void {
+    // spec 5 rule 1: the bearer guard refuses a token whose act.sub is denylisted
+    this.revocation.register({ keysFor: (claims) => this.checksFor(claims) });
+  }
+
+  /** Whether a token of this agent issued at `iat` is refused. Throws 503 when Redis is unreachable. */
+  async isDenied(agentId: string, iat: number): Promise<boolean> {
+    if (!UUID.test(agentId)) return false;
+    let cached: string | null;
+    try {
+      cached = await this.redis.get(denylistKey(agentId));
+    } catch {
+      throw new AppError('server/unavailable', 'Agent denylist unavailable');
+    }
+    if (cached !== null) return refuses(cached, iat);
+    return refuses(await this.loadAndCache(agentId), iat);
+  }
+
+  /** Whether this user withdrew this agent's access (spec 3.3); issuance for the pair is refused. */
+  async isUserRevoked(tenantId: string, userId: string, agentId: string): Promise<boolean> {
+    const rows = await this.db.query(
+      `SELECT 1 FROM agent_user_revocations
+        WHERE tenant_id = $1 AND user_id = $2 AND agent_client_id = $3 AND revoked_at IS NOT NULL`,
+      [tenantId, userId, agentId],
+      'agents_user_revoked',
+    );
+    return rows.length > 0;
+  }
+
+  /**
+   * Adds a denylist entry in the caller's transaction: tokens of the agent issued before now
+   * (`tokens_killed`) or all of them (`agent_revoked`) are refused for `ttlSec`. Call
+   * cacheAfterCommit once the transaction committed.
+   */
+  async deny(tx: Queryable, tenantId: string, agentId: string, reason: DenylistReason, ttlSec: number): Promise<{ not_before: Date; expires_at: Date }> {
+    const [row] = await tx.query<{ not_before: Date; expires_at: Date }>(
+      `INSERT INTO agent_denylist (tenant_id, agent_client_id, reason, not_before, expires_at)
+       VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp() + make_interval(secs => $4))
+       RETURNING not_before, expires_at`,
+      [tenantId, agentId, reason, ttlSec],
+    );
+    return row;
+  }
+
+  /**
+   * Caches the agent's denylist state after the transaction of `deny` committed. A failure is
+   * logged, not thrown: the entry is committed and a cache miss reads PostgreSQL.
+   */
+  async cacheAfterCommit(agentId: string): Promise<void> {
+    try {
+      await this.loadAndCache(agentId);
+    } catch (e) {
+      this.log.warn(`denylist cache write failed for agent ${agentId}: ${(e as Error).message}`);
+    }
+  }
+
+  private checksFor(claims: AccessClaims): RevocationCheck[] {
+    const agentId = claims.act?.sub;
+    if (typeof agentId !== 'string' || !UUID.test(agentId)) return [];
+    return [
+      {
+        key: denylistKey(agentId),
+        reason: 'agent_revoked',
+        refuses: (value, c) => refuses(value, c.iat),
+        onMiss: async (c) => refuses(await this.loadAndCache(agentId), c.iat),
+      },
+    ];
+  }
+
+  /** Reads the live entries from PostgreSQL and caches the resulting state (never weakening it). */
+  private async loadAndCache(agentId: string): Promise<CachedState> {
+    const rows = await this.db.query<{ reason: DenylistReason; not_before: number; remaining: number }>(
+      `SELECT reason, extract(epoch FROM not_before)::float8 AS not_before, extract(epoch FROM expires_at - now())::float8 AS remaining
+         FROM agent_denylist WHERE agent_client_id = $1 AND expires_at > now()`,
+      [agentId],
+      'agents_denylist_live',
+    );
+    let state: CachedState = '0';
+    let ttl = DENYLIST_NEGATIVE_TTL_SECONDS;
+    // the strongest live entry decides; when it expires the cache expires and is recomputed
+    for (const r of rows) {
+      const s: CachedState = r.reason === 'agent_revoked' ? 'all' : `${r.not_before}`;
+      const remaining = Math.max(1, Math.ceil(r.remaining));
+      if (rank(s) > rank(state) || (rank(s) === rank(state) && remaining > ttl)) {
+        state = s;
+        ttl = remaining;
+      }
+    }
+    try {
+      await this.redis.eval(DENYLIST_MERGE_SCRIPT, 1, denylistKey(agentId), state, String(ttl));
+    } catch (e) {
+      // the answer stands (it came from the source of truth); only the cache write failed
+      this.log.warn(`denylist cache write failed for agent ${agentId}: ${(e as Error).message}`);
+    }
+    return state;
+  }
+}

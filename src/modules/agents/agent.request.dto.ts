@@ -1,0 +1,95 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import {
+  ArrayMaxSize,
+  ArrayUnique,
+  IsArray,
+  IsInt,
+  IsObject,
+  IsOptional,
+  IsString,
+  IsUrl,
+  Length,
+  Matches,
+  Max,
+  MaxLength,
+  Min,
+  ValidateIf,
+  ValidateNested,
+} from 'class-validator';
+import { AGENT_GRANT_TYPES, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
+
+/** Absent is fine, null is not (fields that cannot be cleared). */
+const Present = () => ValidateIf((_o, v) => v !== undefined);
+
+/** RFC 6749 section 3.3 scope-token: one or more NQCHAR (no space, quote or backslash). */
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+
+const limit = (key: string) =>
+  ApiPropertyOptional({ minimum: 1, maximum: RATE_LIMIT_OAUTH_AGENT_CEILING, description: `per-minute override of ${key}; hard ceiling RATE_LIMIT_OAUTH_AGENT_CEILING (600)` });
+
+/** spec 2.10 agent_settings.rate_limits: only these keys, each 1-600 per minute. */
+export class AgentRateLimitsDto {
+  @limit('token exchanges') @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) token_exchange_per_min?: number;
+  @limit('CIBA initiations') @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) ciba_initiate_per_min?: number;
+  @limit('device code requests') @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) device_code_per_min?: number;
+  @limit('client credentials grants') @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) client_credentials_per_min?: number;
+  @limit('API calls') @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) api_calls_per_min?: number;
+}
+
+/** spec 2.10 agent_settings. */
+export class AgentSettingsDto {
+  @ApiPropertyOptional({ type: AgentRateLimitsDto })
+  @Present() @IsObject() @ValidateNested() @Type(() => AgentRateLimitsDto)
+  rate_limits?: AgentRateLimitsDto;
+
+  @ApiPropertyOptional({ minimum: 1, maximum: 100000, nullable: true, description: 'null clears it (PATCH)' })
+  @IsOptional() @IsInt() @Min(1) @Max(100000)
+  max_concurrent_tokens?: number | null;
+}
+
+/**
+ * Fields shared by registration and PATCH (spec 2.10). Grant types outside the 7.4 allowlist
+ * (422 agent/invalid_grant_type) and non-empty redirect_uris (422 agent/invalid_field) are
+ * refused by the handlers, with the spec's codes; every other constraint is a 400.
+ */
+export class AgentFieldsDto {
+  @ApiPropertyOptional({ maxLength: 1000, nullable: true }) @IsOptional() @IsString() @MaxLength(1000) description?: string | null;
+
+  @ApiPropertyOptional({ minLength: 1, maxLength: 64, nullable: true, example: 'mcp-server', description: 'a kind label' })
+  @IsOptional() @IsString() @Length(1, 64)
+  agent_class?: string | null;
+
+  @ApiPropertyOptional({ format: 'uri', maxLength: 2048, nullable: true, description: 'shown to end users (agent_logo_url)' })
+  @IsOptional() @IsString() @MaxLength(2048) @IsUrl({ protocols: ['https', 'http'], require_protocol: true, require_tld: false })
+  logo_url?: string | null;
+
+  @ApiPropertyOptional({ type: [String], maxItems: 100, description: 'the scopes the agent may ever be granted (the allowlist of the exchange intersection)' })
+  @Present() @IsArray() @ArrayMaxSize(100) @ArrayUnique() @IsString({ each: true }) @Length(1, 128, { each: true })
+  @Matches(SCOPE_TOKEN, { each: true, message: 'each scope must be an RFC 6749 scope-token' })
+  scopes?: string[];
+
+  @ApiPropertyOptional({ type: [String], enum: AGENT_GRANT_TYPES, maxItems: 10, description: 'each from the spec 7.4 allowlist, else 422 agent/invalid_grant_type' })
+  @Present() @IsArray() @ArrayMaxSize(10) @ArrayUnique() @IsString({ each: true }) @MaxLength(200, { each: true })
+  grant_types?: string[];
+
+  @ApiPropertyOptional({ minimum: 60, maximum: 900, default: 900 }) @Present() @IsInt() @Min(60) @Max(900) agent_token_max_ttl_sec?: number;
+
+  @ApiPropertyOptional({ type: AgentSettingsDto })
+  @Present() @IsObject() @ValidateNested() @Type(() => AgentSettingsDto)
+  agent_settings?: AgentSettingsDto;
+
+  @ApiPropertyOptional({ type: [String], maxItems: 0, description: 'agents are headless: must be empty or absent, else 422 agent/invalid_field' })
+  @Present() @IsArray()
+  redirect_uris?: unknown[];
+}
+
+/** spec 2.10 agent registration request. */
+export class RegisterAgentRequestDto extends AgentFieldsDto {
+  @ApiProperty({ minLength: 1, maxLength: 100 }) @IsString() @Length(1, 100) name!: string;
+}
+
+/** spec 4.4 PATCH: partial agent fields. */
+export class UpdateAgentRequestDto extends AgentFieldsDto {
+  @ApiPropertyOptional({ minLength: 1, maxLength: 100 }) @Present() @IsString() @Length(1, 100) name?: string;
+}

@@ -1,0 +1,101 @@
+import { Body, Controller, Delete, Get, HttpCode, Patch, Post, Query } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
+import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
+import { DashboardAuth } from '../../shared/auth/dashboard.guard';
+import { Page } from '../../shared/db/pagination';
+import { AgentActivityQuery } from './agent-activity/agent-activity.query';
+import { AgentActivityRequestDto } from './agent-activity/agent-activity.request.dto';
+import { AgentIdParam } from './agent.errors';
+import { RegisterAgentRequestDto, UpdateAgentRequestDto } from './agent.request.dto';
+import { AgentActionResponse, AgentResponse, AgentWithSecretResponse, KillAgentTokensResponse, RevokeAgentResponse } from './agent.response.dto';
+import { DisableAgentCommand } from './disable-agent/disable-agent.command';
+import { GetAgentQuery } from './get-agent/get-agent.query';
+import { KillAgentTokensCommand } from './kill-agent-tokens/kill-agent-tokens.command';
+import { ListAgentsQuery } from './list-agents/list-agents.query';
+import { ListAgentsRequestDto } from './list-agents/list-agents.request.dto';
+import { RegisterAgentCommand } from './register-agent/register-agent.command';
+import { RevokeAgentCommand } from './revoke-agent/revoke-agent.command';
+import { RotateAgentSecretCommand } from './rotate-agent-secret/rotate-agent-secret.command';
+import { UpdateAgentCommand } from './update-agent/update-agent.command';
+
+/** spec 4.4 (and the contract's disable and kill-tokens): members read, owners write. */
+@ApiTags('agents (tenant admin)')
+@Controller('v1/auth/dashboard/tenants/:slug/agents')
+export class AgentsController {
+  constructor(
+    private readonly commandBus: CommandBus,
+    private readonly queryBus: QueryBus,
+  ) {}
+
+  @Post()
+  @HttpCode(201)
+  @DashboardAuth({ tenant: true, owner: true })
+  @ApiOperation({ summary: 'Register an agent client (owner, Pro tier or higher); client_secret is shown once' })
+  register(@CurrentDashboard() s: DashboardPrincipal, @Body() body: RegisterAgentRequestDto): Promise<AgentWithSecretResponse> {
+    return this.commandBus.execute(new RegisterAgentCommand(s, body));
+  }
+
+  @Get()
+  @DashboardAuth({ tenant: true })
+  @ApiOperation({ summary: 'List agent clients, newest first (revoked ones with include_revoked=true)' })
+  list(@CurrentDashboard() s: DashboardPrincipal, @Query() q: ListAgentsRequestDto): Promise<Page<AgentResponse>> {
+    return this.queryBus.execute(new ListAgentsQuery(s.tenant!.id, q.limit ?? 20, q.include_revoked ?? false, q.cursor));
+  }
+
+  @Get(':agentId')
+  @DashboardAuth({ tenant: true })
+  @ApiOperation({ summary: 'One agent client' })
+  get(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<AgentResponse> {
+    return this.queryBus.execute(new GetAgentQuery(s.tenant!.id, agentId));
+  }
+
+  @Patch(':agentId')
+  @DashboardAuth({ tenant: true, owner: true })
+  @ApiOperation({ summary: 'Update agent fields (partial); bumps agent_metadata_version; 409 once revoked' })
+  update(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string, @Body() body: UpdateAgentRequestDto): Promise<AgentResponse> {
+    return this.commandBus.execute(new UpdateAgentCommand(s, agentId, body));
+  }
+
+  @Post(':agentId/rotate-secret')
+  @HttpCode(200)
+  @DashboardAuth({ tenant: true, owner: true })
+  @ApiOperation({ summary: 'Replace the client secret (the new one is shown once); 409 once revoked' })
+  rotate(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<AgentWithSecretResponse> {
+    return this.commandBus.execute(new RotateAgentSecretCommand(s, agentId));
+  }
+
+  @Delete(':agentId')
+  @HttpCode(200)
+  @DashboardAuth({ tenant: true, owner: true })
+  @ApiOkResponse({ type: RevokeAgentResponse })
+  @ApiOperation({ summary: 'Revoke an agent client (final): denylists its tokens, emits agent.revoked, emails the owners; idempotent' })
+  revoke(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<RevokeAgentResponse> {
+    return this.commandBus.execute(new RevokeAgentCommand(s, agentId));
+  }
+
+  @Post(':agentId/disable')
+  @HttpCode(200)
+  @DashboardAuth({ tenant: true, owner: true })
+  @ApiOperation({ summary: 'Disable an agent client: clears its grant types (PATCH grant_types enables it again)' })
+  disable(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<AgentResponse> {
+    return this.commandBus.execute(new DisableAgentCommand(s, agentId));
+  }
+
+  @Post(':agentId/kill-tokens')
+  @HttpCode(200)
+  @DashboardAuth({ tenant: true, owner: true })
+  @ApiOkResponse({ type: KillAgentTokensResponse })
+  @ApiOperation({ summary: "Denylist the agent's outstanding tokens without revoking it" })
+  killTokens(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<KillAgentTokensResponse> {
+    return this.commandBus.execute(new KillAgentTokensCommand(s, agentId));
+  }
+
+  @Get(':agentId/activity')
+  @DashboardAuth({ tenant: true })
+  @ApiOperation({ summary: "The agent's activity timeline; members see only actions without an acting end user" })
+  activity(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string, @Query() q: AgentActivityRequestDto): Promise<Page<AgentActionResponse>> {
+    const filters = { since: q.since, until: q.until, actorUserId: q.actor_user_id, actionType: q.action_type };
+    return this.queryBus.execute(new AgentActivityQuery(s.tenant!.id, s.tenant!.role, agentId, q.limit ?? 50, filters, q.cursor));
+  }
+}

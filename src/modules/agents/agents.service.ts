@@ -1,0 +1,123 @@
+import { Injectable } from '@nestjs/common';
+import { hashPrefix } from '../../shared/crypto/tokens';
+import { Db, Queryable } from '../../shared/db/db.service';
+
+/** Keys of `agent_settings.rate_limits` (spec 2.10). */
+export const AGENT_RATE_LIMIT_KEYS = [
+  'token_exchange_per_min',
+  'ciba_initiate_per_min',
+  'device_code_per_min',
+  'client_credentials_per_min',
+  'api_calls_per_min',
+] as const;
+export type AgentRateLimitKey = (typeof AGENT_RATE_LIMIT_KEYS)[number];
+export type AgentRateLimits = Partial<Record<AgentRateLimitKey, number>>;
+
+/** Hard ceiling of every agent rate-limit override (spec 8, RATE_LIMIT_OAUTH_AGENT_CEILING). */
+export const RATE_LIMIT_OAUTH_AGENT_CEILING = 600;
+
+/** Grant types an agent client may hold (spec 7.4). */
+export const AGENT_GRANT_TYPES = [
+  'urn:ietf:params:oauth:grant-type:token-exchange',
+  'urn:openid:params:grant-type:ciba',
+  'urn:ietf:params:oauth:grant-type:device_code',
+  'client_credentials',
+] as const;
+
+/** An agent client row as the token endpoint needs it (spec 2.10, 3.2), with its tenant's tier. */
+export interface AgentClientRow {
+  id: string;
+  tenant_id: string;
+  tenant_tier: 'free' | 'pro' | 'enterprise';
+  name: string;
+  description: string | null;
+  agent_class: string | null;
+  logo_url: string | null;
+  scopes: string[];
+  grant_types: string[];
+  agent_token_max_ttl_sec: number;
+  rate_limits: AgentRateLimits;
+  max_concurrent_tokens: number | null;
+  secret_hash: string;
+  agent_metadata_version: number;
+  created_at: Date;
+  updated_at: Date;
+  disabled_at: Date | null;
+  revoked_at: Date | null;
+}
+
+/** One row of the activity timeline (spec 4.4); raw IP and user agent are hashed here, never stored. */
+export interface AgentActionInput {
+  tenantId: string;
+  agentClientId: string;
+  /** e.g. `token_exchange`; the `action_type` filter of the timeline matches it */
+  action: string;
+  actorUserId?: string | null;
+  resource?: string | null;
+  methodOrEvent?: string | null;
+  jti?: string | null;
+  scopeUsed?: string | null;
+  /** raw client address: stored only as a 12-hex SHA-256 prefix */
+  ip?: string | null;
+  /** raw user agent: stored only as a 12-hex SHA-256 prefix */
+  userAgent?: string | null;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * What the agents module offers other modules (the token endpoint): client lookup and the
+ * activity timeline writer. The agents module owns agent_clients and agent_actions.
+ */
+@Injectable()
+export class AgentsService {
+  constructor(private readonly db: Db) {}
+
+  /** The agent client with this client_id (= agent id) in any state, or null (also for a non-UUID). */
+  async findClient(clientId: string): Promise<AgentClientRow | null> {
+    if (!UUID.test(clientId)) return null;
+    const [row] = await this.db.query<AgentClientRow>(
+      `SELECT a.id, a.tenant_id, t.tier AS tenant_tier, a.name, a.description, a.agent_class, a.logo_url, a.scopes,
+              a.grant_types, a.agent_token_max_ttl_sec, a.rate_limits, a.max_concurrent_tokens, a.secret_hash,
+              a.agent_metadata_version, a.created_at, a.updated_at, a.disabled_at, a.revoked_at
+         FROM agent_clients a JOIN tenants t ON t.id = a.tenant_id
+        WHERE a.id = $1`,
+      [clientId],
+      'agents_find_client',
+    );
+    return row ?? null;
+  }
+
+  /** Like findClient, but null when the agent is revoked or disabled (spec 3.2). */
+  async findActiveClient(clientId: string): Promise<AgentClientRow | null> {
+    const row = await this.findClient(clientId);
+    return row && !row.revoked_at && !row.disabled_at ? row : null;
+  }
+
+  /** Writes one agent_actions row with the caller's transaction (or the pool). */
+  async recordAction(q: Queryable, a: AgentActionInput): Promise<void> {
+    const [sql, params] = this.recordActionSql(a, 1);
+    await q.query(sql, params);
+  }
+
+  /** The INSERT of recordAction with parameters numbered from `from`, to compose into a CTE. */
+  recordActionSql(a: AgentActionInput, from: number): [string, unknown[]] {
+    const p = (i: number) => `$${from + i}`;
+    return [
+      `INSERT INTO agent_actions (tenant_id, agent_client_id, action, actor_user_id, resource, method_or_event, jti, scope_used, ip_hash_prefix, user_agent_hash_prefix)
+       VALUES (${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, ${p(7)}, ${p(8)}, ${p(9)})`,
+      [
+        a.tenantId,
+        a.agentClientId,
+        a.action,
+        a.actorUserId ?? null,
+        a.resource ?? null,
+        a.methodOrEvent ?? null,
+        a.jti ?? null,
+        a.scopeUsed ?? null,
+        a.ip ? hashPrefix(a.ip) : null,
+        a.userAgent ? hashPrefix(a.userAgent) : null,
+      ],
+    ];
+  }
+}

@@ -1,0 +1,125 @@
+import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
+import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
+import type { FastifyRequest } from 'fastify';
+import { DashboardPrincipal } from '../../../shared/auth/auth-context';
+import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
+import { Db } from '../../../shared/db/db.service';
+import { decodeCursor, Page, toPage } from '../../../shared/db/pagination';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { CreatedOAuthClientResponse, CreateOAuthClientRequestDto, OAuthClientResponse } from './oauth-clients.dto';
+
+/**
+ * spec 7.4: `client_type: "agent"` on the legacy endpoint is 400 oauth_client/use_agents_endpoint,
+ * whatever else the body holds (checked before body validation, which would refuse agent fields).
+ */
+@Injectable()
+export class RejectAgentClientTypeGuard implements CanActivate {
+  canActivate(ctx: ExecutionContext): boolean {
+    const body = ctx.switchToHttp().getRequest<FastifyRequest>().body as Record<string, unknown> | undefined;
+    if (body && typeof body === 'object' && body.client_type === 'agent')
+      throw new AppError('oauth_client/use_agents_endpoint', 'Agent clients are registered with POST /v1/auth/dashboard/tenants/{slug}/agents');
+    return true;
+  }
+}
+
+interface ClientRow {
+  id: string;
+  name: string;
+  client_type: string;
+  redirect_uris: string[];
+  grant_types: string[];
+  scopes: string[];
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+const COLUMNS = 'id, name, client_type, redirect_uris, grant_types, scopes, created_at, revoked_at';
+
+const toResponse = (r: ClientRow): OAuthClientResponse => ({
+  id: r.id,
+  client_id: r.id,
+  name: r.name,
+  client_type: r.client_type,
+  redirect_uris: r.redirect_uris,
+  grant_types: r.grant_types,
+  scopes: r.scopes,
+  created_at: r.created_at.toISOString(),
+  revoked_at: r.revoked_at ? r.revoked_at.toISOString() : null,
+});
+
+export class CreateOAuthClientCommand extends Command<CreatedOAuthClientResponse> {
+  constructor(
+    readonly actor: DashboardPrincipal,
+    readonly body: CreateOAuthClientRequestDto,
+  ) {
+    super();
+  }
+}
+
+@CommandHandler(CreateOAuthClientCommand)
+export class CreateOAuthClientHandler implements ICommandHandler<CreateOAuthClientCommand> {
+  constructor(
+    private readonly db: Db,
+    private readonly events: EventsService,
+  ) {}
+
+  async execute(cmd: CreateOAuthClientCommand): Promise<CreatedOAuthClientResponse> {
+    const tenantId = cmd.actor.tenant!.id;
+    const b = cmd.body;
+    const grantTypes = b.grant_types ?? ['authorization_code'];
+    const fail = (field: string, message: string) => new AppError('request/invalid', message, { errors: [{ field, message }] });
+    // RFC 6749 section 4.4: only confidential clients authenticate for client_credentials
+    if (b.client_type === 'public' && grantTypes.includes('client_credentials')) throw fail('grant_types', 'public clients cannot use client_credentials');
+    const secret = b.client_type === 'confidential' ? randomToken() : undefined;
+    return this.db.tx(async (tx) => {
+      const [row] = await tx.query<ClientRow>(
+        `INSERT INTO oauth_clients (tenant_id, name, client_type, redirect_uris, grant_types, scopes, secret_hash)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${COLUMNS}`,
+        [tenantId, b.name, b.client_type, b.redirect_uris ?? [], grantTypes, b.scopes ?? [], secret ? sha256Hex(secret) : null],
+      );
+      await this.events.audit(tx, {
+        tenantId,
+        type: 'oauth_client.created',
+        actorType: 'dashboard_user',
+        actorId: cmd.actor.userId,
+        targetType: 'oauth_client',
+        targetId: row.id,
+        metadata: { client_type: row.client_type, grant_types: row.grant_types },
+      });
+      return secret ? { ...toResponse(row), client_secret: secret } : toResponse(row);
+    });
+  }
+}
+
+export class ListOAuthClientsQuery extends Query<Page<OAuthClientResponse>> {
+  constructor(
+    readonly tenantId: string,
+    readonly limit: number,
+    readonly cursor?: string,
+  ) {
+    super();
+  }
+}
+
+@QueryHandler(ListOAuthClientsQuery)
+export class ListOAuthClientsHandler implements IQueryHandler<ListOAuthClientsQuery> {
+  constructor(private readonly db: Db) {}
+
+  async execute(q: ListOAuthClientsQuery): Promise<Page<OAuthClientResponse>> {
+    const pos = q.cursor ? decodeCursor(q.cursor) : undefined;
+    if (pos && (pos.length !== 2 || typeof pos[0] !== 'string' || typeof pos[1] !== 'string')) throw new AppError('request/invalid_cursor');
+    const rows = await this.db
+      .query<ClientRow & { created_at_text: string }>(
+        `SELECT ${COLUMNS}, created_at::text AS created_at_text FROM oauth_clients
+          WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2::timestamptz, $3::uuid))
+          ORDER BY created_at DESC, id DESC LIMIT $4`,
+        [q.tenantId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
+      )
+      .catch((e: { code?: string }) => {
+        if (e.code === '22P02' || e.code === '22007' || e.code === '22008') throw new AppError('request/invalid_cursor');
+        throw e;
+      });
+    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id]);
+  }
+}

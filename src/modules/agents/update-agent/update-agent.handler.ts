@@ -1,0 +1,62 @@
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { Db } from '../../../shared/db/db.service';
+import { EventsService } from '../../../shared/events/events.service';
+import { checkAgentFields, notUpdatable } from '../agent.errors';
+import { AGENT_COLUMNS, AgentResponse, AgentRow, toAgentResponse } from '../agent.response.dto';
+import { UpdateAgentCommand } from './update-agent.command';
+
+@CommandHandler(UpdateAgentCommand)
+export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
+  constructor(
+    private readonly db: Db,
+    private readonly events: EventsService,
+  ) {}
+
+  async execute(cmd: UpdateAgentCommand): Promise<AgentResponse> {
+    const tenantId = cmd.actor.tenant!.id;
+    const b = cmd.body;
+    checkAgentFields(b);
+    // column names come from this list only; values are parameters
+    const sets: string[] = [];
+    const params: unknown[] = [cmd.agentId, tenantId];
+    const set = (column: string, value: unknown) => {
+      params.push(value);
+      sets.push(`${column} = $${params.length}`);
+    };
+    if (b.name !== undefined) set('name', b.name);
+    if (b.description !== undefined) set('description', b.description);
+    if (b.agent_class !== undefined) set('agent_class', b.agent_class);
+    if (b.logo_url !== undefined) set('logo_url', b.logo_url);
+    if (b.scopes !== undefined) set('scopes', b.scopes);
+    if (b.grant_types !== undefined) {
+      set('grant_types', b.grant_types);
+      // granting again ends a dashboard disable (spec 3.2: disable only clears the grant types)
+      if (b.grant_types.length) sets.push('disabled_at = NULL');
+    }
+    if (b.agent_token_max_ttl_sec !== undefined) set('agent_token_max_ttl_sec', b.agent_token_max_ttl_sec);
+    if (b.agent_settings?.rate_limits !== undefined) set('rate_limits', JSON.stringify(b.agent_settings.rate_limits));
+    if (b.agent_settings?.max_concurrent_tokens !== undefined) set('max_concurrent_tokens', b.agent_settings.max_concurrent_tokens);
+    const changed = Object.keys(b).filter((k) => (b as Record<string, unknown>)[k] !== undefined);
+
+    return this.db.tx(async (tx) => {
+      // spec 3.2: conditional on revoked_at IS NULL; spec 9: each PATCH increments agent_metadata_version
+      const [row] = await tx.query<AgentRow>(
+        `UPDATE agent_clients SET ${[...sets, 'agent_metadata_version = agent_metadata_version + 1', 'updated_at = now()'].join(', ')}
+          WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL
+          RETURNING ${AGENT_COLUMNS}`,
+        params,
+      );
+      if (!row) return notUpdatable(tx, tenantId, cmd.agentId);
+      await this.events.audit(tx, {
+        tenantId,
+        type: 'agent.updated',
+        actorType: 'dashboard_user',
+        actorId: cmd.actor.userId,
+        targetType: 'agent_client',
+        targetId: row.id,
+        metadata: { agent_client_id: row.id, fields: changed, agent_metadata_version: row.agent_metadata_version },
+      });
+      return toAgentResponse(row);
+    });
+  }
+}

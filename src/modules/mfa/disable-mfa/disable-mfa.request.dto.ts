@@ -1,0 +1,17 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { IsString, MaxLength, MinLength } from 'class-validator';
+
+/** spec 2.2 MfaDisableRequest */
+export class MfaDisableRequestDto {
+  @ApiProperty({ minLength: 1, maxLength: 64, description: 'a current TOTP code, or an unused recovery code' })
+  @IsString()
+  @MinLength(1)
+  @MaxLength(64)
+  code!: string;
+
+  @ApiProperty({ minLength: 1, maxLength: 256, description: 'the account password' })
+  @IsString()
+  @MinLength(1)
+  @MaxLength(256)
+  password!: string;
+}

@@ -1,0 +1,83 @@
+import { Body, Controller, HttpCode, Post } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
+import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiKeyPrincipal, ClientInfo, ClientInfoValue, CurrentApiKey, CurrentUser, UserPrincipal } from '../../shared/auth/auth-context';
+import { ApiKeyAuth, BearerAuth } from '../../shared/auth/guards';
+import { RequireStepUp } from '../../shared/auth/step-up.guard';
+import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import { TokenResponse } from '../sessions/sessions.service';
+import { DisableMfaCommand } from './disable-mfa/disable-mfa.command';
+import { MfaDisableRequestDto } from './disable-mfa/disable-mfa.request.dto';
+import { MfaEnrollmentAuth } from './mfa-enrollment.guard';
+import { RecoveryCodesResponseDto, StepUpResponseDto, TotpSetupResponseDto } from './mfa.response.dto';
+import { RegenerateRecoveryCodesCommand } from './regenerate-recovery-codes/regenerate-recovery-codes.command';
+import { MfaRegenerateCodesRequestDto } from './regenerate-recovery-codes/regenerate-recovery-codes.request.dto';
+import { StepUpPasswordCommand } from './step-up/step-up-password.command';
+import { StepUpPasswordRequestDto } from './step-up/step-up-password.request.dto';
+import { TotpSetupCommand } from './totp-setup/totp-setup.command';
+import { VerifyMfaLoginCommand } from './verify-login/verify-mfa-login.command';
+import { MfaVerifyLoginRequestDto } from './verify-login/verify-mfa-login.request.dto';
+import { VerifyTotpSetupCommand } from './verify-setup/verify-totp-setup.command';
+import { MfaVerifySetupRequestDto } from './verify-setup/verify-totp-setup.request.dto';
+
+/** Step-up freshness MFA disable requires (spec 2.5 `@RequireStepUp`), seconds. */
+export const MFA_DISABLE_STEP_UP_MAX_AGE = 300;
+
+@ApiTags('mfa and step-up')
+@Controller('v1/auth')
+export class MfaController {
+  constructor(private readonly commandBus: CommandBus) {}
+
+  @Post('mfa/totp/setup')
+  @HttpCode(200)
+  @MfaEnrollmentAuth()
+  @ApiOperation({ summary: 'Start TOTP enrollment: a new seed and its otpauth URL (also accepts the enrollment-only token)' })
+  @ApiResponse({ status: 200, type: TotpSetupResponseDto })
+  setup(@CurrentUser() user: UserPrincipal): Promise<TotpSetupResponseDto> {
+    return this.commandBus.execute(new TotpSetupCommand(user));
+  }
+
+  @Post('mfa/totp/verify-setup')
+  @HttpCode(200)
+  @MfaEnrollmentAuth()
+  @ApiOperation({ summary: 'Enable TOTP with a code of the new seed; answers 10 single-use recovery codes (shown once)' })
+  @ApiResponse({ status: 200, type: RecoveryCodesResponseDto })
+  verifySetup(@CurrentUser() user: UserPrincipal, @Body() body: MfaVerifySetupRequestDto, @ClientInfo() client: ClientInfoValue): Promise<RecoveryCodesResponseDto> {
+    return this.commandBus.execute(new VerifyTotpSetupCommand(user, body.code, client));
+  }
+
+  @Post('mfa/verify')
+  @HttpCode(200)
+  @ApiKeyAuth()
+  @RateLimit({ bucket: 'mfa-verify', by: 'ip', limit: (c) => c.RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN, windowSeconds: 60 })
+  @ApiOperation({ summary: 'Second sign-in step: challenge token plus a TOTP or recovery code; token response with aal AAL2' })
+  verify(@Body() body: MfaVerifyLoginRequestDto, @CurrentApiKey() key: ApiKeyPrincipal, @ClientInfo() client: ClientInfoValue): Promise<TokenResponse> {
+    return this.commandBus.execute(new VerifyMfaLoginCommand(key, body.mfa_challenge_token, body.code, client));
+  }
+
+  @Post('mfa/disable')
+  @HttpCode(204)
+  @RequireStepUp(MFA_DISABLE_STEP_UP_MAX_AGE)
+  @ApiOperation({ summary: 'Disable TOTP: a step-up no older than 5 minutes, the password and a TOTP or recovery code' })
+  async disable(@CurrentUser() user: UserPrincipal, @Body() body: MfaDisableRequestDto, @ClientInfo() client: ClientInfoValue): Promise<void> {
+    await this.commandBus.execute(new DisableMfaCommand(user, body.code, body.password, client));
+  }
+
+  @Post('mfa/recovery-codes')
+  @HttpCode(200)
+  @BearerAuth()
+  @ApiOperation({ summary: 'Replace the recovery codes (password and a TOTP code); the old ones stop working' })
+  @ApiResponse({ status: 200, type: RecoveryCodesResponseDto })
+  regenerate(@CurrentUser() user: UserPrincipal, @Body() body: MfaRegenerateCodesRequestDto, @ClientInfo() client: ClientInfoValue): Promise<RecoveryCodesResponseDto> {
+    return this.commandBus.execute(new RegenerateRecoveryCodesCommand(user, body.code, body.password, client));
+  }
+
+  @Post('step-up/password')
+  @HttpCode(200)
+  @BearerAuth()
+  @ApiOperation({ summary: 'Step-up by password (spec 2.5): a fresh access token with step_up_at and pwd in amr' })
+  @ApiResponse({ status: 200, type: StepUpResponseDto })
+  stepUpPassword(@CurrentUser() user: UserPrincipal, @Body() body: StepUpPasswordRequestDto, @ClientInfo() client: ClientInfoValue): Promise<StepUpResponseDto> {
+    return this.commandBus.execute(new StepUpPasswordCommand(user, body.password, client));
+  }
+}

@@ -1,0 +1,42 @@
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { PasswordHasher } from '../../../shared/crypto/password-hasher';
+import { Db } from '../../../shared/db/db.service';
+import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { StepUpResponseDto } from '../mfa.response.dto';
+import { StepUpPasswordCommand } from './step-up-password.command';
+import { StepUpTokenService } from './step-up-token.service';
+
+/**
+ * A wrong password answers 401 auth/invalid_credentials and counts in the same failed-credential
+ * throttle as password login of that account (realm `user:<tenant>`), so step-up cannot be used
+ * to guess passwords beside login.
+ */
+@CommandHandler(StepUpPasswordCommand)
+export class StepUpPasswordHandler implements ICommandHandler<StepUpPasswordCommand, StepUpResponseDto> {
+  constructor(
+    private readonly db: Db,
+    private readonly hasher: PasswordHasher,
+    private readonly throttle: LoginThrottleService,
+    private readonly stepUp: StepUpTokenService,
+  ) {}
+
+  async execute({ user, password, client }: StepUpPasswordCommand): Promise<StepUpResponseDto> {
+    if (user.isAnonymous || user.claims.act) throw new AppError('auth/forbidden', 'Step-up needs a signed-in (non-guest, non-delegated) user');
+    const [u] = await this.db.query<{ password_hash: string | null; email_normalized: string | null }>(
+      `SELECT password_hash, email_normalized FROM users WHERE id = $1 AND tenant_id = $2`,
+      [user.userId, user.tenantId],
+    );
+    if (!u) throw new InvalidTokenError();
+    const realm = `user:${user.tenantId}`;
+    const account = u.email_normalized ?? user.userId;
+    await this.throttle.check(realm, account, client.ip);
+    const ok = u.password_hash ? await this.hasher.verify(u.password_hash, password) : await this.hasher.verifyDummy(password);
+    if (!ok) {
+      await this.throttle.recordFailure(realm, account, client.ip);
+      throw new AppError('auth/invalid_credentials', 'The password is wrong');
+    }
+    await this.throttle.recordSuccess(realm, account, client.ip);
+    return this.stepUp.issue(user, 'pwd');
+  }
+}

@@ -1,0 +1,10 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { IsString, Length } from 'class-validator';
+
+/** spec 2.5 StepUpPasswordRequest */
+export class StepUpPasswordRequestDto {
+  @ApiProperty({ minLength: 1, maxLength: 256 })
+  @IsString()
+  @Length(1, 256)
+  password!: string;
+}

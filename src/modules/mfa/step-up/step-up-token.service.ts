@@ -1,0 +1,64 @@
+/*
+ * Shared with the account-security module (step-up by magic link and email OTP, spec 2.5):
+ *   src/modules/mfa/step-up/step-up-token.service.ts
+ *   StepUpTokenService.issue(user: UserPrincipal, method: string): Promise<StepUpResponseDto>
+ * Call it once the user proved `method` (RFC 8176 amr value: 'pwd', 'otp', 'email', ...); it answers
+ * `{access_token, expires_in, token_type: 'Bearer'}`. Import MfaModule, which exports it.
+ */
+import { Injectable } from '@nestjs/common';
+import { UserPrincipal } from '../../../shared/auth/auth-context';
+import { Aal } from '../../../shared/crypto/jwt.service';
+import { Db } from '../../../shared/db/db.service';
+import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { SessionsService, SessionUser } from '../../sessions/sessions.service';
+import { StepUpResponseDto } from '../mfa.response.dto';
+
+/** Claims `mint` sets itself, or that must not survive into a step-up token. */
+const NOT_CARRIED = new Set([
+  'iss', 'sub', 'aud', 'exp', 'iat', 'nbf', 'jti', 'tenant_id', 'sid', 'scope', 'amr', 'aal', 'role',
+  'is_anonymous', 'email', 'email_verified', 'act', 'step_up_at',
+]);
+
+/**
+ * spec 2.5 step-up: a fresh access token for the caller's (live) session, whose `amr` is the
+ * session's plus the method just verified and whose `step_up_at` is now (NumericDate seconds);
+ * `aal` stays the session's. Other extra claims of the presented token (e.g.
+ * `mfa_enrollment_required`) are carried over. No refresh token: refreshing yields plain tokens.
+ */
+@Injectable()
+export class StepUpTokenService {
+  constructor(
+    private readonly db: Db,
+    private readonly sessions: SessionsService,
+    private readonly events: EventsService,
+  ) {}
+
+  async issue(user: UserPrincipal, method: string): Promise<StepUpResponseDto> {
+    if (user.isAnonymous || user.claims.act || !user.sessionId) {
+      throw new AppError('auth/forbidden', 'Step-up needs a signed-in (non-guest, non-delegated) user session');
+    }
+    const [row] = await this.db.query<SessionUser & { amr: string[]; aal: Aal }>(
+      `SELECT s.amr, s.aal, u.id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at
+         FROM user_sessions s JOIN users u ON u.id = s.user_id
+        WHERE s.id = $1 AND s.user_id = $2 AND s.tenant_id = $3 AND s.revoked_at IS NULL`,
+      [user.sessionId, user.userId, user.tenantId],
+      'step_up_session',
+    );
+    if (!row) throw new InvalidTokenError();
+    const amr = [...new Set([...row.amr, method])];
+    const stepUpAt = Math.floor(Date.now() / 1000);
+    const carried = Object.fromEntries(Object.entries(user.claims).filter(([k]) => !NOT_CARRIED.has(k)));
+    const minted = this.sessions.mint(row, user.claims.scope, user.sessionId, amr, row.aal, { ...carried, step_up_at: stepUpAt });
+    await this.events.audit(this.db, {
+      tenantId: user.tenantId,
+      type: 'user.step_up',
+      actorType: 'user',
+      actorId: user.userId,
+      targetType: 'session',
+      targetId: user.sessionId,
+      metadata: { method },
+    });
+    return { access_token: minted.access_token, expires_in: minted.expires_in, token_type: 'Bearer' };
+  }
+}

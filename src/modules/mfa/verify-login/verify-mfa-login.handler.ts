@@ -1,0 +1,103 @@
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { sha256Hex } from '../../../shared/crypto/tokens';
+import { Db } from '../../../shared/db/db.service';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { activityCtes } from '../../sessions/activity.sql';
+import { SessionsService, SessionUser, TokenResponse } from '../../sessions/sessions.service';
+import { MfaFactorsService } from '../mfa-factors.service';
+import { MFA_CHALLENGE_MAX_ATTEMPTS } from '../mfa-login-policy.service';
+import { mfaThrottleRealm } from '../mfa-throttle';
+import { VerifyMfaLoginCommand } from './verify-mfa-login.command';
+
+class WrongCode extends Error {}
+
+/**
+ * POST /v1/auth/mfa/verify. Unknown, expired, used, dead and other-tenant challenges answer the
+ * same 401 mfa/invalid_challenge. Each evaluation first takes one of the challenge's 5 attempts
+ * with a conditional update (so parallel guesses evaluate at most 5), then, in one transaction,
+ * marks the challenge used (one winner), accepts the code (TOTP once per time step, or a recovery
+ * code once) and starts an AAL2 session; a wrong code rolls that back, leaving the challenge to its
+ * remaining attempts. Failures also count in the kernel's failed-credential throttle per user.
+ */
+@CommandHandler(VerifyMfaLoginCommand)
+export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginCommand, TokenResponse> {
+  constructor(
+    private readonly db: Db,
+    private readonly factors: MfaFactorsService,
+    private readonly sessions: SessionsService,
+    private readonly events: EventsService,
+    private readonly throttle: LoginThrottleService,
+  ) {}
+
+  async execute(cmd: VerifyMfaLoginCommand): Promise<TokenResponse> {
+    const tenantId = cmd.apiKey.tenantId;
+    const tokenHash = sha256Hex(cmd.challengeToken);
+    const [challenge] = await this.db.query<{ id: string; user_id: string; first_factor_amr: string[] }>(
+      `SELECT id, user_id, first_factor_amr FROM mfa_challenges
+        WHERE token_hash = $1 AND tenant_id = $2 AND kind = 'login' AND used_at IS NULL AND expires_at > now() AND attempts < $3`,
+      [tokenHash, tenantId, MFA_CHALLENGE_MAX_ATTEMPTS],
+      'mfa_challenge_find',
+    );
+    if (!challenge) throw new AppError('mfa/invalid_challenge');
+    const realm = mfaThrottleRealm(tenantId);
+    await this.throttle.check(realm, challenge.user_id, cmd.client.ip);
+
+    const [claimed] = await this.db.query<{ attempts: number }>(
+      `UPDATE mfa_challenges SET attempts = attempts + 1
+        WHERE id = $1 AND used_at IS NULL AND expires_at > now() AND attempts < $2 RETURNING attempts`,
+      [challenge.id, MFA_CHALLENGE_MAX_ATTEMPTS],
+      'mfa_challenge_attempt',
+    );
+    if (!claimed) throw new AppError('mfa/invalid_challenge');
+
+    try {
+      const tokens = await this.db.tx(async (tx) => {
+        const won = await tx.query(`UPDATE mfa_challenges SET used_at = now() WHERE id = $1 AND used_at IS NULL RETURNING id`, [challenge.id]);
+        if (!won.length) throw new AppError('mfa/invalid_challenge');
+        const method = await this.factors.verify(tx, tenantId, challenge.user_id, cmd.code, true);
+        if (!method) throw new WrongCode();
+        const [user] = await tx.query<SessionUser>(
+          `WITH ${activityCtes('$1', { signIn: true })}
+           SELECT id, tenant_id, email, email_verified, is_anonymous, role, created_at FROM users WHERE id = $1 AND tenant_id = $2`,
+          [challenge.user_id, tenantId],
+        );
+        if (!user) throw new AppError('mfa/invalid_challenge');
+        const amr = [...new Set([...challenge.first_factor_amr, method])];
+        await this.events.audit(tx, {
+          tenantId,
+          type: 'user.signed_in',
+          actorType: 'user',
+          actorId: user.id,
+          targetType: 'user',
+          targetId: user.id,
+          metadata: { method: challenge.first_factor_amr.join('+'), mfa: method, aal: 'AAL2' },
+        });
+        const { sessionId: _s, ...response } = await this.sessions.start(tx, user, cmd.apiKey.tenant.userScopes, {
+          amr,
+          aal: 'AAL2',
+          apiKeyId: cmd.apiKey.id,
+        });
+        return response;
+      });
+      await this.throttle.recordSuccess(realm, challenge.user_id, cmd.client.ip);
+      return tokens;
+    } catch (e) {
+      if (!(e instanceof WrongCode)) throw e;
+      await this.throttle.recordFailure(realm, challenge.user_id, cmd.client.ip);
+      await this.events.audit(this.db, {
+        tenantId,
+        type: 'user.mfa_failed',
+        actorType: 'user',
+        actorId: challenge.user_id,
+        targetType: 'user',
+        targetId: challenge.user_id,
+        severity: 'medium',
+        metadata: { flow: 'login', attempt: claimed.attempts },
+      });
+      const dead = claimed.attempts >= MFA_CHALLENGE_MAX_ATTEMPTS;
+      throw new AppError('mfa/invalid_code', dead ? 'Invalid code; the challenge has ended, sign in again' : 'Invalid code');
+    }
+  }
+}

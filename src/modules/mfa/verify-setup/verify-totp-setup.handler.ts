@@ -1,0 +1,58 @@
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { Db } from '../../../shared/db/db.service';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { MfaFactorsService } from '../mfa-factors.service';
+import { RecoveryCodesResponseDto } from '../mfa.response.dto';
+import { mfaThrottleRealm } from '../mfa-throttle';
+import { VerifyTotpSetupCommand } from './verify-totp-setup.command';
+
+class WrongCode extends Error {}
+
+/**
+ * Enables the pending factor when the code matches its seed (the code's time step counts as used,
+ * so it cannot sign in again), and replaces the recovery codes with 10 new ones, stored hashed.
+ */
+@CommandHandler(VerifyTotpSetupCommand)
+export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCommand, RecoveryCodesResponseDto> {
+  constructor(
+    private readonly db: Db,
+    private readonly factors: MfaFactorsService,
+    private readonly events: EventsService,
+    private readonly throttle: LoginThrottleService,
+  ) {}
+
+  async execute({ user, code, client }: VerifyTotpSetupCommand): Promise<RecoveryCodesResponseDto> {
+    const realm = mfaThrottleRealm(user.tenantId);
+    await this.throttle.check(realm, user.userId, client.ip);
+    try {
+      const codes = await this.db.tx(async (tx) => {
+        const factor = await this.factors.lockFactor(tx, user.tenantId, user.userId);
+        if (!factor) throw new AppError('mfa/setup_required', 'Call POST /v1/auth/mfa/totp/setup first');
+        if (factor.enabled_at) throw new AppError('mfa/already_enabled');
+        const step = this.factors.matchStep(user.userId, factor, code);
+        if (step === null) throw new WrongCode();
+        if (!(await this.factors.enable(tx, factor.id, step))) throw new AppError('mfa/already_enabled');
+        const recovery = await this.factors.replaceRecoveryCodes(tx, user.tenantId, user.userId);
+        await this.events.audit(tx, {
+          tenantId: user.tenantId,
+          type: 'user.mfa_enabled',
+          actorType: 'user',
+          actorId: user.userId,
+          targetType: 'user',
+          targetId: user.userId,
+          severity: 'medium',
+          metadata: { factor: 'totp' },
+        });
+        return recovery;
+      });
+      await this.throttle.recordSuccess(realm, user.userId, client.ip);
+      return { recovery_codes: codes };
+    } catch (e) {
+      if (!(e instanceof WrongCode)) throw e;
+      await this.throttle.recordFailure(realm, user.userId, client.ip);
+      throw new AppError('mfa/invalid_code');
+    }
+  }
+}

@@ -1,0 +1,87 @@
+import { Controller, Header, Headers, HttpCode, Post } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
+import {
+  ApiBadRequestResponse,
+  ApiBody,
+  ApiConsumes,
+  ApiHeader,
+  ApiOkResponse,
+  ApiOperation,
+  ApiServiceUnavailableResponse,
+  ApiTags,
+  ApiTooManyRequestsResponse,
+  ApiUnauthorizedResponse,
+} from '@nestjs/swagger';
+import { ClientInfo, ClientInfoValue } from '../../shared/auth/auth-context';
+import { IntrospectionResponse, IntrospectTokenQuery } from './introspect/introspect-token.query';
+import { IntrospectionResponseDto, OAuthErrorDto, TokenExchangeRequestDto, TokenExchangeResponseDto, TokenRequestDto } from './oauth.dto';
+import { FormParams, OAuthForm } from './oauth-form';
+import { RevokeTokenCommand } from './revoke/revoke-token.command';
+import { ExchangeTokenCommand, TokenExchangeResponse } from './token-exchange/exchange-token.command';
+
+const FORM = 'application/x-www-form-urlencoded';
+
+@ApiTags('oauth')
+@Controller('oauth')
+@ApiBadRequestResponse({ type: OAuthErrorDto, description: 'RFC 6749 section 5.2 error' })
+@ApiUnauthorizedResponse({ type: OAuthErrorDto, description: 'invalid_client' })
+@ApiServiceUnavailableResponse({ type: OAuthErrorDto, description: 'temporarily_unavailable: revocation state or limiter unreachable (fail closed)' })
+export class OAuthController {
+  constructor(
+    private readonly commandBus: CommandBus,
+    private readonly queryBus: QueryBus,
+  ) {}
+
+  @Post('token')
+  @HttpCode(200)
+  @Header('Cache-Control', 'no-store')
+  @Header('Pragma', 'no-cache')
+  @ApiConsumes(FORM)
+  @ApiBody({ type: TokenExchangeRequestDto })
+  @ApiOkResponse({ type: TokenExchangeResponseDto })
+  @ApiTooManyRequestsResponse({ type: OAuthErrorDto, description: 'slow_down with Retry-After: 60 per minute per agent client (override up to 600), 10 per minute per subject token jti' })
+  @ApiOperation({
+    summary: 'Token exchange (RFC 8693, spec 4.3): a user access token becomes a narrowed agent token',
+    description: 'Client authentication: HTTP Basic (client_secret_basic) or client_id and client_secret in the body (client_secret_post), not both. 503 temporarily_unavailable when the revocation state cannot be read (nothing is issued).',
+  })
+  token(@OAuthForm() form: FormParams, @Headers('authorization') authorization: string | undefined, @ClientInfo() client: ClientInfoValue): Promise<TokenExchangeResponse> {
+    return this.commandBus.execute(new ExchangeTokenCommand(form, authorization, client));
+  }
+
+  @Post('introspect')
+  @HttpCode(200)
+  @Header('Cache-Control', 'no-store')
+  @Header('Pragma', 'no-cache')
+  @ApiConsumes(FORM)
+  @ApiBody({ type: TokenRequestDto })
+  @ApiHeader({ name: 'X-API-Key', required: false, description: 'instead of client credentials' })
+  @ApiOkResponse({ type: IntrospectionResponseDto })
+  @ApiOperation({
+    summary: 'Token introspection (RFC 7662) for resource servers',
+    description: 'The caller authenticates as a confidential client of the tenant (HTTP Basic or body) or with the tenant X-API-Key. Tokens of another tenant, of a denylisted agent, of an (agent, user) pair the user revoked, or of an ended session are {"active": false}.',
+  })
+  introspect(@OAuthForm() form: FormParams, @Headers('authorization') authorization: string | undefined, @Headers('x-api-key') apiKey: string | undefined): Promise<IntrospectionResponse> {
+    return this.queryBus.execute(new IntrospectTokenQuery(form, authorization, apiKey));
+  }
+
+  @Post('revoke')
+  @HttpCode(200)
+  @Header('Cache-Control', 'no-store')
+  @Header('Pragma', 'no-cache')
+  @ApiConsumes(FORM)
+  @ApiBody({ type: TokenRequestDto })
+  @ApiHeader({ name: 'X-API-Key', required: false, description: 'instead of client credentials' })
+  @ApiOkResponse({ description: 'revoked, or not a valid token of the tenant (RFC 7009 section 2.2)' })
+  @ApiOperation({
+    summary: 'Token revocation (RFC 7009)',
+    description: 'Agent access tokens: by their agent client or the tenant X-API-Key. User access tokens and refresh tokens: by the tenant X-API-Key (a refresh token ends its session).',
+  })
+  async revoke(
+    @OAuthForm() form: FormParams,
+    @Headers('authorization') authorization: string | undefined,
+    @Headers('x-api-key') apiKey: string | undefined,
+    @ClientInfo() client: ClientInfoValue,
+  ): Promise<void> {
+    await this.commandBus.execute(new RevokeTokenCommand(form, authorization, apiKey, client));
+  }
+}

@@ -1,0 +1,419 @@
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
+import { AccessClaims, JwtService } from '../../../shared/crypto/jwt.service';
+import { hashPrefix } from '../../../shared/crypto/tokens';
+import { Db } from '../../../shared/db/db.service';
+import { OAuthError } from '../../../shared/errors/oauth-error';
+import { AuditEvent, EventsService, Severity } from '../../../shared/events/events.service';
+import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
+import { AgentDenylistService } from '../../agents/agent-denylist.service';
+import { AgentClientRow, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from '../../agents/agents.service';
+import { ClientAuthenticator, ClientCaller, invalidClient } from '../client-auth/client-authenticator.service';
+import {
+  ACCESS_TOKEN_TYPE,
+  AGENT_TOKEN_DEFAULT_TTL_SECONDS,
+  AGENT_TOKEN_MAX_TTL_SECONDS,
+  TOKEN_EXCHANGE_GRANT,
+  TOKEN_EXCHANGE_PER_CLIENT_PER_MIN,
+  TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN,
+} from '../oauth.constants';
+import { failClosed, slowDown } from '../oauth-errors';
+import { FormParams } from '../oauth-form';
+import { ExchangeTokenCommand, TokenExchangeResponse } from './exchange-token.command';
+import { SubjectInvalidReason, SubjectTokenRejected, SubjectTokenValidator } from './subject-token';
+
+/** RFC 6749 section 3.3 scope-token: %x21 / %x23-5B / %x5D-7E. */
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+/** An absolute URI (RFC 3986 section 4.3) for `audience`. */
+const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$/;
+const MAX_AUDIENCES = 5;
+const MAX_SUBJECT_TOKEN_LENGTH = 16_384;
+
+interface ExchangeRequest {
+  subjectToken: string;
+  /** requested scope tokens, undefined when `scope` was omitted */
+  scope?: string[];
+  audience: string[];
+  requestedTtl?: number;
+}
+
+interface IssueFlags {
+  agent_active: boolean;
+  grant_ok: boolean;
+  session_ok: boolean;
+  pair_ok: boolean;
+}
+
+/** The final conditional write lost a race with a revocation (spec 3.2: nothing issued after it). */
+class IssueRaceLost extends Error {
+  constructor(readonly flags: IssueFlags) {
+    super('issue guard failed');
+  }
+}
+
+/**
+ * RFC 8693 token exchange for agent clients (spec 4.3, 5, 6, 7.5, 8): a user's access token
+ * becomes a short-lived, narrowed agent token whose `act.sub` is the agent and whose `sub` stays
+ * the user. Every refusal of the subject token is invalid_grant with a generic description; the
+ * precise reason goes only to the audit record.
+ */
+@CommandHandler(ExchangeTokenCommand)
+export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenCommand, TokenExchangeResponse> {
+  private readonly issueSql: string;
+
+  constructor(
+    private readonly db: Db,
+    private readonly events: EventsService,
+    private readonly jwt: JwtService,
+    private readonly clients: ClientAuthenticator,
+    private readonly subjects: SubjectTokenValidator,
+    private readonly limiter: RateLimitService,
+    private readonly revocation: TokenRevocationService,
+    private readonly agents: AgentsService,
+    private readonly denylist: AgentDenylistService,
+  ) {
+    this.issueSql = this.buildIssueSql();
+  }
+
+  async execute(cmd: ExchangeTokenCommand): Promise<TokenExchangeResponse> {
+    try {
+      return await this.exchange(cmd);
+    } catch (e) {
+      return failClosed(e);
+    }
+  }
+
+  private async exchange({ form, authorization, client }: ExchangeTokenCommand): Promise<TokenExchangeResponse> {
+    // RFC 6749 section 3.2.1: authenticate the client (HTTP Basic or body, never both)
+    const caller = await this.clients.authenticate(form, authorization);
+    // spec 5 rule 2: confidential agent clients only (clientType check)
+    if (caller.kind !== 'agent') {
+      const reason = caller.kind === 'oauth_client' && !caller.confidential ? 'public_client' : 'not_agent_client';
+      await this.clientUnauthorized(caller, reason);
+      throw new OAuthError('unauthorized_client', 'Only confidential agent clients may use token exchange');
+    }
+    const agent = caller.agent;
+
+    // spec 8: 60 exchanges per minute per agent client (or its override, at most 600)
+    const override = agent.rate_limits?.token_exchange_per_min;
+    const clientLimit = Number.isInteger(override) && override! > 0 ? Math.min(override!, RATE_LIMIT_OAUTH_AGENT_CEILING) : TOKEN_EXCHANGE_PER_CLIENT_PER_MIN;
+    const perClient = await this.limiter.hit('token_exchange_client', `agent:${agent.id}`, clientLimit, 60);
+    if (!perClient.allowed) throw await this.rateLimited(agent, 'agent_client', clientLimit, perClient, form);
+
+    // RFC 6749 section 4.1.3 / RFC 8693 section 2.1: grant_type
+    const grantType = form.get('grant_type');
+    if (!grantType) throw new OAuthError('invalid_request', 'grant_type is required');
+    if (grantType !== TOKEN_EXCHANGE_GRANT) throw new OAuthError('unsupported_grant_type', 'Only the token-exchange grant is supported');
+
+    // spec 5 rules 2-3, 3.2: Pro tier or higher; the grant type in the agent's allowlist (disable clears it)
+    if (agent.tenant_tier === 'free') {
+      await this.clientUnauthorized(caller, 'tier_below_pro');
+      throw new OAuthError('unauthorized_client', 'Agent clients require the Pro tier or higher');
+    }
+    if (agent.disabled_at || !agent.grant_types.includes(TOKEN_EXCHANGE_GRANT)) {
+      await this.clientUnauthorized(caller, agent.disabled_at || agent.grant_types.length === 0 ? 'client_disabled' : 'grant_type_not_allowed');
+      throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
+    }
+
+    // RFC 8693 section 2.1: request parameters
+    const req = this.readRequest(form);
+
+    // RFC 8693 section 2.1 subject_token / spec 4.3: the stateless checks
+    let subject: AccessClaims;
+    try {
+      subject = await this.subjects.validate(req.subjectToken, agent.tenant_id);
+    } catch (e) {
+      if (e instanceof SubjectTokenRejected) throw await this.subjectInvalid(agent, e);
+      throw e;
+    }
+
+    // spec 8 per-jti limit; spec 4.3 revocation (session, revoked jti); spec 3.3 the user's
+    // withdrawal; spec 3.2 denylist. All fail closed when Redis is unreachable.
+    const nowSec = Math.floor(Date.now() / 1000);
+    const [perJti, revokedReason, userRevoked, denied] = await Promise.all([
+      this.limiter.hit('token_exchange_jti', `jti:${subject.jti}`, TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, 60),
+      this.revocation.revokedReason(subject),
+      this.denylist.isUserRevoked(agent.tenant_id, subject.sub, agent.id),
+      this.denylist.isDenied(agent.id, nowSec),
+    ]);
+    if (!perJti.allowed) throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, perJti, form, subject.jti);
+    if (denied) {
+      // revoked (every token refused) answers like a revoked client; a kill-tokens of this very
+      // second would refuse a token minted now, so the client retries in a second
+      if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient(caller.method);
+      throw new OAuthError('temporarily_unavailable', 'Agent tokens were just revoked; retry shortly', 503, { 'Retry-After': '1' });
+    }
+    if (revokedReason) {
+      const reason: SubjectInvalidReason = revokedReason === 'session_revoked' ? 'session_revoked' : 'token_revoked';
+      throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
+    }
+    if (userRevoked) throw await this.subjectInvalid(agent, new SubjectTokenRejected('agent_revoked_by_user', subject.jti, subject.sub));
+
+    // RFC 8693 section 2.1 scope, RFC 6749 section 3.3: requested ∩ subject ∩ agent allowlist
+    const subjectScope = splitScope(typeof subject.scope === 'string' ? subject.scope : '');
+    const allow = new Set(agent.scopes);
+    const have = new Set(subjectScope);
+    const granted = dedupe(req.scope ?? subjectScope).filter((s) => have.has(s) && allow.has(s));
+    if (!granted.length) {
+      await this.audit(agent, 'oauth.token_exchange.scope_denied', 'low', {
+        subject_token_jti_hash_prefix: hashPrefix(subject.jti),
+        requested_scope: (req.scope ?? subjectScope).join(' '),
+      }, subject.sub);
+      throw new OAuthError('invalid_scope', 'None of the requested scopes can be granted to this client');
+    }
+    const scope = granted.join(' ');
+
+    // spec 8: TTL = min(requested or 300, agent max, 900)
+    const ttl = Math.min(req.requestedTtl ?? AGENT_TOKEN_DEFAULT_TTL_SECONDS, agent.agent_token_max_ttl_sec, AGENT_TOKEN_MAX_TTL_SECONDS);
+
+    // RFC 8693 section 4.1: the actor is the authenticated client; contract "Tokens": no sid, amr + tx
+    const amr = Array.isArray(subject.amr) ? subject.amr.filter((m) => typeof m === 'string') : [];
+    const { token, claims } = this.jwt.sign(
+      {
+        sub: subject.sub,
+        tenant_id: agent.tenant_id,
+        scope,
+        amr: amr.includes('tx') ? amr : [...amr, 'tx'],
+        aal: subject.aal,
+        role: subject.role,
+        is_anonymous: false,
+        act: { sub: agent.id },
+        ...(req.audience.length ? { aud: req.audience.length === 1 ? req.audience[0] : req.audience } : {}),
+      },
+      ttl,
+    );
+
+    await this.issue(caller, agent, subject, claims, scope, client);
+
+    // RFC 8693 section 2.2.1: the response (Cache-Control: no-store set by the controller)
+    return { access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: ttl, scope };
+  }
+
+  /** RFC 8693 section 2.1 parameters; everything spec 4.3 rejects is rejected here. */
+  private readRequest(form: FormParams): ExchangeRequest {
+    // spec 4.3: resource is not supported (RFC 8693 section 2.2.2 invalid_target)
+    if (form.has('resource')) throw new OAuthError('invalid_target', 'The resource parameter is not supported; use audience');
+    // spec 4.3: the actor is derived from the authenticated client
+    if (form.has('actor_token') || form.has('actor_token_type')) throw new OAuthError('invalid_request', 'actor_token is not supported; the actor is the authenticated client');
+    const subjectToken = form.get('subject_token');
+    if (!subjectToken) throw new OAuthError('invalid_request', 'subject_token is required');
+    if (subjectToken.length > MAX_SUBJECT_TOKEN_LENGTH) throw new OAuthError('invalid_request', 'subject_token is too long');
+    const subjectType = form.get('subject_token_type');
+    if (!subjectType) throw new OAuthError('invalid_request', 'subject_token_type is required');
+    if (subjectType !== ACCESS_TOKEN_TYPE) throw new OAuthError('invalid_request', `subject_token_type must be ${ACCESS_TOKEN_TYPE}`);
+    const requestedType = form.get('requested_token_type');
+    if (requestedType !== undefined && requestedType !== ACCESS_TOKEN_TYPE) throw new OAuthError('invalid_request', `requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
+
+    const rawScope = form.get('scope');
+    let scope: string[] | undefined;
+    if (rawScope !== undefined) {
+      scope = splitScope(rawScope);
+      if (!scope.length || scope.some((s) => !SCOPE_TOKEN.test(s) || s.length > 200)) throw new OAuthError('invalid_scope', 'The scope parameter is malformed');
+    }
+    // RFC 8693 section 2.1: audience may be repeated; spec 4.3: a target service URI
+    const audience = [...new Set(form.all('audience'))];
+    if (audience.length > MAX_AUDIENCES || audience.some((a) => a.length > 2048 || !ABSOLUTE_URI.test(a))) {
+      throw new OAuthError('invalid_target', 'audience must be one (or a few) absolute URIs of the target service');
+    }
+    // extension: a requested lifetime (spec 8 "requested or 300"), capped by the agent and 900 s
+    const rawTtl = form.get('expires_in');
+    let requestedTtl: number | undefined;
+    if (rawTtl !== undefined) {
+      if (!/^[1-9]\d{0,5}$/.test(rawTtl)) throw new OAuthError('invalid_request', 'expires_in must be a positive integer of seconds');
+      requestedTtl = Number(rawTtl);
+    }
+    return { subjectToken, scope, audience, requestedTtl };
+  }
+
+  /**
+   * One transaction: the audit event, the webhook (outbox) and the activity row, committed only
+   * if the agent is still active and holds the grant, the subject's session is live and the user
+   * has not withdrawn the agent at that instant (spec 3.2, 3.3: a revoke that has returned is
+   * never followed by an issuance; PostgreSQL decides, so a Redis flush changes nothing).
+   */
+  private async issue(caller: Extract<ClientCaller, { kind: 'agent' }>, agent: AgentClientRow, subject: AccessClaims, claims: AccessClaims, scope: string, client: { ip: string; userAgent: string }): Promise<void> {
+    const audience = claims.aud;
+    const expiresAt = new Date(claims.exp * 1000).toISOString();
+    const issuedAt = new Date(claims.iat * 1000).toISOString();
+    const jtiPrefix = hashPrefix(claims.jti);
+    const subjectJtiPrefix = hashPrefix(subject.jti);
+    const [, auditParams] = this.events.auditSql(
+      {
+        tenantId: agent.tenant_id,
+        type: 'oauth.token_exchange.issued',
+        actorType: 'agent',
+        actorId: agent.id,
+        targetType: 'user',
+        targetId: subject.sub,
+        severity: 'info',
+        metadata: {
+          agent_client_id: agent.id,
+          subject_token_jti_hash_prefix: subjectJtiPrefix,
+          jti_hash_prefix: jtiPrefix,
+          scope,
+          audience,
+          expires_at: expiresAt,
+          auth_method: caller.method,
+          ip_hash_prefix: client.ip ? hashPrefix(client.ip) : null,
+        },
+      },
+      6,
+    );
+    const [, outboxParams] = this.events.outboxSql(
+      {
+        tenantId: agent.tenant_id,
+        topic: 'webhook',
+        eventType: 'oauth.token_exchange.issued',
+        payload: {
+          agent_client_id: agent.id,
+          user_id: subject.sub,
+          scope,
+          audience,
+          jti_hash_prefix: jtiPrefix,
+          subject_token_jti_hash_prefix: subjectJtiPrefix,
+          issued_at: issuedAt,
+          expires_at: expiresAt,
+        },
+      },
+      6 + auditParams.length,
+    );
+    const [, actionParams] = this.agents.recordActionSql(
+      {
+        tenantId: agent.tenant_id,
+        agentClientId: agent.id,
+        action: 'token_exchange',
+        actorUserId: subject.sub,
+        resource: Array.isArray(audience) ? audience.join(' ') : audience,
+        methodOrEvent: 'POST /oauth/token',
+        jti: claims.jti,
+        scopeUsed: scope,
+        ip: client.ip,
+        userAgent: client.userAgent || null,
+      },
+      6 + auditParams.length + outboxParams.length,
+    );
+    const params = [agent.id, TOKEN_EXCHANGE_GRANT, subject.sid, subject.sub, agent.tenant_id, ...auditParams, ...outboxParams, ...actionParams];
+    try {
+      await this.db.tx(async (tx) => {
+        const [flags] = await tx.query<IssueFlags>(this.issueSql, params, 'oauth_token_exchange_issue');
+        if (!flags.agent_active || !flags.grant_ok || !flags.session_ok || !flags.pair_ok) throw new IssueRaceLost(flags);
+      });
+    } catch (e) {
+      if (!(e instanceof IssueRaceLost)) throw e;
+      if (!e.flags.agent_active) throw invalidClient(caller.method);
+      if (!e.flags.grant_ok) {
+        await this.clientUnauthorized(caller, 'client_disabled');
+        throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
+      }
+      const reason = e.flags.session_ok ? 'agent_revoked_by_user' : 'session_revoked';
+      throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
+    }
+  }
+
+  /**
+   * The statement of `issue`: guard flags read in the same snapshot as the inserts (a revoke
+   * committed before it starts is seen; one committing later is later than this issuance).
+   */
+  private buildIssueSql(): string {
+    const dummy: AuditEvent = { tenantId: null, type: '', actorType: 'agent' };
+    const [auditSql, ap] = this.events.auditSql(dummy, 6);
+    const [outboxSql, op] = this.events.outboxSql({ tenantId: null, topic: '', eventType: '', payload: {} }, 6 + ap.length);
+    const [actionSql] = this.agents.recordActionSql({ tenantId: '', agentClientId: '', action: '' }, 6 + ap.length + op.length);
+    return `WITH g AS (
+         SELECT COALESCE((SELECT revoked_at IS NULL FROM agent_clients WHERE id = $1), false) AS agent_active,
+                COALESCE((SELECT disabled_at IS NULL AND $2 = ANY (grant_types) FROM agent_clients WHERE id = $1), false) AS grant_ok,
+                EXISTS (SELECT 1 FROM user_sessions WHERE id = $3 AND user_id = $4 AND tenant_id = $5 AND revoked_at IS NULL) AS session_ok,
+                NOT EXISTS (SELECT 1 FROM agent_user_revocations
+                             WHERE tenant_id = $5 AND user_id = $4 AND agent_client_id = $1 AND revoked_at IS NOT NULL) AS pair_ok
+       ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
+       SELECT agent_active, grant_ok, session_ok, pair_ok FROM g`;
+  }
+
+  /** spec 6 oauth.token_exchange.subject_invalid: the precise reason, hash prefixes only. */
+  private async subjectInvalid(agent: AgentClientRow, r: SubjectTokenRejected): Promise<OAuthError> {
+    await this.audit(agent, 'oauth.token_exchange.subject_invalid', 'low', {
+      subject_invalid_reason: r.reason,
+      subject_token_jti_hash_prefix: r.jti ? hashPrefix(r.jti) : null,
+    }, r.userId);
+    return new OAuthError('invalid_grant', r.description);
+  }
+
+  /** spec 6 oauth.token_exchange.client_unauthorized: confidential gate, grant type allowlist, clientType, tier. */
+  private async clientUnauthorized(caller: ClientCaller, reason: string): Promise<void> {
+    await this.events.audit(this.db, {
+      tenantId: caller.tenantId,
+      type: 'oauth.token_exchange.client_unauthorized',
+      actorType: caller.kind === 'agent' ? 'agent' : 'system',
+      actorId: caller.clientId,
+      targetType: caller.kind === 'agent' ? 'agent_client' : 'oauth_client',
+      targetId: caller.clientId,
+      severity: 'medium',
+      metadata: { agent_client_id: caller.clientId, reason },
+    });
+  }
+
+  /**
+   * spec 6 oauth.token_exchange.rate_limited and agent.rate_limited (audit with the offending
+   * limit scope and the computed limit; agent.rate_limited also as a webhook). Written once per
+   * window, on the first refused request, so a flood cannot flood the audit log.
+   */
+  private async rateLimited(
+    agent: AgentClientRow,
+    limitScope: 'agent_client' | 'subject_token_jti',
+    limit: number,
+    r: { count: number; retryAfterSeconds: number },
+    form: FormParams,
+    subjectJti?: string,
+  ): Promise<OAuthError> {
+    if (r.count === limit + 1) {
+      let requested: string | null = null;
+      try {
+        requested = form.get('scope') ?? null;
+      } catch {
+        requested = null;
+      }
+      const metadata = {
+        agent_client_id: agent.id,
+        limit_scope: limitScope,
+        rate_limit_key: limitScope === 'agent_client' ? 'token_exchange_per_min' : 'token_exchange_per_subject_jti_per_min',
+        computed_limit: limit,
+        window_seconds: 60,
+        retry_after_seconds: r.retryAfterSeconds,
+        requested_scope: requested,
+        subject_token_jti_hash_prefix: subjectJti ? hashPrefix(subjectJti) : null,
+      };
+      const base = { tenantId: agent.tenant_id, actorType: 'agent' as const, actorId: agent.id, targetType: 'agent_client', targetId: agent.id, severity: 'medium' as Severity, metadata };
+      await this.db.tx(async (tx) => {
+        await this.events.audit(tx, { ...base, type: 'oauth.token_exchange.rate_limited' });
+        await this.events.auditAndOutbox(tx, { ...base, type: 'agent.rate_limited' }, {
+          tenantId: agent.tenant_id,
+          topic: 'webhook',
+          eventType: 'agent.rate_limited',
+          payload: { agent_client_id: agent.id, limit_scope: limitScope, computed_limit: limit, window_seconds: 60 },
+        });
+      });
+    }
+    return slowDown(r.retryAfterSeconds, 'token exchanges');
+  }
+
+  private async audit(agent: AgentClientRow, type: string, severity: Severity, metadata: Record<string, unknown>, userId?: string): Promise<void> {
+    await this.events.audit(this.db, {
+      tenantId: agent.tenant_id,
+      type,
+      actorType: 'agent',
+      actorId: agent.id,
+      targetType: userId ? 'user' : 'agent_client',
+      targetId: userId ?? agent.id,
+      severity,
+      metadata: { agent_client_id: agent.id, ...metadata },
+    });
+  }
+}
+
+function splitScope(s: string): string[] {
+  return s.split(' ').filter(Boolean);
+}
+
+function dedupe(list: string[]): string[] {
+  return [...new Set(list)];
+}

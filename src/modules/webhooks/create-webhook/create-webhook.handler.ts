@@ -1,0 +1,72 @@
+import { randomUUID } from 'crypto';
+import { Inject } from '@nestjs/common';
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { APP_CONFIG, AppConfig } from '../../../config/config';
+import { EnvelopeCipher } from '../../../shared/crypto/envelope-cipher';
+import { Db } from '../../../shared/db/db.service';
+import { AppError, FieldError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { generateWebhookSecret } from '../signature';
+import { displayUrl, urlPolicyFor, validateWebhookUrl, WebhookUrlError } from '../url-policy';
+import { CreatedWebhookEndpointResponse, ENDPOINT_COLUMNS, toEndpointResponse, WebhookEndpointRow } from '../webhook-endpoint.entity';
+import { ALL_EVENTS, MAX_ENDPOINTS_PER_TENANT } from '../webhook-events';
+import { secretAad } from '../webhook-secret';
+import { CreateWebhookCommand } from './create-webhook.command';
+
+@CommandHandler(CreateWebhookCommand)
+export class CreateWebhookHandler implements ICommandHandler<CreateWebhookCommand> {
+  constructor(
+    private readonly db: Db,
+    private readonly events: EventsService,
+    private readonly cipher: EnvelopeCipher,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async execute(cmd: CreateWebhookCommand): Promise<CreatedWebhookEndpointResponse> {
+    const tenantId = cmd.actor.tenant!.id;
+    const { events, agent_client_id: agentClientId = null } = cmd.body;
+    const errors: FieldError[] = [];
+    if (events.includes(ALL_EVENTS) && events.length > 1) errors.push({ field: 'events', message: `"${ALL_EVENTS}" must be the only entry of events` });
+    let url: URL | undefined;
+    try {
+      url = await validateWebhookUrl(cmd.body.url, urlPolicyFor(this.config));
+    } catch (err) {
+      if (!(err instanceof WebhookUrlError)) throw err;
+      errors.push({ field: 'url', message: `url ${err.message}` });
+    }
+    if (errors.length || !url) throw new AppError('request/invalid', 'One or more fields are invalid', { errors });
+
+    const id = randomUUID();
+    const secret = generateWebhookSecret();
+    const row = await this.db.tx(async (tx) => {
+      // one creation at a time per tenant, so the endpoint limit holds under parallel requests
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1::text, 0))`, [tenantId]);
+      if (agentClientId) {
+        const [agent] = await tx.query(`SELECT 1 FROM agent_clients WHERE id = $1 AND tenant_id = $2`, [agentClientId, tenantId]);
+        if (!agent) {
+          throw new AppError('request/invalid', 'One or more fields are invalid', {
+            errors: [{ field: 'agent_client_id', message: 'agent_client_id is not an agent client of this tenant' }],
+          });
+        }
+      }
+      const [{ n }] = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE tenant_id = $1`, [tenantId]);
+      if (n >= MAX_ENDPOINTS_PER_TENANT) throw new AppError('webhook/limit_reached', `A tenant may have at most ${MAX_ENDPOINTS_PER_TENANT} webhook endpoints`);
+      const [created] = await tx.query<WebhookEndpointRow>(
+        `INSERT INTO webhook_endpoints (id, tenant_id, url, events, agent_client_id, secret_enc, created_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${ENDPOINT_COLUMNS}`,
+        [id, tenantId, url!.href, events, agentClientId, this.cipher.encrypt(secret, secretAad(id)), cmd.actor.userId],
+      );
+      await this.events.audit(tx, {
+        tenantId,
+        type: 'webhook.created',
+        actorType: 'dashboard_user',
+        actorId: cmd.actor.userId,
+        targetType: 'webhook_endpoint',
+        targetId: id,
+        metadata: { url: displayUrl(url!), events, agent_client_id: agentClientId },
+      });
+      return created;
+    });
+    return { ...toEndpointResponse(row), secret };
+  }
+}

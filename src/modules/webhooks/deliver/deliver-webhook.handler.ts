@@ -1,0 +1,128 @@
+import { Inject, Logger } from '@nestjs/common';
+import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { APP_CONFIG, AppConfig } from '../../../config/config';
+import { EnvelopeCipher } from '../../../shared/crypto/envelope-cipher';
+import { Db, Queryable } from '../../../shared/db/db.service';
+import { EventsService } from '../../../shared/events/events.service';
+import { MailService } from '../../../shared/mail/mail.service';
+import { retryDelayMs } from '../backoff';
+import { webhookHeaders } from '../signature';
+import { displayUrl, urlPolicyFor } from '../url-policy';
+import { openWebhookSecret } from '../webhook-secret';
+import { DeliverWebhookCommand, DeliverWebhookResult, WebhookAttemptFailed } from './deliver-webhook.command';
+import { postWebhook } from './http-sender';
+
+interface DeliveryRow {
+  id: string;
+  tenant_id: string;
+  endpoint_id: string;
+  message_id: string;
+  body: string;
+  status: 'pending' | 'delivered' | 'failed';
+  url: string;
+  secret_enc: string;
+  disabled_at: Date | null;
+}
+
+/**
+ * Sends one attempt of a delivery, signed per Standard Webhooks, and records it in the delivery
+ * log. A delivery that used up its attempts counts against its endpoint; after
+ * WEBHOOK_DISABLE_AFTER_FAILED_DELIVERIES such deliveries in a row (no success in between) the
+ * endpoint is disabled, with an audit event and an email to every owner of the tenant.
+ */
+@CommandHandler(DeliverWebhookCommand)
+export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookCommand> {
+  private readonly log = new Logger('WebhookDelivery');
+
+  constructor(
+    private readonly db: Db,
+    private readonly cipher: EnvelopeCipher,
+    private readonly events: EventsService,
+    private readonly mail: MailService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async execute(cmd: DeliverWebhookCommand): Promise<DeliverWebhookResult> {
+    const [d] = await this.db.query<DeliveryRow>(
+      `SELECT d.id, d.tenant_id, d.endpoint_id, d.message_id, d.body, d.status, e.url, e.secret_enc, e.disabled_at
+         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id WHERE d.id = $1`,
+      [cmd.deliveryId],
+      'webhook_delivery_load',
+    );
+    // the endpoint was deleted (its deliveries with it), or a re-run after the outcome was recorded
+    if (!d) return { skipped: 'endpoint_deleted' };
+    if (d.status !== 'pending') return { skipped: d.status === 'delivered' ? 'already_delivered' : 'already_failed' };
+    if (d.disabled_at) {
+      await this.db.query(
+        `UPDATE webhook_deliveries SET status = 'failed', failed_at = now(), next_attempt_at = NULL, last_error = 'endpoint disabled'
+          WHERE id = $1 AND status = 'pending'`,
+        [d.id],
+      );
+      return { skipped: 'endpoint_disabled' };
+    }
+
+    const secret = openWebhookSecret(this.cipher, d.endpoint_id, d.secret_enc);
+    const result = await postWebhook(d.url, d.body, webhookHeaders(secret, d.message_id, d.body), {
+      timeoutMs: this.config.WEBHOOK_TIMEOUT_MS,
+      policy: urlPolicyFor(this.config),
+    });
+
+    if (result.ok) {
+      await this.db.tx(async (tx) => {
+        await tx.query(
+          `UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, last_status_code = $2, last_error = NULL,
+                  last_attempt_at = now(), next_attempt_at = NULL, delivered_at = now()
+            WHERE id = $1 AND status = 'pending'`,
+          [d.id, result.statusCode],
+        );
+        await tx.query(`UPDATE webhook_endpoints SET consecutive_failed_deliveries = 0, last_success_at = now() WHERE id = $1`, [d.endpoint_id]);
+      });
+      return { delivered: true, status_code: result.statusCode! };
+    }
+
+    const error = result.error ?? 'request failed';
+    await this.db.tx(async (tx) => {
+      const [failed] = await tx.query<{ status: string }>(
+        `UPDATE webhook_deliveries SET attempts = attempts + 1, last_status_code = $2, last_error = $3, last_attempt_at = now(),
+                status = CASE WHEN $4 THEN 'failed' ELSE 'pending' END,
+                failed_at = CASE WHEN $4 THEN now() END,
+                next_attempt_at = CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $5::double precision / 1000) END
+          WHERE id = $1 AND status = 'pending' RETURNING status`,
+        [d.id, result.statusCode, error, cmd.final, retryDelayMs(cmd.attempt, this.config.WEBHOOK_BACKOFF_BASE_MS)],
+      );
+      if (failed?.status === 'failed') await this.countFailedDelivery(tx, d);
+    });
+    throw new WebhookAttemptFailed(error);
+  }
+
+  /** A delivery gave up: one more against the endpoint, which is disabled at the threshold. */
+  private async countFailedDelivery(tx: Queryable, d: DeliveryRow): Promise<void> {
+    const [counted] = await tx.query<{ url: string; consecutive_failed_deliveries: number; just_disabled: boolean }>(
+      `WITH before AS (SELECT id, disabled_at FROM webhook_endpoints WHERE id = $1 FOR UPDATE)
+       UPDATE webhook_endpoints e
+          SET consecutive_failed_deliveries = e.consecutive_failed_deliveries + 1,
+              disabled_at = CASE WHEN e.disabled_at IS NULL AND e.consecutive_failed_deliveries + 1 >= $2 THEN now() ELSE e.disabled_at END,
+              disabled_reason = CASE WHEN e.disabled_at IS NULL AND e.consecutive_failed_deliveries + 1 >= $2 THEN 'repeated_failures' ELSE e.disabled_reason END
+         FROM before WHERE e.id = before.id
+        RETURNING e.url, e.consecutive_failed_deliveries, (before.disabled_at IS NULL AND e.disabled_at IS NOT NULL) AS just_disabled`,
+      [d.endpoint_id, this.config.WEBHOOK_DISABLE_AFTER_FAILED_DELIVERIES],
+    );
+    if (!counted?.just_disabled) return;
+    const url = displayUrl(counted.url);
+    await this.events.audit(tx, {
+      tenantId: d.tenant_id,
+      type: 'webhook.disabled',
+      severity: 'medium',
+      actorType: 'system',
+      targetType: 'webhook_endpoint',
+      targetId: d.endpoint_id,
+      metadata: { url, reason: 'repeated_failures', consecutive_failed_deliveries: counted.consecutive_failed_deliveries },
+    });
+    const owners = await tx.query<{ email: string }>(
+      `SELECT u.email FROM tenant_members m JOIN dashboard_users u ON u.id = m.user_id WHERE m.tenant_id = $1 AND m.role = 'owner' ORDER BY u.email`,
+      [d.tenant_id],
+    );
+    for (const o of owners) await this.mail.enqueue(tx, { tenantId: d.tenant_id, to: o.email, template: 'webhook_disabled', data: { url } });
+    this.log.warn(`webhook endpoint ${d.endpoint_id} of tenant ${d.tenant_id} disabled after ${counted.consecutive_failed_deliveries} failed deliveries`);
+  }
+}

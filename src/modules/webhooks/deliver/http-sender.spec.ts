@@ -1,0 +1,70 @@
+import { createServer, IncomingHttpHeaders, Server } from 'http';
+import type { AddressInfo } from 'net';
+import { postWebhook } from './http-sender';
+
+const prod = { allowLoopback: false };
+const dev = { allowLoopback: true };
+
+describe('postWebhook', () => {
+  let server: Server;
+  let port: number;
+  let seen: { headers: IncomingHttpHeaders; body: string }[];
+  let reply: (res: import('http').ServerResponse) => void;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        seen.push({ headers: req.headers, body });
+        reply(res);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  beforeEach(() => {
+    seen = [];
+    reply = (res) => res.writeHead(204).end();
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  it('POSTs the JSON body with the given headers; 2xx is a delivery', async () => {
+    const r = await postWebhook(`http://127.0.0.1:${port}/in`, '{"a":1}', { 'webhook-id': 'msg_1' }, { timeoutMs: 2000, policy: dev });
+    expect(r).toEqual({ ok: true, statusCode: 204, error: null });
+    expect(seen[0].body).toBe('{"a":1}');
+    expect(seen[0].headers).toMatchObject({ 'content-type': 'application/json', 'content-length': '7', 'webhook-id': 'msg_1', 'user-agent': 'authp-webhooks/1.0' });
+  });
+
+  it('treats other statuses, redirects included, as failures without following them', async () => {
+    reply = (res) => res.writeHead(302, { location: 'http://127.0.0.1:1/elsewhere' }).end();
+    expect(await postWebhook(`http://127.0.0.1:${port}/in`, '{}', {}, { timeoutMs: 2000, policy: dev })).toEqual({ ok: false, statusCode: 302, error: 'HTTP 302' });
+    expect(seen).toHaveLength(1);
+  });
+
+  it('times out, and describes network errors without addresses', async () => {
+    reply = () => undefined; // never answers
+    expect(await postWebhook(`http://127.0.0.1:${port}/in`, '{}', {}, { timeoutMs: 200, policy: dev })).toEqual({ ok: false, statusCode: null, error: 'timeout after 200 ms' });
+    const refused = await postWebhook('http://127.0.0.1:1/in', '{}', {}, { timeoutMs: 2000, policy: dev });
+    expect(refused).toEqual({ ok: false, statusCode: null, error: 'connection refused' });
+  });
+
+  it('connects to the address it checked (no second resolution) and refuses hosts resolving to forbidden addresses', async () => {
+    const loopback = async () => [{ address: '127.0.0.1', family: 4 }];
+    // the name resolves once, to the checked address, and the request goes there
+    const ok = await postWebhook(`http://hooks.example.test:${port}/in`, '{}', {}, { timeoutMs: 2000, policy: dev, lookupAll: loopback });
+    expect(ok.ok).toBe(true);
+    expect(seen[0].headers.host).toBe(`hooks.example.test:${port}`);
+    // production: loopback refused, also behind a public-looking name, and http refused outright
+    const blocked = await postWebhook(`https://hooks.example.test:${port}/in`, '{}', {}, { timeoutMs: 2000, policy: prod, lookupAll: loopback });
+    expect(blocked).toEqual({ ok: false, statusCode: null, error: expect.stringMatching(/^url must not resolve/) });
+    const mixed = async () => [{ address: '93.184.216.34', family: 4 }, { address: '10.0.0.1', family: 4 }];
+    expect((await postWebhook('https://hooks.example.test/in', '{}', {}, { timeoutMs: 2000, policy: prod, lookupAll: mixed })).error).toMatch(/^url must not resolve/);
+    expect((await postWebhook(`https://127.0.0.1:${port}/in`, '{}', {}, { timeoutMs: 2000, policy: prod })).error).toMatch(/^url must not resolve/);
+    expect((await postWebhook(`http://127.0.0.1:${port}/in`, '{}', {}, { timeoutMs: 2000, policy: prod })).error).toBe('url must use https');
+    expect(seen).toHaveLength(1);
+  });
+});

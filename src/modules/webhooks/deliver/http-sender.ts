@@ -1,0 +1,93 @@
+import * as http from 'http';
+import * as https from 'https';
+import { isIP } from 'net';
+import { guardedLookup, hostOf, LookupAll, parseWebhookUrl, resolveAndCheck, WebhookUrlError, WebhookUrlPolicy } from '../url-policy';
+
+/** The outcome of one attempt: a status code when the receiver answered, else an error. */
+export interface SendResult {
+  ok: boolean;
+  statusCode: number | null;
+  /** a short description safe for the delivery log: no addresses, no secrets, no response body */
+  error: string | null;
+}
+
+export interface SendOptions {
+  timeoutMs: number;
+  policy: WebhookUrlPolicy;
+  /** resolver of every address of a host (default: dns.lookup with all: true) */
+  lookupAll?: LookupAll;
+}
+
+export const USER_AGENT = 'authp-webhooks/1.0';
+
+class AttemptTimeout extends Error {}
+
+/** Maps a network error to a log-safe description (Node's messages carry addresses). */
+export function describeError(err: unknown, timeoutMs: number): string {
+  if (err instanceof AttemptTimeout) return `timeout after ${timeoutMs} ms`;
+  if (err instanceof WebhookUrlError) return `url ${err.message}`;
+  const code = String((err as NodeJS.ErrnoException)?.code ?? '');
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'dns lookup failed';
+  if (code === 'ECONNREFUSED') return 'connection refused';
+  if (code === 'ECONNRESET' || code === 'EPIPE' || /socket hang up/i.test(String((err as Error)?.message))) return 'connection reset';
+  if (code === 'ETIMEDOUT') return 'connect timeout';
+  if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return 'host unreachable';
+  if (/CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) return `tls error (${code})`;
+  return /^[A-Z0-9_]{1,40}$/.test(code) ? `request failed (${code})` : 'request failed';
+}
+
+/**
+ * POSTs one webhook attempt: the URL is checked against the policy again and the connection
+ * goes to the addresses that were checked; no redirects are followed (3xx is a failure); the
+ * attempt ends when the response headers arrive or after `timeoutMs`. 2xx is a delivery.
+ */
+export async function postWebhook(rawUrl: string, body: string, headers: Record<string, string>, opts: SendOptions): Promise<SendResult> {
+  let url: URL;
+  try {
+    url = parseWebhookUrl(rawUrl, opts.policy);
+    // IP literals never reach `lookup`: check them here
+    if (isIP(hostOf(url))) await resolveAndCheck(url, opts.policy);
+  } catch (err) {
+    return { ok: false, statusCode: null, error: describeError(err, opts.timeoutMs) };
+  }
+  const client = url.protocol === 'https:' ? https : http;
+  return new Promise<SendResult>((resolve) => {
+    let settled = false;
+    const finish = (r: SendResult) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(r);
+    };
+    const req = client.request(
+      url,
+      {
+        method: 'POST',
+        agent: false,
+        lookup: guardedLookup(url, opts.policy, opts.lookupAll),
+        headers: {
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(body)),
+          'user-agent': USER_AGENT,
+          ...headers,
+        },
+      },
+      (res) => {
+        const status = res.statusCode ?? 0;
+        // the body is not needed: drain a little, then let the socket go
+        let seen = 0;
+        res.on('data', (chunk: Buffer) => {
+          seen += chunk.length;
+          if (seen > 64 * 1024) res.destroy();
+        });
+        res.on('error', () => undefined);
+        setTimeout(() => res.destroy(), 1000).unref();
+        const ok = status >= 200 && status < 300;
+        finish({ ok, statusCode: status, error: ok ? null : `HTTP ${status}` });
+      },
+    );
+    const timer = setTimeout(() => req.destroy(new AttemptTimeout()), opts.timeoutMs);
+    req.on('error', (err) => finish({ ok: false, statusCode: null, error: describeError(err, opts.timeoutMs) }));
+    req.end(body);
+  });
+}

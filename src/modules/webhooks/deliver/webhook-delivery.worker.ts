@@ -1,0 +1,75 @@
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
+import { Job, Worker } from 'bullmq';
+import { APP_CONFIG, AppConfig } from '../../../config/config';
+import { Db } from '../../../shared/db/db.service';
+import { bullConnection, bullPrefix } from '../../../shared/outbox/bull-options';
+import { retryDelayMs, retrySpanMs } from '../backoff';
+import { WEBHOOK_DELIVERY_QUEUE } from '../webhook-events';
+import { DeliverWebhookCommand, DeliverWebhookResult } from './deliver-webhook.command';
+import { DeliveryJobData } from './delivery-job';
+
+/** How often a job may be recovered after its worker died mid-delivery before it is failed. */
+const MAX_STALLED = 5;
+
+/**
+ * The consumer of `webhook-delivery`. Built by hand rather than with @Processor because its
+ * options come from the configuration: the retry schedule (WEBHOOK_BACKOFF_BASE_MS, see
+ * backoff.ts) and the job lock (WEBHOOK_LOCK_MS): a worker that dies mid-delivery leaves its
+ * job locked until the lock expires, then another worker's stalled check runs it again
+ * (at least once, same webhook-id). Closed before the database pool on shutdown, waiting for
+ * the attempts in flight.
+ */
+@Injectable()
+export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly log = new Logger('WebhookDelivery');
+  worker?: Worker<DeliveryJobData, DeliverWebhookResult>;
+
+  constructor(
+    private readonly commandBus: CommandBus,
+    private readonly db: Db,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    const c = this.config;
+    if (c.isProduction && retrySpanMs(c.WEBHOOK_MAX_ATTEMPTS, c.WEBHOOK_BACKOFF_BASE_MS) < 24 * 3600 * 1000) {
+      this.log.warn('WEBHOOK_MAX_ATTEMPTS and WEBHOOK_BACKOFF_BASE_MS retry webhooks for less than 24 hours');
+    }
+    this.worker = new Worker<DeliveryJobData, DeliverWebhookResult>(WEBHOOK_DELIVERY_QUEUE, (job) => this.process(job), {
+      connection: bullConnection(c),
+      prefix: bullPrefix(c),
+      concurrency: c.WEBHOOK_CONCURRENCY,
+      lockDuration: c.WEBHOOK_LOCK_MS,
+      stalledInterval: c.WEBHOOK_LOCK_MS,
+      maxStalledCount: MAX_STALLED,
+      settings: { backoffStrategy: (attemptsMade: number) => retryDelayMs(attemptsMade, c.WEBHOOK_BACKOFF_BASE_MS) },
+    });
+    this.worker.on('failed', (job, err) => void this.onFailed(job, err));
+    this.worker.on('error', (err) => this.log.error(`webhook delivery worker: ${err.message}`));
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.worker?.close().catch((err: Error) => this.log.warn(`closing the webhook delivery worker: ${err.message}`));
+  }
+
+  process(job: Job<DeliveryJobData>): Promise<DeliverWebhookResult> {
+    const attempt = job.attemptsMade + 1;
+    return this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId, attempt, attempt >= (job.opts.attempts ?? 1)));
+  }
+
+  /** Logs the attempt; a job BullMQ gave up on outside the handler (stalled too often) is marked failed. */
+  private async onFailed(job: Job<DeliveryJobData> | undefined, err: Error): Promise<void> {
+    if (!job) return;
+    const final = job.attemptsMade >= (job.opts.attempts ?? 1) || /stalled/i.test(err.message);
+    this.log.warn(`webhook delivery ${job.data.deliveryId} attempt ${job.attemptsMade} failed${final ? ', giving up' : ''}: ${err.message}`);
+    if (!final) return;
+    await this.db
+      .query(
+        `UPDATE webhook_deliveries SET status = 'failed', failed_at = now(), next_attempt_at = NULL, last_error = COALESCE(last_error, 'gave up')
+          WHERE id = $1 AND status = 'pending'`,
+        [job.data.deliveryId],
+      )
+      .catch((e: Error) => this.log.error(`marking webhook delivery ${job.data.deliveryId} failed: ${e.message}`));
+  }
+}

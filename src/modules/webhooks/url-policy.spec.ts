@@ -1,0 +1,79 @@
+import { classifyAddress, displayUrl, validateWebhookUrl, WebhookUrlError } from './url-policy';
+
+const prod = { allowLoopback: false };
+const dev = { allowLoopback: true };
+const resolvesTo = (...addresses: string[]) => async () => addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+const fails = async () => {
+  throw Object.assign(new Error('getaddrinfo ENOTFOUND'), { code: 'ENOTFOUND' });
+};
+
+describe('webhook URL policy', () => {
+  it.each([
+    ['127.0.0.1', 'loopback'],
+    ['127.255.0.9', 'loopback'],
+    ['::1', 'loopback'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['10.1.2.3', 'private'],
+    ['172.16.0.1', 'private'],
+    ['172.31.255.255', 'private'],
+    ['192.168.1.1', 'private'],
+    ['100.64.0.1', 'private'],
+    ['fd00::1', 'private'],
+    ['::ffff:10.0.0.1', 'private'],
+    ['64:ff9b::a00:1', 'private'],
+    ['2002:c0a8:101::1', 'private'],
+    ['169.254.169.254', 'link_local'],
+    ['fe80::1', 'link_local'],
+    ['0.0.0.0', 'reserved'],
+    ['::', 'reserved'],
+    ['224.0.0.1', 'reserved'],
+    ['255.255.255.255', 'reserved'],
+    ['2001:db8::1', 'reserved'],
+    ['93.184.216.34', 'public'],
+    ['172.32.0.1', 'public'],
+    ['2606:4700::1111', 'public'],
+    ['64:ff9b::5db8:d822', 'public'],
+  ])('classifies %s as %s', (ip, cls) => {
+    expect(classifyAddress(ip)).toBe(cls);
+  });
+
+  it('accepts https to public addresses in production', async () => {
+    await expect(validateWebhookUrl('https://hooks.example.com/in?x=1', prod, resolvesTo('93.184.216.34', '2606:4700::1111'))).resolves.toBeInstanceOf(URL);
+    await expect(validateWebhookUrl('https://93.184.216.34:8443/in', prod)).resolves.toBeInstanceOf(URL);
+  });
+
+  it.each([
+    ['http://hooks.example.com/in', resolvesTo('93.184.216.34'), 'must use https'],
+    ['https://localhost/in', resolvesTo('127.0.0.1'), 'must not resolve'],
+    ['https://127.0.0.1/in', undefined, 'must not resolve'],
+    ['https://[::1]/in', undefined, 'must not resolve'],
+    ['https://169.254.169.254/latest/meta-data', undefined, 'must not resolve'],
+    ['https://0x7f.1/in', undefined, 'must not resolve'],
+    ['https://2130706433/in', undefined, 'must not resolve'],
+    ['https://internal.example.com/in', resolvesTo('10.0.0.8'), 'must not resolve'],
+    // one bad address among good ones is enough to refuse
+    ['https://mixed.example.com/in', resolvesTo('93.184.216.34', '192.168.0.10'), 'must not resolve'],
+    ['https://nowhere.invalid/in', fails, 'does not resolve'],
+    ['https://user:pw@hooks.example.com/in', resolvesTo('93.184.216.34'), 'credentials'],
+    ['https://hooks.example.com/in#frag', resolvesTo('93.184.216.34'), 'fragment'],
+    ['ftp://hooks.example.com/in', resolvesTo('93.184.216.34'), 'absolute http(s) URL'],
+    ['/relative', undefined, 'absolute http(s) URL'],
+    [`https://hooks.example.com/${'a'.repeat(2100)}`, resolvesTo('93.184.216.34'), 'at most 2048'],
+  ])('refuses %s in production', async (url, lookup, message) => {
+    await expect(validateWebhookUrl(url, prod, lookup)).rejects.toThrow(WebhookUrlError);
+    await expect(validateWebhookUrl(url, prod, lookup)).rejects.toThrow(message);
+  });
+
+  it('allows loopback (http or https) under development and test, and nothing else over http', async () => {
+    await expect(validateWebhookUrl('http://127.0.0.1:4000/in', dev)).resolves.toBeInstanceOf(URL);
+    await expect(validateWebhookUrl('http://localhost:4000/in', dev, resolvesTo('127.0.0.1', '::1'))).resolves.toBeInstanceOf(URL);
+    await expect(validateWebhookUrl('https://[::1]:4000/in', dev)).resolves.toBeInstanceOf(URL);
+    await expect(validateWebhookUrl('http://hooks.example.com/in', dev, resolvesTo('93.184.216.34'))).rejects.toThrow('must use https');
+    await expect(validateWebhookUrl('http://10.0.0.1/in', dev)).rejects.toThrow('must not resolve');
+    await expect(validateWebhookUrl('https://169.254.169.254/', dev)).rejects.toThrow('must not resolve');
+  });
+
+  it('displays URLs without their query string', () => {
+    expect(displayUrl('https://hooks.example.com/in?token=secret')).toBe('https://hooks.example.com/in');
+  });
+});

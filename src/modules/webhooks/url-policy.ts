@@ -1,0 +1,194 @@
+import * as dns from 'dns';
+import { BlockList, isIP, LookupFunction } from 'net';
+import type { AppConfig } from '../../config/config';
+
+/**
+ * Where a webhook may point (contract "Agents and OAuth"): in production https only, and never
+ * to an address that is loopback, private, link-local or otherwise not publicly routable.
+ * Under NODE_ENV development or test, loopback addresses are allowed too, over http or https.
+ * Checked at registration and again at each delivery (every address the host resolves to; the
+ * connection then uses the address that was checked, so DNS rebinding cannot slip past).
+ */
+export interface WebhookUrlPolicy {
+  allowLoopback: boolean;
+}
+
+export function urlPolicyFor(config: Pick<AppConfig, 'isProduction'>): WebhookUrlPolicy {
+  return { allowLoopback: !config.isProduction };
+}
+
+export type AddressClass = 'public' | 'loopback' | 'private' | 'link_local' | 'reserved';
+
+/** A URL or address the policy refuses; `message` is safe to show and to log (no addresses). */
+export class WebhookUrlError extends Error {
+  readonly code = 'EWEBHOOKURL';
+}
+
+export const MAX_URL_LENGTH = 2048;
+
+const ranges: [AddressClass, string, number, 'ipv4' | 'ipv6'][] = [
+  ['loopback', '127.0.0.0', 8, 'ipv4'],
+  ['loopback', '::1', 128, 'ipv6'],
+  ['private', '10.0.0.0', 8, 'ipv4'],
+  ['private', '172.16.0.0', 12, 'ipv4'],
+  ['private', '192.168.0.0', 16, 'ipv4'],
+  ['private', '100.64.0.0', 10, 'ipv4'], // carrier-grade NAT (RFC 6598)
+  ['private', 'fc00::', 7, 'ipv6'], // unique local (RFC 4193)
+  ['private', 'fec0::', 10, 'ipv6'], // site-local (deprecated)
+  ['private', '64:ff9b:1::', 48, 'ipv6'], // local-use NAT64 (RFC 8215)
+  ['link_local', '169.254.0.0', 16, 'ipv4'], // includes cloud metadata endpoints
+  ['link_local', 'fe80::', 10, 'ipv6'],
+  ['reserved', '0.0.0.0', 8, 'ipv4'],
+  ['reserved', '192.0.0.0', 24, 'ipv4'],
+  ['reserved', '192.0.2.0', 24, 'ipv4'],
+  ['reserved', '198.18.0.0', 15, 'ipv4'],
+  ['reserved', '198.51.100.0', 24, 'ipv4'],
+  ['reserved', '203.0.113.0', 24, 'ipv4'],
+  ['reserved', '224.0.0.0', 4, 'ipv4'], // multicast
+  ['reserved', '240.0.0.0', 4, 'ipv4'], // reserved, broadcast
+  ['reserved', '::', 128, 'ipv6'],
+  ['reserved', '100::', 64, 'ipv6'], // discard
+  ['reserved', '2001::', 32, 'ipv6'], // Teredo
+  ['reserved', '2001:db8::', 32, 'ipv6'], // documentation
+  ['reserved', 'ff00::', 8, 'ipv6'], // multicast
+];
+
+const lists = new Map<AddressClass, BlockList>();
+for (const [cls, net, prefix, family] of ranges) {
+  if (!lists.has(cls)) lists.set(cls, new BlockList());
+  lists.get(cls)!.addSubnet(net, prefix, family);
+}
+
+/** Expands an IPv6 address into its 16 bytes (undefined when it is not one). */
+function ipv6Bytes(ip: string): Buffer | undefined {
+  if (isIP(ip) !== 6) return undefined;
+  let s = ip.split('%')[0];
+  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(s);
+  if (dotted) {
+    const [a, b, c, d] = dotted[1].split('.').map(Number);
+    s = s.slice(0, -dotted[1].length) + `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = s.split('::');
+  const h = head ? head.split(':') : [];
+  const t = tail !== undefined && tail ? tail.split(':') : [];
+  const groups = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill('0'), ...t];
+  const out = Buffer.alloc(16);
+  groups.forEach((g, i) => out.writeUInt16BE(parseInt(g, 16), i * 2));
+  return out;
+}
+
+/** The IPv4 address a NAT64 (64:ff9b::/96) or 6to4 (2002::/16) address embeds. */
+function embeddedIpv4(ip: string): string | undefined {
+  const b = ipv6Bytes(ip);
+  if (!b) return undefined;
+  if (b.readUInt32BE(0) === 0x0064ff9b && b.readUInt32BE(4) === 0 && b.readUInt32BE(8) === 0) return [...b.subarray(12, 16)].join('.');
+  if (b.readUInt16BE(0) === 0x2002) return [...b.subarray(2, 6)].join('.');
+  return undefined;
+}
+
+/** The class of an IP address (IPv4-mapped, NAT64 and 6to4 forms classified by their IPv4). */
+export function classifyAddress(ip: string): AddressClass {
+  const family = isIP(ip);
+  if (!family) return 'reserved';
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  const inner = family === 6 ? embeddedIpv4(ip) : undefined;
+  if (inner) return classifyAddress(inner);
+  for (const cls of ['loopback', 'private', 'link_local', 'reserved'] as const) {
+    if (lists.get(cls)!.check(ip, type)) return cls;
+  }
+  return 'public';
+}
+
+/** Whether the policy lets a request go to this address; `http` needs every address loopback. */
+function addressAllowed(cls: AddressClass, policy: WebhookUrlPolicy, http: boolean): boolean {
+  if (http) return policy.allowLoopback && cls === 'loopback';
+  return cls === 'public' || (policy.allowLoopback && cls === 'loopback');
+}
+
+const NOT_ALLOWED = 'must not resolve to a loopback, private, link-local or reserved address';
+
+/** Throws WebhookUrlError unless every resolved address is allowed for this URL. */
+export function checkAddresses(url: URL, addresses: string[], policy: WebhookUrlPolicy): void {
+  if (!addresses.length) throw new WebhookUrlError('host does not resolve');
+  const http = url.protocol === 'http:';
+  for (const a of addresses) {
+    const cls = classifyAddress(a);
+    if (!addressAllowed(cls, policy, http)) {
+      throw new WebhookUrlError(http && cls === 'public' ? 'must use https' : NOT_ALLOWED);
+    }
+  }
+}
+
+/** The URL's host as dns.lookup and net.isIP expect it (IPv6 literals without brackets). */
+export function hostOf(url: URL): string {
+  return url.hostname.replace(/^\[(.*)\]$/, '$1');
+}
+
+/** The checks that need no DNS: syntax, scheme, credentials, fragment, length. */
+export function parseWebhookUrl(raw: string, policy: WebhookUrlPolicy): URL {
+  if (raw.length > MAX_URL_LENGTH) throw new WebhookUrlError(`must be at most ${MAX_URL_LENGTH} characters`);
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new WebhookUrlError('must be an absolute http(s) URL');
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new WebhookUrlError('must be an absolute http(s) URL');
+  if (url.protocol === 'http:' && !policy.allowLoopback) throw new WebhookUrlError('must use https');
+  if (!hostOf(url)) throw new WebhookUrlError('must have a host');
+  if (url.username || url.password) throw new WebhookUrlError('must not contain credentials');
+  if (url.hash) throw new WebhookUrlError('must not contain a fragment');
+  return url;
+}
+
+/** Resolves every address of a host name. */
+export type LookupAll = (hostname: string) => Promise<dns.LookupAddress[]>;
+
+const systemLookupAll: LookupAll = (hostname) => dns.promises.lookup(hostname, { all: true, verbatim: true });
+
+/** Every address the URL's host resolves to, checked against the policy. */
+export async function resolveAndCheck(url: URL, policy: WebhookUrlPolicy, lookupAll: LookupAll = systemLookupAll): Promise<dns.LookupAddress[]> {
+  const host = hostOf(url);
+  let addresses: dns.LookupAddress[];
+  if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
+  else {
+    try {
+      addresses = await lookupAll(host);
+    } catch {
+      throw new WebhookUrlError('host does not resolve');
+    }
+  }
+  checkAddresses(url, addresses.map((a) => a.address), policy);
+  return addresses;
+}
+
+/** Full check at registration: syntax, scheme and every resolved address. Returns the URL. */
+export async function validateWebhookUrl(raw: string, policy: WebhookUrlPolicy, lookupAll?: LookupAll): Promise<URL> {
+  const url = parseWebhookUrl(raw, policy);
+  await resolveAndCheck(url, policy, lookupAll);
+  return url;
+}
+
+/**
+ * A `lookup` for http(s).request that resolves the host, refuses it unless every address is
+ * allowed, and hands the checked addresses to the socket (no second resolution to rebind).
+ */
+export function guardedLookup(url: URL, policy: WebhookUrlPolicy, lookupAll: LookupAll = systemLookupAll): LookupFunction {
+  return ((_hostname: string, options: dns.LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void) => {
+    resolveAndCheck(url, policy, lookupAll).then(
+      (addresses) => {
+        const wanted = options?.family === 4 || options?.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
+        if (!wanted.length) return callback(Object.assign(new Error('host does not resolve'), { code: 'ENOTFOUND' }), '', 0);
+        if (options?.all) return callback(null, wanted);
+        callback(null, wanted[0].address, wanted[0].family);
+      },
+      (err: Error) => callback(err as NodeJS.ErrnoException, '', 0),
+    );
+  }) as LookupFunction;
+}
+
+/** The URL without its query string, for audit records and emails (a query may carry a token). */
+export function displayUrl(url: URL | string): string {
+  const u = typeof url === 'string' ? new URL(url) : url;
+  return `${u.origin}${u.pathname}`;
+}

@@ -1,0 +1,299 @@
+import { createServer, Server } from 'http';
+import { AddressInfo } from 'net';
+import { randomIp, uniqueEmail } from '../../setup/app';
+import {
+  claims,
+  mailCode,
+  MailWorld,
+  outboxTo,
+  post,
+  register,
+  startMailWorld,
+  TenantWithKey,
+  tenantWithKey,
+} from './account-security.helpers';
+
+describe('account security: email code sign-in (issue 5 item 4)', () => {
+  let w: MailWorld;
+  let tenant: TenantWithKey;
+  let other: TenantWithKey;
+
+  beforeAll(async () => {
+    w = await startMailWorld();
+    tenant = await tenantWithKey(w.t, { email_otp_enabled: true });
+    other = await tenantWithKey(w.t, { email_otp_enabled: true });
+  });
+  afterAll(() => w?.close());
+
+  const request = (body: unknown, key = tenant.apiKey, ip = randomIp()) => post(w.t, '/v1/auth/email-otp', key, body, ip);
+  const verify = (body: unknown, key = tenant.apiKey, ip = randomIp()) => post(w.t, '/v1/auth/email-otp/verify', key, body, ip);
+  const codeMail = (to: string) => w.nextMail((m) => m.to.includes(to.toLowerCase()) && m.subject.endsWith('verification code'));
+  const requestCode = async (email: string, extra: object = {}, key = tenant.apiKey) => {
+    await request({ email, ...extra }, key).expect(202);
+    return mailCode(await codeMail(email));
+  };
+  const wrong = (code: string) => String((Number(code) + 1) % 1_000_000).padStart(6, '0');
+  const codeRow = async (email: string, tenantId = tenant.tenantId) =>
+    (await w.t.db.query<{ attempts: number; code_hash: string; salt: string; consumed_at: Date | null; ttl: number }>(
+      `SELECT attempts, code_hash, salt, consumed_at, extract(epoch FROM expires_at - created_at)::int AS ttl
+         FROM email_otp_codes WHERE tenant_id = $1 AND email_normalized = $2 AND purpose = 'login'`,
+      [tenantId, email.toLowerCase()],
+    ))[0];
+
+  it('is off until the tenant enables it: 403 email_otp/disabled', async () => {
+    const off = await tenantWithKey(w.t);
+    expect((await request({ email: uniqueEmail() }, off.apiKey).expect(403)).body.code).toBe('email_otp/disabled');
+    expect((await verify({ email: uniqueEmail(), code: '123456' }, off.apiKey).expect(403)).body.code).toBe('email_otp/disabled');
+  });
+
+  it('mails a 6-digit code (text and HTML, tenant name, 10 minutes, stored as an HMAC); verify signs in with amr ["otp"] and verifies the address', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const res = await request({ email: u.email }).expect(202);
+    expect(res.body).toEqual({ status: 'accepted', message: expect.any(String) });
+    const mail = await codeMail(u.email);
+    expect(mail.subject).toBe(`Your ${tenant.name} verification code`);
+    expect(mail.text).toContain('10 minutes');
+    expect(mail.html).toContain(tenant.name);
+    expect(mail.text).not.toContain('token=');
+    const code = mailCode(mail);
+    const row = await codeRow(u.email);
+    expect(row.ttl).toBe(600);
+    expect(row.code_hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(row.code_hash).not.toContain(code);
+    expect(row.salt).not.toContain(code);
+    const [ob] = (await outboxTo(w.t, u.email)).filter((o) => o.event_type === 'email.email_otp');
+    expect(ob.payload).not.toContain(code);
+
+    const signed = await verify({ email: u.email.toUpperCase(), code }).expect(200);
+    expect(signed.body.user).toEqual({ id: u.id, email: u.email, email_verified: true, is_anonymous: false, created_at: expect.any(String) });
+    expect(claims(signed.body.access_token)).toMatchObject({ sub: u.id, amr: ['otp'], aal: 'AAL1', email_verified: true });
+    expect(signed.body.refresh_token).toEqual(expect.any(String));
+  });
+
+  it('mode login for an unknown address: the same 202 body, no mail, and no code can work', async () => {
+    const known = await register(w.t, tenant.apiKey);
+    const unknown = uniqueEmail('nobody');
+    const [a, b] = await Promise.all([request({ email: known.email }), request({ email: unknown, mode: 'login' })]);
+    expect([a.status, b.status]).toEqual([202, 202]);
+    expect(b.body).toEqual(a.body);
+    await codeMail(known.email);
+    expect(await outboxTo(w.t, unknown)).toEqual([]);
+    expect((await verify({ email: unknown, code: '000000' }).expect(401)).body.code).toBe('otp/invalid');
+  });
+
+  it('mode login_or_create creates a verified account on verification; the next code signs in the same account', async () => {
+    const email = uniqueEmail('new');
+    const code = await requestCode(email, { mode: 'login_or_create' });
+    const [n] = await w.t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM users WHERE email_normalized = $1`, [email]);
+    expect(n.n).toBe(0); // nothing is created before the code is proven
+    const first = await verify({ email, code }).expect(200);
+    expect(first.body.user).toMatchObject({ email, email_verified: true, is_anonymous: false });
+    const me = await w.t.http().get('/v1/auth/me').set('Authorization', `Bearer ${first.body.access_token}`).expect(200);
+    expect(me.body).toMatchObject({ email, email_verified: true, role: 'member' });
+    const again = await verify({ email, code: await requestCode(email) }).expect(200);
+    expect(again.body.user.id).toBe(first.body.user.id);
+  });
+
+  it('at most 5 attempts per code: after 5 wrong codes the right one is refused too', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const code = await requestCode(u.email);
+    for (let i = 0; i < 5; i++) expect((await verify({ email: u.email, code: wrong(code) }).expect(401)).body.code).toBe('otp/invalid');
+    expect((await verify({ email: u.email, code }).expect(401)).body.code).toBe('otp/invalid');
+    expect((await codeRow(u.email)).attempts).toBe(5);
+  });
+
+  it('50 parallel wrong guesses: at most 5 are evaluated, then the code is dead', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const code = await requestCode(u.email);
+    const guesses = Array.from({ length: 50 }, (_, i) => String((Number(code) + 1 + i) % 1_000_000).padStart(6, '0'));
+    const results = await Promise.all(guesses.map((g) => verify({ email: u.email, code: g })));
+    expect(results.every((r) => r.status === 401)).toBe(true);
+    expect((await codeRow(u.email)).attempts).toBe(5);
+    await verify({ email: u.email, code }).expect(401);
+  });
+
+  it('parallel right codes: exactly one sign-in; a used code is refused', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const code = await requestCode(u.email);
+    const results = await Promise.all(Array.from({ length: 5 }, () => verify({ email: u.email, code })));
+    expect(results.map((r) => r.status).sort()).toEqual([200, 401, 401, 401, 401]);
+    await verify({ email: u.email, code }).expect(401);
+  });
+
+  it('one live code per address: a new request replaces the old code (and its attempts)', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const first = await requestCode(u.email);
+    await verify({ email: u.email, code: wrong(first) }).expect(401);
+    let second = await requestCode(u.email);
+    while (second === first) second = await requestCode(u.email); // 1 in a million
+    const [rows] = await w.t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM email_otp_codes WHERE email_normalized = $1`, [u.email]);
+    expect(rows.n).toBe(1);
+    expect((await codeRow(u.email)).attempts).toBe(0);
+    await verify({ email: u.email, code: first }).expect(401);
+    await verify({ email: u.email, code: second }).expect(200);
+  });
+
+  it('an expired code is refused', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const code = await requestCode(u.email);
+    await w.t.db.query(`UPDATE email_otp_codes SET expires_at = now() - interval '1 second' WHERE email_normalized = $1`, [u.email]);
+    await verify({ email: u.email, code }).expect(401);
+  });
+
+  it("a code is bound to its tenant: the same address at another tenant's key fails", async () => {
+    const email = uniqueEmail('both');
+    await register(w.t, tenant.apiKey, email);
+    await register(w.t, other.apiKey, email);
+    const code = await requestCode(email);
+    await verify({ email, code }, other.apiKey).expect(401);
+    const ok = await verify({ email, code }).expect(200);
+    expect(claims(ok.body.access_token).tenant_id).toBe(tenant.tenantId);
+  });
+
+  it('resume_binding: a code requested with one needs the same value at verification', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const code = await requestCode(u.email, { resume_binding: 'browser-1' });
+    expect((await verify({ email: u.email, code, resume_binding: 'browser-2' }).expect(400)).body.code).toBe('auth/resume_binding_mismatch');
+    await verify({ email: u.email, code, resume_binding: 'browser-1' }).expect(200);
+  });
+
+  it('oauth_params must name a registered redirect_uri (400, no mail); the verification resumes them', async () => {
+    const client = await w.t
+      .http()
+      .post(`/v1/auth/dashboard/tenants/${tenant.slug}/oauth-clients`)
+      .set('Cookie', tenant.cookie)
+      .set('X-CSRF-Token', tenant.csrf)
+      .send({ name: 'web', client_type: 'public', redirect_uris: ['https://app.example.test/cb'] })
+      .expect(201);
+    const u = await register(w.t, tenant.apiKey);
+    const bad = await request({ email: u.email, oauth_params: { client_id: client.body.client_id, redirect_uri: 'https://evil.example.test/cb' } }).expect(400);
+    expect(bad.body.code).toBe('oauth_params/invalid_redirect_uri');
+    expect((await outboxTo(w.t, u.email)).filter((o) => o.event_type === 'email.email_otp')).toEqual([]);
+    const oauth = { client_id: client.body.client_id, redirect_uri: 'https://app.example.test/cb', state: 'xyz' };
+    const code = await requestCode(u.email, { oauth_params: oauth });
+    expect((await verify({ email: u.email, code }).expect(200)).body.oauth_params).toEqual(oauth);
+  });
+
+  describe('tenant address policy under login_or_create', () => {
+    let strict: TenantWithKey;
+    beforeAll(async () => {
+      strict = await tenantWithKey(w.t, { email_otp_enabled: true, block_disposable_emails: true, block_email_subaddresses: true });
+      await w.t
+        .http()
+        .put(`/v1/auth/dashboard/tenants/${strict.slug}/settings/email-domains`)
+        .set('Cookie', strict.cookie)
+        .set('X-CSRF-Token', strict.csrf)
+        .send({ blocklist: ['blocked.example'] })
+        .expect(200);
+    });
+
+    it.each([
+      ['a disposable address', 'x@mailinator.com', 'email/disposable_blocked'],
+      ['a subaddress', 'x+tag@example.com', 'email/subaddress_blocked'],
+      ['a blocked domain', 'x@eu.blocked.example', 'email/domain_blocked'],
+    ])('%s: 422 with its code, and no mail', async (_n, email, code) => {
+      const r = await request({ email, mode: 'login_or_create' }, strict.apiKey).expect(422);
+      expect(r.body.code).toBe(code);
+      expect(await outboxTo(w.t, email)).toEqual([]);
+    });
+
+    it('mode login creates nothing, so the policy is not consulted (202)', async () => {
+      await request({ email: 'x@mailinator.com' }, strict.apiKey).expect(202);
+    });
+  });
+
+  describe('captcha_token when the tenant requires it', () => {
+    let siteverify: Server;
+    let calls: URLSearchParams[];
+    let url: string;
+    let captcha: TenantWithKey;
+
+    beforeAll(async () => {
+      calls = [];
+      siteverify = createServer((req, res) => {
+        let body = '';
+        req.on('data', (c) => (body += c));
+        req.on('end', () => {
+          const p = new URLSearchParams(body);
+          calls.push(p);
+          res.setHeader('content-type', 'application/json');
+          res.end(JSON.stringify({ success: p.get('secret') === 'test-turnstile-secret' && p.get('response') === 'good-token' }));
+        });
+      });
+      await new Promise<void>((r) => siteverify.listen(0, '127.0.0.1', () => r()));
+      url = `http://127.0.0.1:${(siteverify.address() as AddressInfo).port}/siteverify`;
+      captcha = await tenantWithKey(w.t, { email_otp_enabled: true });
+      await w.t.db.query(`UPDATE tenants SET email_otp_captcha_required = true WHERE id = $1`, [captcha.tenantId]);
+    });
+    afterAll(() => new Promise<void>((r) => siteverify.close(() => r())));
+
+    it('missing or failing token: 400 captcha/failed and no mail; a good token passes (checked against siteverify with the client address)', async () => {
+      const app = await w.extraApp({ TURNSTILE_SECRET: 'test-turnstile-secret', TURNSTILE_SITEVERIFY_URL: url });
+      const u = await register(w.t, captcha.apiKey);
+      const ip = randomIp();
+      const send = (extra: object) => post(app, '/v1/auth/email-otp', captcha.apiKey, { email: u.email, ...extra }, ip);
+      expect((await send({}).expect(400)).body.code).toBe('captcha/failed');
+      expect((await send({ captcha_token: 'bad-token' }).expect(400)).body.code).toBe('captcha/failed');
+      expect((await outboxTo(w.t, u.email)).filter((o) => o.event_type === 'email.email_otp')).toEqual([]);
+      await send({ captcha_token: 'good-token' }).expect(202);
+      await codeMail(u.email);
+      expect(calls.at(-1)?.get('remoteip')).toBe(ip);
+      // tenants that do not require it are not asked
+      await post(app, '/v1/auth/email-otp', tenant.apiKey, { email: u.email }).expect(202);
+    });
+
+    it('a deployment without a Turnstile secret fails closed (503), never passes silently', async () => {
+      const r = await request({ email: uniqueEmail(), captcha_token: 'good-token' }, captcha.apiKey).expect(503);
+      expect(r.body.code).toBe('server/unavailable');
+    });
+  });
+
+  it.each([
+    ['email missing', { code: '123456' }, 'email'],
+    ['email malformed', { email: 'nope', code: '123456' }, 'email'],
+    ['code missing', { email: 'a@example.com' }, 'code'],
+    ['code of 5 digits', { email: 'a@example.com', code: '12345' }, 'code'],
+    ['code of 7 digits', { email: 'a@example.com', code: '1234567' }, 'code'],
+    ['code with letters', { email: 'a@example.com', code: '12a456' }, 'code'],
+    ['code as a number', { email: 'a@example.com', code: 123456 }, 'code'],
+    ['resume_binding of 65 characters', { email: 'a@example.com', code: '123456', resume_binding: 'r'.repeat(65) }, 'resume_binding'],
+    ['unknown property', { email: 'a@example.com', code: '123456', mode: 'login' }, 'mode'],
+  ])('verify rejects %s with 400 request/invalid', async (_n, body, field) => {
+    const r = await verify(body).expect(400);
+    expect(r.body.code).toBe('request/invalid');
+    expect(r.body.errors.map((e: { field: string }) => e.field)).toContain(field);
+  });
+
+  it.each([
+    ['email missing', {}, 'email'],
+    ['mode not in the enum', { email: 'a@example.com', mode: 'signup' }, 'mode'],
+    ['mode null', { email: 'a@example.com', mode: null }, 'mode'],
+    ['captcha_token not a string', { email: 'a@example.com', captcha_token: 1 }, 'captcha_token'],
+    ['unknown property', { email: 'a@example.com', phone: '+15550100' }, 'phone'],
+  ])('request rejects %s with 400 request/invalid', async (_n, body, field) => {
+    const r = await request(body).expect(400);
+    expect(r.body.code).toBe('request/invalid');
+    expect(r.body.errors.map((e: { field: string }) => e.field)).toContain(field);
+  });
+
+  it('requests (resends) are limited per address and per client address: 429 + Retry-After', async () => {
+    const low = await w.extraApp({ RATE_LIMIT_EMAIL_PER_ADDRESS: '2', RATE_LIMIT_EMAIL_PER_IP: '3' });
+    const send = (email: string, ip = randomIp()) => post(low, '/v1/auth/email-otp', tenant.apiKey, { email }, ip);
+    for (const email of [(await register(w.t, tenant.apiKey)).email, uniqueEmail('nobody')]) {
+      await send(email).expect(202);
+      await send(email).expect(202);
+      const r = await send(email).expect(429);
+      expect(Number(r.headers['retry-after'])).toBeGreaterThan(0);
+    }
+    const ip = randomIp();
+    for (let i = 0; i < 3; i++) await send(uniqueEmail('spray'), ip).expect(202);
+    expect((await send(uniqueEmail('spray'), ip).expect(429)).headers['retry-after']).toBeTruthy();
+  });
+
+  it('verification attempts are limited per client address (spraying many addresses)', async () => {
+    const low = await w.extraApp({ RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN: '3' });
+    const ip = randomIp();
+    for (let i = 0; i < 3; i++) await post(low, '/v1/auth/email-otp/verify', tenant.apiKey, { email: uniqueEmail(), code: '123456' }, ip).expect(401);
+    expect((await post(low, '/v1/auth/email-otp/verify', tenant.apiKey, { email: uniqueEmail(), code: '123456' }, ip).expect(429)).headers['retry-after']).toBeTruthy();
+  });
+});

@@ -1,0 +1,313 @@
+import { EnvelopeCipher } from '../../../src/shared/crypto/envelope-cipher';
+import { createApiKey, DashboardFixture, sessionCookie, signupTenant } from '../../factories/dashboard.factory';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+
+const SID = `AC${'0123456789abcdef'.repeat(2)}`;
+const MSID = `MG${'fedcba9876543210'.repeat(2)}`;
+const AUTH_TOKEN = 'tw-auth-token-0123456789abcdef-XYZ';
+
+describe('account security: tenant security settings and email domains (spec 2.8, PutEmailDomainsRequest)', () => {
+  let t: TestApp;
+  let owner: DashboardFixture;
+  let member: { cookie: string; csrf: string };
+  let stranger: DashboardFixture;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    owner = await signupTenant(t);
+    stranger = await signupTenant(t);
+    const inv = await t
+      .http()
+      .post(`/v1/auth/dashboard/tenants/${owner.slug}/members`)
+      .set('Cookie', owner.cookie)
+      .set('X-CSRF-Token', owner.csrf)
+      .send({ email: uniqueEmail('member'), role: 'member' })
+      .expect(201);
+    const acc = await t.http().post('/v1/auth/dashboard/invites/accept').set('X-Forwarded-For', randomIp()).send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(200);
+    member = { cookie: sessionCookie(acc.headers['set-cookie']), csrf: acc.body.csrf_token };
+  });
+  afterAll(() => t.close());
+
+  const sec = `/v1/auth/dashboard/tenants`;
+  const get = (who: { cookie: string }, path: string, slug = owner.slug) => t.http().get(`${sec}/${slug}/settings/${path}`).set('Cookie', who.cookie);
+  const write = (method: 'patch' | 'put', who: { cookie: string; csrf: string }, path: string, body: unknown, slug = owner.slug) =>
+    t.http()[method](`${sec}/${slug}/settings/${path}`).set('Cookie', who.cookie).set('X-CSRF-Token', who.csrf).send(body as object);
+  const patch = (body: unknown, who: { cookie: string; csrf: string } = owner) => write('patch', who, 'security', body);
+  const put = (body: unknown, who: { cookie: string; csrf: string } = owner) => write('put', who, 'email-domains', body);
+  const audits = async (type: string) =>
+    t.db.query<{ metadata: Record<string, unknown>; actor_id: string; severity: string }>(
+      `SELECT metadata, actor_id, severity FROM audit_events WHERE tenant_id = $1 AND type = $2 ORDER BY created_at`,
+      [owner.tenantId, type],
+    );
+
+  describe('security settings', () => {
+    it('GET answers every spec 2.8 field with its default (members read too)', async () => {
+      const fresh = await signupTenant(t);
+      const res = await get(fresh, 'security', fresh.slug).expect(200);
+      expect(res.body).toEqual({
+        mfa_policy: 'optional',
+        mfa_grace_period_days: 7,
+        mfa_required_since: null,
+        block_disposable_emails: false,
+        block_email_subaddresses: false,
+        automatic_account_linking_enabled: false,
+        explicit_account_linking_enabled: false,
+        sms_otp_enabled: false,
+        sms_otp_monthly_cap: 1000,
+        byok_twilio_account_sid: null,
+        byok_twilio_auth_token_set: false,
+        byok_twilio_messaging_service_sid: null,
+        magic_link_enabled: false,
+        email_otp_enabled: false,
+        email_otp_captcha_required: false,
+        sms_allowed_countries: null,
+      });
+      await get(member, 'security').expect(200);
+    });
+
+    it('PATCH sets every field; GET reads them back; the BYOK auth token is stored encrypted and never returned', async () => {
+      const body = {
+        mfa_grace_period_days: 30,
+        block_disposable_emails: true,
+        block_email_subaddresses: true,
+        automatic_account_linking_enabled: true,
+        explicit_account_linking_enabled: true,
+        sms_otp_enabled: true,
+        sms_otp_monthly_cap: 100000,
+        byok_twilio_account_sid: SID,
+        byok_twilio_auth_token: AUTH_TOKEN,
+        byok_twilio_messaging_service_sid: MSID,
+        magic_link_enabled: true,
+        email_otp_enabled: true,
+        sms_allowed_countries: ['DE', 'FR', 'US'],
+      };
+      const res = await patch(body).expect(200);
+      const { byok_twilio_auth_token: _tok, ...echo } = body;
+      expect(res.body).toMatchObject({ ...echo, byok_twilio_auth_token_set: true });
+      expect(res.body).not.toHaveProperty('byok_twilio_auth_token');
+      expect(JSON.stringify(res.body)).not.toContain(AUTH_TOKEN);
+      const read = await get(owner, 'security').expect(200);
+      expect(read.body).toEqual(res.body);
+      expect(JSON.stringify(read.body)).not.toContain(AUTH_TOKEN);
+
+      const [row] = await t.db.query<{ byok_twilio_auth_token_enc: string }>(`SELECT byok_twilio_auth_token_enc FROM tenants WHERE id = $1`, [owner.tenantId]);
+      expect(row.byok_twilio_auth_token_enc).toMatch(/^v1\./);
+      expect(row.byok_twilio_auth_token_enc).not.toContain(AUTH_TOKEN);
+      expect(t.app.get(EnvelopeCipher).decryptString(row.byok_twilio_auth_token_enc, `byok_twilio_auth_token:${owner.tenantId}`)).toBe(AUTH_TOKEN);
+      const [audit] = (await audits('tenant.security_settings_updated')).slice(-1);
+      expect(audit.actor_id).toBe(owner.userId);
+      expect(JSON.stringify(audit.metadata)).not.toContain(AUTH_TOKEN);
+      expect(audit.metadata.changed).toEqual(expect.arrayContaining(Object.keys(body)));
+    });
+
+    it('PATCH is partial: fields not sent keep their values', async () => {
+      await patch({ sms_otp_monthly_cap: 5 }).expect(200);
+      const res = await patch({ magic_link_enabled: false }).expect(200);
+      expect(res.body).toMatchObject({ sms_otp_monthly_cap: 5, magic_link_enabled: false });
+    });
+
+    it('null clears the BYOK fields; null or [] clears the country list', async () => {
+      await patch({ byok_twilio_account_sid: SID, byok_twilio_auth_token: AUTH_TOKEN, byok_twilio_messaging_service_sid: MSID, sms_allowed_countries: ['GB'] }).expect(200);
+      const cleared = await patch({ byok_twilio_account_sid: null, byok_twilio_auth_token: null, byok_twilio_messaging_service_sid: null, sms_allowed_countries: [] }).expect(200);
+      expect(cleared.body).toMatchObject({ byok_twilio_account_sid: null, byok_twilio_auth_token_set: false, byok_twilio_messaging_service_sid: null, sms_allowed_countries: null });
+      const [row] = await t.db.query<{ enc: string | null; c: string[] | null }>(`SELECT byok_twilio_auth_token_enc AS enc, sms_allowed_countries AS c FROM tenants WHERE id = $1`, [owner.tenantId]);
+      expect(row).toEqual({ enc: null, c: null });
+      await patch({ sms_allowed_countries: ['GB'] }).expect(200);
+      expect((await patch({ sms_allowed_countries: null }).expect(200)).body.sms_allowed_countries).toBeNull();
+    });
+
+    it('sms_allowed_countries accepts 300 entries', async () => {
+      const codes = Array.from({ length: 300 }, (_, i) => String.fromCharCode(65 + Math.floor(i / 26), 65 + (i % 26)));
+      expect((await patch({ sms_allowed_countries: codes }).expect(200)).body.sms_allowed_countries).toHaveLength(300);
+    });
+
+    it('mfa_policy switching to required starts the grace period (mfa_required_since = now); back to optional clears it', async () => {
+      const before = Date.now();
+      const req = await patch({ mfa_policy: 'required' }).expect(200);
+      const since = Date.parse(req.body.mfa_required_since);
+      expect(since).toBeGreaterThanOrEqual(before - 5000);
+      expect(since).toBeLessThanOrEqual(Date.now() + 5000);
+      // staying required keeps the start
+      expect((await patch({ mfa_policy: 'required', mfa_grace_period_days: 3 }).expect(200)).body.mfa_required_since).toBe(req.body.mfa_required_since);
+      const opt = await patch({ mfa_policy: 'optional' }).expect(200);
+      expect(opt.body.mfa_required_since).toBeNull();
+      const [audit] = (await audits('tenant.security_settings_updated')).slice(-1);
+      expect(audit.severity).toBe('medium'); // weakening
+      expect(audit.metadata.changes).toEqual({ mfa_policy: { from: 'required', to: 'optional' } });
+    });
+
+    it('one audit event per change; none when nothing changes', async () => {
+      await patch({ sms_otp_monthly_cap: 77 }).expect(200);
+      const n = (await audits('tenant.security_settings_updated')).length;
+      await patch({ sms_otp_monthly_cap: 77 }).expect(200);
+      await patch({}).expect(200);
+      expect((await audits('tenant.security_settings_updated')).length).toBe(n);
+    });
+
+    it.each([
+      ['mfa_policy not in the enum', { mfa_policy: 'always' }, 'mfa_policy'],
+      ['mfa_policy null', { mfa_policy: null }, 'mfa_policy'],
+      ['mfa_grace_period_days 2', { mfa_grace_period_days: 2 }, 'mfa_grace_period_days'],
+      ['mfa_grace_period_days 31', { mfa_grace_period_days: 31 }, 'mfa_grace_period_days'],
+      ['mfa_grace_period_days 3.5', { mfa_grace_period_days: 3.5 }, 'mfa_grace_period_days'],
+      ['mfa_grace_period_days as a string', { mfa_grace_period_days: '7' }, 'mfa_grace_period_days'],
+      ['block_disposable_emails as a string', { block_disposable_emails: 'true' }, 'block_disposable_emails'],
+      ['block_email_subaddresses null', { block_email_subaddresses: null }, 'block_email_subaddresses'],
+      ['automatic_account_linking_enabled as a number', { automatic_account_linking_enabled: 1 }, 'automatic_account_linking_enabled'],
+      ['explicit_account_linking_enabled as a string', { explicit_account_linking_enabled: 'yes' }, 'explicit_account_linking_enabled'],
+      ['sms_otp_enabled null', { sms_otp_enabled: null }, 'sms_otp_enabled'],
+      ['sms_otp_monthly_cap -1', { sms_otp_monthly_cap: -1 }, 'sms_otp_monthly_cap'],
+      ['sms_otp_monthly_cap 100001', { sms_otp_monthly_cap: 100001 }, 'sms_otp_monthly_cap'],
+      ['sms_otp_monthly_cap 1.5', { sms_otp_monthly_cap: 1.5 }, 'sms_otp_monthly_cap'],
+      ['byok_twilio_account_sid with uppercase hex', { byok_twilio_account_sid: `AC${'A'.repeat(32)}` }, 'byok_twilio_account_sid'],
+      ['byok_twilio_account_sid with another prefix', { byok_twilio_account_sid: `MG${'a'.repeat(32)}` }, 'byok_twilio_account_sid'],
+      ['byok_twilio_account_sid too short', { byok_twilio_account_sid: `AC${'a'.repeat(31)}` }, 'byok_twilio_account_sid'],
+      ['byok_twilio_account_sid too long', { byok_twilio_account_sid: `AC${'a'.repeat(33)}` }, 'byok_twilio_account_sid'],
+      ['byok_twilio_auth_token of 31 characters', { byok_twilio_auth_token: 't'.repeat(31) }, 'byok_twilio_auth_token'],
+      ['byok_twilio_auth_token of 129 characters', { byok_twilio_auth_token: 't'.repeat(129) }, 'byok_twilio_auth_token'],
+      ['byok_twilio_auth_token as a number', { byok_twilio_auth_token: 1234567890123 }, 'byok_twilio_auth_token'],
+      ['byok_twilio_messaging_service_sid with another prefix', { byok_twilio_messaging_service_sid: `AC${'a'.repeat(32)}` }, 'byok_twilio_messaging_service_sid'],
+      ['byok_twilio_messaging_service_sid with a non-hex character', { byok_twilio_messaging_service_sid: `MG${'g'.repeat(32)}` }, 'byok_twilio_messaging_service_sid'],
+      ['magic_link_enabled as a string', { magic_link_enabled: 'false' }, 'magic_link_enabled'],
+      ['email_otp_enabled null', { email_otp_enabled: null }, 'email_otp_enabled'],
+      ['sms_allowed_countries lowercase (refused, not normalized)', { sms_allowed_countries: ['us'] }, 'sms_allowed_countries'],
+      ['sms_allowed_countries mixed case', { sms_allowed_countries: ['Us'] }, 'sms_allowed_countries'],
+      ['sms_allowed_countries of 3 letters', { sms_allowed_countries: ['USA'] }, 'sms_allowed_countries'],
+      ['sms_allowed_countries of 1 letter', { sms_allowed_countries: ['U'] }, 'sms_allowed_countries'],
+      ['sms_allowed_countries with a number', { sms_allowed_countries: [1] }, 'sms_allowed_countries'],
+      ['sms_allowed_countries not an array', { sms_allowed_countries: 'US' }, 'sms_allowed_countries'],
+      ['sms_allowed_countries with 301 entries', { sms_allowed_countries: Array.from({ length: 301 }, () => 'US') }, 'sms_allowed_countries'],
+      ['an unknown property', { passkey_rp_id: 'example.com' }, 'passkey_rp_id'],
+      ['a read-only field', { byok_twilio_auth_token_set: true }, 'byok_twilio_auth_token_set'],
+      ['email_otp_captcha_required (not a spec 2.8 field)', { email_otp_captcha_required: true }, 'email_otp_captcha_required'],
+    ])('PATCH rejects %s with 400 request/invalid, changing nothing', async (_n, body, field) => {
+      const before = (await get(owner, 'security').expect(200)).body;
+      const res = await patch(body).expect(400);
+      expect(res.body.code).toBe('request/invalid');
+      expect(res.body.errors.map((e: { field: string }) => e.field.split('.')[0])).toContain(field);
+      expect((await get(owner, 'security').expect(200)).body).toEqual(before);
+    });
+
+    it('members read but cannot write (403 auth/forbidden); another tenant is 404; CSRF and a session are required', async () => {
+      expect((await patch({ magic_link_enabled: true }, member).expect(403)).body.code).toBe('auth/forbidden');
+      expect((await get(owner, 'security', stranger.slug).expect(404)).body.code).toBe('tenant/not_found');
+      expect((await write('patch', owner, 'security', { magic_link_enabled: true }, stranger.slug).expect(404)).body.code).toBe('tenant/not_found');
+      expect((await t.http().patch(`${sec}/${owner.slug}/settings/security`).set('Cookie', owner.cookie).send({}).expect(403)).body.code).toBe('csrf/invalid');
+      await t.http().get(`${sec}/${owner.slug}/settings/security`).expect(401);
+    });
+  });
+
+  describe('email domains', () => {
+    it('PUT replaces both lists, normalized to lower case (duplicates dropped); GET reads them; a missing list is empty', async () => {
+      const res = await put({ allowlist: ['Example.COM', 'example.com', ' corp.example.org '], blocklist: ['@Spam.Example.'] }).expect(200);
+      expect(res.body).toEqual({ allowlist: ['example.com', 'corp.example.org'], blocklist: ['spam.example'] });
+      expect((await get(member, 'email-domains').expect(200)).body).toEqual(res.body);
+      expect((await put({ blocklist: ['x.example'] }).expect(200)).body).toEqual({ allowlist: [], blocklist: ['x.example'] });
+      expect((await put({}).expect(200)).body).toEqual({ allowlist: [], blocklist: [] });
+      expect((await audits('tenant.email_domains_updated')).length).toBeGreaterThanOrEqual(3);
+    });
+
+    it('accepts 100 entries of up to 253 characters', async () => {
+      const long = `${'a'.repeat(60)}.${'b'.repeat(60)}.${'c'.repeat(60)}.${'d'.repeat(67)}.io`;
+      expect(long).toHaveLength(253);
+      const list = Array.from({ length: 99 }, (_, i) => `d${i}.example`).concat(long);
+      expect((await put({ allowlist: list }).expect(200)).body.allowlist).toHaveLength(100);
+      await put({}).expect(200);
+    });
+
+    it.each([
+      ['101 allowlist entries', { allowlist: Array.from({ length: 101 }, (_, i) => `d${i}.example`) }, 'allowlist'],
+      ['101 blocklist entries', { blocklist: Array.from({ length: 101 }, (_, i) => `d${i}.example`) }, 'blocklist'],
+      ['an empty entry', { allowlist: [''] }, 'allowlist'],
+      ['an entry of 254 characters', { blocklist: [`${'a'.repeat(250)}.com`] }, 'blocklist'],
+      ['an entry that is not a string', { allowlist: [42] }, 'allowlist'],
+      ['a list that is not an array', { allowlist: 'example.com' }, 'allowlist'],
+      ['a null list', { blocklist: null }, 'blocklist'],
+      ['an entry of blanks only', { allowlist: ['   '] }, 'allowlist'],
+      ['an email address as entry', { blocklist: ['user@example.com'] }, 'blocklist'],
+      ['an unknown property', { allowlist: [], denylist: [] }, 'denylist'],
+    ])('PUT rejects %s with 400 request/invalid', async (_n, body, field) => {
+      const res = await put(body).expect(400);
+      expect(res.body.code).toBe('request/invalid');
+      expect(res.body.errors.map((e: { field: string }) => e.field.split('.')[0])).toContain(field);
+    });
+
+    it('members cannot write; another tenant is 404', async () => {
+      expect((await put({ allowlist: [] }, member).expect(403)).body.code).toBe('auth/forbidden');
+      await write('put', owner, 'email-domains', {}, stranger.slug).expect(404);
+      await get(owner, 'email-domains', stranger.slug).expect(404);
+    });
+  });
+
+  describe('enforcement wherever an email enters (register, guest claim, invites), each rule with its own 422 code', () => {
+    let d: DashboardFixture;
+    let key: string;
+    const register = (email: string, bearer?: string) => {
+      const r = t.http().post('/v1/auth/register').set('X-Forwarded-For', randomIp()).set('X-API-Key', key);
+      if (bearer) r.set('Authorization', `Bearer ${bearer}`);
+      return r.send({ email, password: STRONG_PASSWORD, consent: true });
+    };
+    const setPolicy = async (security: object, domains: object) => {
+      await write('patch', d, 'security', security, d.slug).expect(200);
+      await write('put', d, 'email-domains', domains, d.slug).expect(200);
+    };
+
+    beforeAll(async () => {
+      d = await signupTenant(t);
+      key = (await createApiKey(t, d)).key;
+    });
+
+    it('block_disposable_emails (maintained list, subdomains too)', async () => {
+      await setPolicy({ block_disposable_emails: true, block_email_subaddresses: false }, {});
+      for (const email of ['a@mailinator.com', 'a@sub.mailinator.com', 'a@YOPMAIL.COM']) {
+        const r = await register(email).expect(422);
+        expect(r.body).toMatchObject({ status: 422, code: 'email/disposable_blocked' });
+      }
+      await register(uniqueEmail()).expect(201);
+    });
+
+    it('block_email_subaddresses (user+tag)', async () => {
+      await setPolicy({ block_disposable_emails: false, block_email_subaddresses: true }, {});
+      expect((await register(`a+tag.${Date.now()}@example.com`).expect(422)).body.code).toBe('email/subaddress_blocked');
+      await setPolicy({ block_email_subaddresses: false }, {});
+      await register(`a+tag.${Date.now()}@example.com`).expect(201);
+    });
+
+    it('blocklist, subdomains included', async () => {
+      await setPolicy({}, { blocklist: ['blocked.example'] });
+      expect((await register('x@blocked.example').expect(422)).body.code).toBe('email/domain_blocked');
+      expect((await register('x@eu.blocked.example').expect(422)).body.code).toBe('email/domain_blocked');
+      await register(`x${Date.now()}@notblocked.example`).expect(201);
+    });
+
+    it('allowlist, subdomains included', async () => {
+      await setPolicy({}, { allowlist: ['corp.example'] });
+      expect((await register('x@other.example').expect(422)).body.code).toBe('email/domain_not_allowed');
+      expect((await register('x@evilcorp.example').expect(422)).body.code).toBe('email/domain_not_allowed');
+      await register(`x${Date.now()}@corp.example`).expect(201);
+      await register(`x${Date.now()}@team.corp.example`).expect(201);
+    });
+
+    it('a guest claimed by registering is checked too', async () => {
+      await setPolicy({ block_disposable_emails: true }, {});
+      await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true, anonymous_ever_enabled = true, default_user_role = 'read_only' WHERE id = $1`, [d.tenantId]);
+      const guest = await t.http().post('/v1/auth/anonymous').set('X-Forwarded-For', randomIp()).set('X-API-Key', key).send({}).expect(201);
+      expect((await register('g@mailinator.com', guest.body.access_token).expect(422)).body.code).toBe('email/disposable_blocked');
+    });
+
+    it('dashboard invites are checked against the tenant policy', async () => {
+      await setPolicy({ block_disposable_emails: true }, { blocklist: ['blocked.example'] });
+      const invite = (email: string) =>
+        t.http().post(`/v1/auth/dashboard/tenants/${d.slug}/members`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ email, role: 'member' });
+      expect((await invite('m@mailinator.com').expect(422)).body.code).toBe('email/disposable_blocked');
+      expect((await invite('m@blocked.example').expect(422)).body.code).toBe('email/domain_blocked');
+      await invite(uniqueEmail('member')).expect(201);
+    });
+
+    it("another tenant's policy does not apply", async () => {
+      const other = await signupTenant(t);
+      const otherKey = (await createApiKey(t, other)).key;
+      await t.http().post('/v1/auth/register').set('X-Forwarded-For', randomIp()).set('X-API-Key', otherKey).send({ email: `a${Date.now()}@mailinator.com`, password: STRONG_PASSWORD, consent: true }).expect(201);
+    });
+  });
+});

@@ -1,0 +1,171 @@
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp } from '../../setup/app';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { claimsOf, mfaApi, TotpDevice } from './mfa.helpers';
+
+const DAY = 86_400;
+
+describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6)', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  let other: TenantFixture;
+  let api: ReturnType<typeof mfaApi>;
+  beforeAll(async () => {
+    t = await createTestApp();
+    tenant = await createTenant(t.db);
+    other = await createTenant(t.db);
+    api = mfaApi(t, tenant);
+  });
+  afterAll(() => t.close());
+
+  /** The policy as the settings endpoint leaves it: required since `daysAgo`, with `grace` days. */
+  const requireMfa = (daysAgo: number, grace = 7, id = tenant.id) =>
+    t.db.query(`UPDATE tenants SET mfa_policy = 'required', mfa_grace_period_days = $2, mfa_required_since = now() - make_interval(secs => $3) WHERE id = $1`, [
+      id,
+      grace,
+      daysAgo * DAY,
+    ]);
+  const userCreatedDaysAgo = (userId: string, days: number) => t.db.query(`UPDATE users SET created_at = now() - make_interval(secs => $2) WHERE id = $1`, [userId, days * DAY]);
+  /** A user whose grace ended: created long ago, policy required 10 days ago with 3 days of grace. */
+  const lockedOut = async () => {
+    const u = await api.register();
+    await userCreatedDaysAgo(u.userId, 60);
+    await requireMfa(10, 3);
+    return u;
+  };
+  const enrollmentToken = async (email: string): Promise<string> => {
+    const res = await api.login(email).expect(403);
+    return res.body.enrollment_token;
+  };
+
+  it('optional policy: login tokens carry no enrollment claim', async () => {
+    await t.db.query(`UPDATE tenants SET mfa_policy = 'optional', mfa_required_since = NULL WHERE id = $1`, [tenant.id]);
+    const u = await api.register();
+    const res = await api.login(u.email).expect(200);
+    expect(claimsOf(res.body.access_token).mfa_enrollment_required).toBeUndefined();
+  });
+
+  it('within the grace period login works and the access token carries mfa_enrollment_required: true', async () => {
+    const u = await api.register();
+    await userCreatedDaysAgo(u.userId, 60);
+    await requireMfa(2, 7);
+    const res = await api.login(u.email).expect(200);
+    const claims = claimsOf(res.body.access_token);
+    expect(claims.mfa_enrollment_required).toBe(true);
+    expect(claims.aal).toBe('AAL1');
+    // the deadline: 7 days after the switch to required (NumericDate)
+    const deadline = Number(claims.mfa_enrollment_deadline);
+    const expected = Math.floor(Date.now() / 1000) - 2 * DAY + 7 * DAY;
+    expect(Math.abs(deadline - expected)).toBeLessThan(60);
+    await api.me(res.body.access_token).expect(200);
+    // a step-up token keeps the enrollment claims
+    const stepped = await api.stepUp(res.body.access_token, { password: STRONG_PASSWORD }).expect(200);
+    expect(claimsOf(stepped.body.access_token)).toMatchObject({ mfa_enrollment_required: true, mfa_enrollment_deadline: deadline });
+  });
+
+  it('a user created after the switch gets the whole grace from their creation', async () => {
+    await requireMfa(30, 3);
+    const u = await api.register();
+    const res = await api.login(u.email).expect(200);
+    expect(claimsOf(res.body.access_token).mfa_enrollment_required).toBe(true);
+    await userCreatedDaysAgo(u.userId, 3.01);
+    expect((await api.login(u.email).expect(403)).body.code).toBe('mfa/enrollment_required');
+  });
+
+  it('after the grace login answers 403 mfa/enrollment_required (problem+json) with an enrollment-only token', async () => {
+    const u = await lockedOut();
+    const res = await api.login(u.email).expect(403);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.body).toEqual({
+      type: 'about:blank',
+      title: expect.any(String),
+      status: 403,
+      code: 'mfa/enrollment_required',
+      detail: expect.any(String),
+      enrollment_token: expect.any(String),
+      enrollment_token_expires_in: 600,
+      request_id: expect.any(String),
+    });
+    expect(res.body.access_token).toBeUndefined();
+    const claims = claimsOf(res.body.enrollment_token);
+    expect(claims).toMatchObject({
+      sub: u.userId,
+      tenant_id: tenant.id,
+      scope: 'mfa:enroll',
+      mfa_enrollment_only: true,
+      aud: 'http://localhost:3001/v1/auth/mfa/totp',
+      aal: 'AAL1',
+    });
+    expect(claims.sid).toBeUndefined();
+    expect(Number(claims.exp) - Number(claims.iat)).toBe(600);
+    // a wrong password is still a plain 401 without a token
+    const wrong = await api.login(u.email, 'wrong password!!').expect(401);
+    expect(wrong.body.enrollment_token).toBeUndefined();
+    // a pending (unverified) setup does not count as MFA
+    await api.setup(await enrollmentToken(u.email)).expect(200);
+    expect((await api.login(u.email).expect(403)).body.code).toBe('mfa/enrollment_required');
+  });
+
+  it('the enrollment-only token is refused everywhere but TOTP setup and verify-setup', async () => {
+    const u = await lockedOut();
+    const token = await enrollmentToken(u.email);
+    const auth = { Authorization: `Bearer ${token}` };
+    const refusals = [
+      t.http().get('/v1/auth/me').set(auth),
+      t.http().post('/v1/auth/logout').set(auth),
+      t.http().post('/v1/auth/step-up/password').set(auth).send({ password: STRONG_PASSWORD }),
+      t.http().post('/v1/auth/mfa/recovery-codes').set(auth).send({ code: '123456', password: STRONG_PASSWORD }),
+      t.http().post('/v1/auth/mfa/disable').set(auth).send({ code: '123456', password: STRONG_PASSWORD }),
+      t.http().get('/v1/users/me/agents').set(auth),
+    ];
+    for (const res of await Promise.all(refusals)) {
+      expect(res.status).toBe(401);
+      expect(res.body.code).toBe('auth/invalid_token');
+      expect(res.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token"/);
+    }
+    // resource servers introspecting it learn it is not an access token of the tenant
+    const introspection = await t.http().post('/oauth/introspect').set('X-API-Key', tenant.apiKey).type('form').send({ token }).expect(200);
+    expect(introspection.body).toEqual({ active: false });
+    // another tenant's API key beside it: 401 auth/tenant_mismatch
+    const mismatch = await t.http().post('/v1/auth/mfa/totp/setup').set(auth).set('X-API-Key', other.apiKey).expect(401);
+    expect(mismatch.body.code).toBe('auth/tenant_mismatch');
+    // a tampered enrollment token is refused by the enrollment guard too
+    const [h, _p, s] = token.split('.');
+    const forged = `${h}.${Buffer.from(JSON.stringify({ ...claimsOf(token), sub: '00000000-0000-4000-8000-000000000000' })).toString('base64url')}.${s}`;
+    await t.http().post('/v1/auth/mfa/totp/setup').set('Authorization', `Bearer ${forged}`).expect(401);
+  });
+
+  it('the enrollment-only token enrolls TOTP; the next login is an MFA challenge and verify answers AAL2 tokens', async () => {
+    const u = await lockedOut();
+    const token = await enrollmentToken(u.email);
+    const setup = await api.setup(token).set('X-API-Key', tenant.apiKey).expect(200);
+    expect(setup.body.otpauth_url).toContain(encodeURIComponent(u.email));
+    const device = new TotpDevice(setup.body.secret);
+    const done = await api.verifySetup(token, { code: await device.next() }).expect(200);
+    expect(done.body.recovery_codes).toHaveLength(10);
+    const challenge = await api.challenge(u.email);
+    const ok = await api.verify({ mfa_challenge_token: challenge, code: await device.next() }).expect(200);
+    const claims = claimsOf(ok.body.access_token);
+    expect(claims).toMatchObject({ aal: 'AAL2', amr: ['pwd', 'otp'], scope: 'openid profile email' });
+    expect(claims.mfa_enrollment_required).toBeUndefined();
+    expect(claims.mfa_enrollment_only).toBeUndefined();
+    await api.me(ok.body.access_token).expect(200);
+  });
+
+  it('an MFA user under the required policy gets the challenge (grace or not)', async () => {
+    const u = await api.enrolledUser();
+    await userCreatedDaysAgo(u.userId, 60);
+    await requireMfa(10, 3);
+    const res = await api.login(u.email).expect(200);
+    expect(res.body).toEqual({ mfa_required: true, mfa_challenge_token: expect.any(String) });
+  });
+
+  it("the policy is per tenant: another tenant's users are unaffected", async () => {
+    await requireMfa(10, 3);
+    const otherApi = mfaApi(t, other);
+    const u = await otherApi.register();
+    await userCreatedDaysAgo(u.userId, 60);
+    const res = await t.http().post('/v1/auth/login').set('X-API-Key', other.apiKey).set('X-Forwarded-For', randomIp()).send({ email: u.email, password: u.password }).expect(200);
+    expect(claimsOf(res.body.access_token).mfa_enrollment_required).toBeUndefined();
+  });
+});

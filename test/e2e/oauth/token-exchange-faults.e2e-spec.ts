@@ -1,0 +1,151 @@
+import { performance } from 'perf_hooks';
+import { hashPrefix } from '../../../src/shared/crypto/tokens';
+import { AgentFixture, createAgent } from '../../factories/agent.factory';
+import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { createTestApp, TestApp } from '../../setup/app';
+import { basic, claims, exchangeBody, login, postToken, registerUser, RegisteredUser } from './oauth-helpers';
+
+describe('token exchange fails closed when Redis is unreachable (issue 4 item 3)', () => {
+  let t: TestApp;
+  let down: TestApp;
+  let tenant: TenantFixture;
+  let agent: AgentFixture;
+  let user: RegisteredUser;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    // same database and signing keys, Redis on a closed port
+    down = await createTestApp({ REDIS_URL: 'redis://127.0.0.1:1' });
+    tenant = await createTenant(t.db, { tier: 'pro' });
+    agent = await createAgent(t.db, tenant.id);
+    user = await registerUser(t, tenant);
+  });
+  afterAll(async () => {
+    await down.close();
+    await t.close();
+  });
+
+  it('answers 503 temporarily_unavailable and issues nothing', async () => {
+    const st = (await login(t, tenant, user.email)).access_token;
+    const res = await postToken(down, agent, exchangeBody(st));
+    expect(res.status).toBe(503);
+    expect(res.body).toEqual({ error: 'temporarily_unavailable', error_description: expect.any(String) });
+    expect(res.headers['retry-after']).toBeDefined();
+    expect(res.headers['cache-control']).toBe('no-store');
+    const issued = await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND metadata->>'subject_token_jti_hash_prefix' = $1`, [hashPrefix(claims(st).jti as string)]);
+    expect(issued).toHaveLength(0);
+    expect(await t.db.query(`SELECT 1 FROM agent_actions WHERE agent_client_id = $1`, [agent.id])).toHaveLength(0);
+    // the healthy instance serves the same request
+    await postToken(t, agent, exchangeBody(st)).expect(200);
+  });
+
+  it('introspection and revocation fail closed too (503, never active: true)', async () => {
+    const st = (await login(t, tenant, user.email)).access_token;
+    const agentToken = (await postToken(t, agent, exchangeBody(st)).expect(200)).body.access_token as string;
+    const intro = await down.http().post('/oauth/introspect').type('form').set('Authorization', basic(agent.id, agent.secret)).send({ token: agentToken });
+    expect(intro.status).toBe(503);
+    expect(intro.body.error).toBe('temporarily_unavailable');
+    const rev = await down.http().post('/oauth/revoke').type('form').set('Authorization', basic(agent.id, agent.secret)).send({ token: agentToken });
+    expect(rev.status).toBe(503);
+    expect(rev.body.error).toBe('temporarily_unavailable');
+  });
+});
+
+describe('dashboard actions on an agent and the token endpoint (spec 3.2, contract)', () => {
+  let t: TestApp;
+  let owner: DashboardFixture;
+  let tenant: TenantFixture;
+  let user: RegisteredUser;
+  beforeAll(async () => {
+    t = await createTestApp();
+    owner = await signupTenant(t);
+    await t.db.query(`UPDATE tenants SET tier = 'pro' WHERE id = $1`, [owner.tenantId]);
+    const key = await createApiKey(t, owner);
+    tenant = { id: owner.tenantId, slug: owner.slug, apiKey: key.key, apiKeyId: key.id };
+    user = await registerUser(t, tenant);
+  });
+  afterAll(() => t.close());
+
+  const dashboard = (method: 'post' | 'delete', path: string) => t.http()[method](`/v1/auth/dashboard/tenants/${owner.slug}/agents${path}`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf);
+  const subject = async () => (await login(t, tenant, user.email)).access_token;
+
+  it('disable: the next exchange is unauthorized_client (audited client_disabled)', async () => {
+    const agent = await createAgent(t.db, tenant.id);
+    await postToken(t, agent, exchangeBody(await subject())).expect(200);
+    await dashboard('post', `/${agent.id}/disable`).expect(200);
+    const res = await postToken(t, agent, exchangeBody(await subject())).expect(400);
+    expect(res.body.error).toBe('unauthorized_client');
+    const [row] = await t.db.query<{ metadata: Record<string, unknown> }>(
+      `SELECT metadata FROM audit_events WHERE type = 'oauth.token_exchange.client_unauthorized' AND metadata->>'agent_client_id' = $1`,
+      [agent.id],
+    );
+    expect(row.metadata.reason).toBe('client_disabled');
+  });
+
+  it('kill-tokens: earlier agent tokens are refused, a new exchange (a second later) works', async () => {
+    const agent = await createAgent(t.db, tenant.id);
+    const old = (await postToken(t, agent, exchangeBody(await subject())).expect(200)).body.access_token as string;
+    await dashboard('post', `/${agent.id}/kill-tokens`).expect(200);
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${old}`).expect(401);
+    const st = await subject();
+    let res = await postToken(t, agent, exchangeBody(st));
+    if (res.status === 503) {
+      // the kill's own second: a token minted now would already be refused
+      expect(res.body.error).toBe('temporarily_unavailable');
+      expect(res.headers['retry-after']).toBe('1');
+      await new Promise((r) => setTimeout(r, 1100));
+      res = await postToken(t, agent, exchangeBody(st));
+    }
+    expect(res.status).toBe(200);
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.body.access_token}`).expect(200);
+  });
+
+  it('a revoke racing a loop of exchanges: none started after the DELETE returned gets a token; every issued token is refused afterwards', async () => {
+    const agent = await createAgent(t.db, tenant.id, { rate_limits: { token_exchange_per_min: 600 } });
+    const tokens = await Promise.all(Array.from({ length: 20 }, async () => (await login(t, tenant, user.email)).access_token));
+
+    type Attempt = { startedAt: number; endedAt: number; status: number; token?: string };
+    const attempts: Attempt[] = [];
+    let stop = false;
+    let n = 0;
+    const worker = async () => {
+      while (!stop) {
+        const st = tokens[n++ % tokens.length];
+        const startedAt = performance.now();
+        const res = await postToken(t, agent, exchangeBody(st));
+        attempts.push({ startedAt, endedAt: performance.now(), status: res.status, token: res.body.access_token });
+      }
+    };
+    const loops = [worker(), worker(), worker()];
+    // no fixed sleeps: wait for the loop to issue some tokens, then for it to run on after the revoke
+    const until = async (cond: () => boolean) => {
+      for (let i = 0; i < 300 && !cond(); i++) await new Promise((r) => setTimeout(r, 20));
+    };
+    await until(() => attempts.filter((a) => a.status === 200).length >= 5);
+    const del = await dashboard('delete', `/${agent.id}`);
+    const revokedAt = performance.now();
+    expect(del.status).toBe(200);
+    await until(() => attempts.filter((a) => a.startedAt > revokedAt).length >= 10);
+    stop = true;
+    await Promise.all(loops);
+
+    const before = attempts.filter((a) => a.status === 200);
+    const after = attempts.filter((a) => a.startedAt > revokedAt);
+    expect(before.length).toBeGreaterThan(0);
+    expect(after.length).toBeGreaterThan(0);
+    for (const a of after) {
+      expect(a.status).toBe(401);
+      expect(a.token).toBeUndefined();
+    }
+    for (const a of attempts) expect([200, 401]).toContain(a.status);
+    // the issued count equals the successful answers: nothing was issued that nobody received
+    const issued = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND actor_id = $1`, [agent.id]);
+    expect(issued[0].n).toBe(before.length);
+    // and every token issued before the revoke is refused now (denylist, spec 5 rule 1)
+    for (const a of before.slice(-5)) {
+      const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${a.token}`).expect(401);
+      expect(me.headers['www-authenticate']).toContain('agent_revoked');
+    }
+  });
+});

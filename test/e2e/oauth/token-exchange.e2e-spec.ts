@@ -1,0 +1,377 @@
+import { generateKeyPairSync, randomUUID } from 'crypto';
+import * as jwt from 'jsonwebtoken';
+import * as client from 'openid-client';
+import { JwtService } from '../../../src/shared/crypto/jwt.service';
+import { hashPrefix } from '../../../src/shared/crypto/tokens';
+import { AgentFixture, createAgent, createOAuthClient } from '../../factories/agent.factory';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { randomIp } from '../../setup/app';
+import {
+  ACCESS_TOKEN_TYPE,
+  auditRows,
+  claims,
+  discoverAs,
+  exchange,
+  ListeningApp,
+  login,
+  oauthFailure,
+  postToken,
+  exchangeBody,
+  registerUser,
+  RegisteredUser,
+  startListeningApp,
+  TOKEN_EXCHANGE,
+} from './oauth-helpers';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec 4.3, 5, 6, 7.5, 8)', () => {
+  let t: ListeningApp;
+  let tenant: TenantFixture;
+  let agent: AgentFixture;
+  let user: RegisteredUser;
+  let config: client.Configuration;
+
+  beforeAll(async () => {
+    t = await startListeningApp();
+    tenant = await createTenant(t.db, { tier: 'pro' });
+    // limits are tested in limits.e2e-spec.ts; this file makes many exchanges with one agent
+    agent = await createAgent(t.db, tenant.id, { rate_limits: { token_exchange_per_min: 600 } });
+    user = await registerUser(t, tenant);
+    config = await discoverAs(t.baseUrl, agent);
+  });
+  afterAll(() => t.close());
+
+  /** A fresh subject token of `user` (new session, new jti: the per-jti limit stays out of the way). */
+  const subject = async (u: RegisteredUser = user) => (await login(t, tenant, u.email)).access_token;
+  const sign = (extra: Record<string, unknown>, ttl?: number) =>
+    t.app.get(JwtService).sign(
+      { sub: user.id, tenant_id: tenant.id, sid: randomUUID(), scope: 'openid profile email', amr: ['pwd'], aal: 'AAL1', role: 'member', is_anonymous: false, ...extra } as never,
+      ttl,
+    ).token;
+
+  describe('success', () => {
+    it('issues an agent token (client_secret_basic): the contract claims, no refresh or id token', async () => {
+      const st = await subject();
+      const res = await exchange(config, st);
+      expect(Object.keys(res).sort()).toEqual(['access_token', 'expires_in', 'issued_token_type', 'scope', 'token_type']);
+      expect(res).toMatchObject({ issued_token_type: ACCESS_TOKEN_TYPE, expires_in: 300, scope: 'openid profile email' });
+      expect(res.token_type.toLowerCase()).toBe('bearer');
+      const c = claims(res.access_token);
+      const s = claims(st);
+      expect(c).toMatchObject({
+        iss: t.baseUrl,
+        aud: t.baseUrl,
+        sub: user.id,
+        tenant_id: tenant.id,
+        act: { sub: agent.id },
+        scope: 'openid profile email',
+        aal: 'AAL1',
+        role: 'member',
+        is_anonymous: false,
+      });
+      expect(c.amr).toEqual([...(s.amr as string[]), 'tx']);
+      expect(c).not.toHaveProperty('sid');
+      expect(c).not.toHaveProperty('email');
+      expect(c.jti).toMatch(UUID);
+      expect(c.jti).not.toBe(s.jti);
+      expect((c.exp as number) - (c.iat as number)).toBe(300);
+      // the agent token works on a bearer endpoint and names the user
+      const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.access_token}`).expect(200);
+      expect(me.body.id).toBe(user.id);
+    });
+
+    it('answers with Cache-Control: no-store and Pragma: no-cache (RFC 6749 section 5.1)', async () => {
+      const res = await postToken(t, agent, exchangeBody(await subject())).expect(200);
+      expect(res.headers['cache-control']).toBe('no-store');
+      expect(res.headers.pragma).toBe('no-cache');
+      expect(res.headers['content-type']).toMatch(/^application\/json/);
+      expect(res.body).not.toHaveProperty('refresh_token');
+      expect(res.body).not.toHaveProperty('id_token');
+      expect(res.body.token_type).toBe('Bearer');
+    });
+
+    it('accepts client_secret_post (client_id and client_secret in the body)', async () => {
+      const post = await discoverAs(t.baseUrl, agent, 'post');
+      const res = await exchange(post, await subject());
+      expect(claims(res.access_token).act).toEqual({ sub: agent.id });
+    });
+
+    it('records the audit event, the webhook and the activity row in one go, with hash prefixes only', async () => {
+      const st = await subject();
+      const res = await exchange(config, st);
+      const c = claims(res.access_token);
+      const s = claims(st);
+      const [a] = await t.db.query<{ metadata: Record<string, unknown>; actor_type: string; actor_id: string; target_id: string }>(
+        `SELECT metadata, actor_type, actor_id, target_id FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND metadata->>'jti_hash_prefix' = $1`,
+        [hashPrefix(c.jti as string)],
+      );
+      expect(a).toMatchObject({ actor_type: 'agent', actor_id: agent.id, target_id: user.id });
+      expect(a.metadata).toMatchObject({
+        agent_client_id: agent.id,
+        subject_token_jti_hash_prefix: hashPrefix(s.jti as string),
+        scope: 'openid profile email',
+        expires_at: new Date((c.exp as number) * 1000).toISOString(),
+      });
+      const raw = JSON.stringify(a.metadata);
+      for (const secret of [st, res.access_token, s.jti as string, c.jti as string]) expect(raw).not.toContain(secret);
+      const [o] = await t.db.query<{ topic: string; payload: Record<string, unknown> }>(
+        `SELECT topic, payload FROM outbox WHERE event_type = 'oauth.token_exchange.issued' AND payload->>'jti_hash_prefix' = $1`,
+        [hashPrefix(c.jti as string)],
+      );
+      expect(o.topic).toBe('webhook');
+      expect(o.payload).toMatchObject({ agent_client_id: agent.id, user_id: user.id, scope: 'openid profile email', expires_at: new Date((c.exp as number) * 1000).toISOString() });
+      expect(JSON.stringify(o.payload)).not.toContain(res.access_token);
+      const [x] = await t.db.query<{ action: string; actor_user_id: string; scope_used: string; ip_hash_prefix: string; user_agent_hash_prefix: string | null }>(
+        `SELECT action, actor_user_id, scope_used, ip_hash_prefix, user_agent_hash_prefix FROM agent_actions WHERE agent_client_id = $1 AND jti = $2`,
+        [agent.id, c.jti],
+      );
+      expect(x).toMatchObject({ action: 'token_exchange', actor_user_id: user.id, scope_used: 'openid profile email' });
+      expect(x.ip_hash_prefix).toMatch(/^[0-9a-f]{12}$/);
+    });
+  });
+
+  describe('scope: requested ∩ subject token scope ∩ agent allowlist', () => {
+    let narrow: AgentFixture;
+    let narrowConfig: client.Configuration;
+    beforeAll(async () => {
+      narrow = await createAgent(t.db, tenant.id, { scopes: ['openid', 'email', 'orders:read'] });
+      narrowConfig = await discoverAs(t.baseUrl, narrow);
+    });
+
+    it('defaults to the subject scope narrowed by the allowlist', async () => {
+      const res = await exchange(narrowConfig, await subject());
+      expect(res.scope).toBe('openid email');
+      expect(claims(res.access_token).scope).toBe('openid email');
+    });
+
+    it('drops requested scopes the subject or the agent does not have', async () => {
+      const res = await exchange(narrowConfig, await subject(), { scope: 'email orders:read profile admin' });
+      expect(res.scope).toBe('email');
+    });
+
+    it('an empty intersection is invalid_scope and audits scope_denied', async () => {
+      const st = await subject();
+      const f = await oauthFailure(exchange(narrowConfig, st, { scope: 'orders:read admin' }));
+      expect(f).toMatchObject({ status: 400, error: 'invalid_scope' });
+      const [row] = await auditRows(t, 'oauth.token_exchange.scope_denied', narrow.id);
+      expect(row.metadata).toMatchObject({ agent_client_id: narrow.id, subject_token_jti_hash_prefix: hashPrefix(claims(st).jti as string), requested_scope: 'orders:read admin' });
+      const none = await createAgent(t.db, tenant.id, { scopes: [] });
+      expect(await oauthFailure(exchange(await discoverAs(t.baseUrl, none), await subject()))).toMatchObject({ status: 400, error: 'invalid_scope' });
+    });
+
+    it('a malformed scope is invalid_scope', async () => {
+      expect((await postToken(t, agent, exchangeBody(await subject(), { scope: 'openid "quoted"' })).expect(400)).body.error).toBe('invalid_scope');
+    });
+  });
+
+  describe('lifetime: min(requested or 300, agent maximum, 900)', () => {
+    it('caps by the agent maximum', async () => {
+      const short = await createAgent(t.db, tenant.id, { agent_token_max_ttl_sec: 120 });
+      const res = await exchange(await discoverAs(t.baseUrl, short), await subject());
+      expect(res.expires_in).toBe(120);
+      const c = claims(res.access_token);
+      expect((c.exp as number) - (c.iat as number)).toBe(120);
+    });
+
+    it('honours a shorter requested lifetime and never exceeds 900', async () => {
+      expect((await exchange(config, await subject(), { expires_in: '60' })).expires_in).toBe(60);
+      const long = await exchange(config, await subject(), { expires_in: '86400' });
+      expect(long.expires_in).toBe(900);
+      const c = claims(long.access_token);
+      expect((c.exp as number) - (c.iat as number)).toBe(900);
+      expect((await postToken(t, agent, exchangeBody(await subject(), { expires_in: '-5' })).expect(400)).body.error).toBe('invalid_request');
+    });
+  });
+
+  describe('audience', () => {
+    it('is copied into aud; the token still works on our bearer endpoints', async () => {
+      const res = await exchange(config, await subject(), { audience: 'https://orders.example.com/api' });
+      expect(claims(res.access_token).aud).toBe('https://orders.example.com/api');
+      await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.access_token}`).expect(200);
+    });
+
+    it('may be repeated (RFC 8693 section 2.1); a value that is not an absolute URI is invalid_target', async () => {
+      const st = await subject();
+      const res = await t.http().post('/oauth/token').type('form').auth(agent.id, agent.secret)
+        .send(new URLSearchParams([...Object.entries(exchangeBody(st)), ['audience', 'https://a.example'], ['audience', 'https://b.example']]).toString()).expect(200);
+      expect(claims(res.body.access_token).aud).toEqual(['https://a.example', 'https://b.example']);
+      expect(await oauthFailure(exchange(config, await subject(), { audience: 'not a uri' }))).toMatchObject({ status: 400, error: 'invalid_target' });
+    });
+  });
+
+  describe('subject token rejections (spec 4.3): invalid_grant, generic description, precise reason only in the audit record', () => {
+    async function expectRejected(st: string, reason: string, description = 'Subject token invalid', a: AgentFixture = agent, cfg: client.Configuration = config) {
+      const f = await oauthFailure(exchange(cfg, st));
+      expect(f).toEqual(expect.objectContaining({ status: 400, error: 'invalid_grant', error_description: description }));
+      const rows = await auditRows(t, 'oauth.token_exchange.subject_invalid', a.id);
+      const mine = rows.find((r) => r.metadata.subject_invalid_reason === reason);
+      expect(mine).toBeDefined();
+      const jti = (jwt.decode(st, { json: true }) ?? {}).jti as string | undefined;
+      expect(mine!.metadata).toEqual({
+        agent_client_id: a.id,
+        subject_invalid_reason: reason,
+        subject_token_jti_hash_prefix: jti ? hashPrefix(jti) : null,
+      });
+      const raw = JSON.stringify(mine!.metadata);
+      expect(raw).not.toContain(st);
+      if (jti) expect(raw).not.toContain(jti);
+      return mine!;
+    }
+
+    it('bad signature (another key under our kid) and an unknown kid', async () => {
+      const real = await subject();
+      const kid = (jwt.decode(real, { complete: true }) as { header: { kid: string } }).header.kid;
+      const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+      const forged = jwt.sign(claims(real), privateKey, { algorithm: 'RS256', keyid: kid });
+      await expectRejected(forged, 'bad_signature');
+      const unknownKid = jwt.sign({ ...claims(real), jti: randomUUID() }, privateKey, { algorithm: 'RS256', keyid: 'nope' });
+      await expectRejected(unknownKid, 'bad_signature');
+      const [h, p] = real.split('.');
+      await expectRejected(`${h}.${p}.${'A'.repeat(342)}`, 'bad_signature');
+    });
+
+    it('a token that is not a JWT at all', async () => {
+      await expectRejected('definitely-not-a-jwt', 'malformed');
+    });
+
+    it('wrong issuer, wrong audience, expired', async () => {
+      await expectRejected(sign({ iss: 'https://evil.example' }), 'wrong_issuer');
+      await expectRejected(sign({ aud: 'https://someone-else.example' }), 'wrong_audience');
+      await expectRejected(sign({}, -60), 'expired');
+    });
+
+    it("tenant_id not the client's tenant", async () => {
+      const other = await createTenant(t.db, { tier: 'pro' });
+      const stranger = await registerUser(t, other);
+      const row = await expectRejected(stranger.access_token, 'tenant_mismatch');
+      // another tenant's user id stays out of this tenant's audit log
+      expect(row.target_id).not.toBe(stranger.id);
+    });
+
+    it('M2M tokens, tokens already carrying act (no chain delegation), impersonated tokens', async () => {
+      await expectRejected(sign({ m2m: true }), 'm2m_token');
+      await expectRejected(sign({ imp: { sub: randomUUID() } }), 'impersonated_token');
+      const agentToken = (await exchange(config, await subject())).access_token;
+      await expectRejected(agentToken, 'already_delegated');
+    });
+
+    it('anonymous (guest) tokens', async () => {
+      await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true, anonymous_ever_enabled = true WHERE id = $1`, [tenant.id]);
+      const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+      await expectRejected(g.body.access_token, 'anonymous_token');
+    });
+
+    it('revoked sessions: after logout, and when only PostgreSQL knows (Redis flushed)', async () => {
+      const s1 = await login(t, tenant, user.email);
+      await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${s1.access_token}`).expect(204);
+      await expectRejected(s1.access_token, 'session_revoked', 'Subject token revoked');
+      const s2 = await login(t, tenant, user.email);
+      await t.db.query(`UPDATE user_sessions SET revoked_at = now() WHERE id = $1`, [claims(s2.access_token).sid]);
+      await expectRejected(s2.access_token, 'session_revoked', 'Subject token revoked');
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND metadata->>'subject_token_jti_hash_prefix' = $1`, [hashPrefix(claims(s2.access_token).jti as string)])).toHaveLength(0);
+    });
+
+    it('the (agent, user) pair revoked by the user (spec 3.3), and restored', async () => {
+      const mine = await createAgent(t.db, tenant.id);
+      const cfg = await discoverAs(t.baseUrl, mine);
+      const u = await registerUser(t, tenant);
+      await exchange(cfg, u.access_token);
+      const st = (await login(t, tenant, u.email)).access_token;
+      await t.http().delete(`/v1/users/me/agents/${mine.id}`).set('Authorization', `Bearer ${st}`).expect(200);
+      await expectRejected(st, 'agent_revoked_by_user', 'Subject token revoked', mine, cfg);
+      // other agents of the same user are unaffected
+      await exchange(config, st);
+      await t.http().post(`/v1/users/me/agents/${mine.id}/restore`).set('Authorization', `Bearer ${st}`).expect(200);
+      await exchange(cfg, st);
+    });
+  });
+
+  describe('client authentication and authorization (spec 5, 7.5)', () => {
+    it('a wrong secret is 401 invalid_client, with a Basic challenge when Basic was used', async () => {
+      const wrong = { id: agent.id, secret: 'not-the-secret' };
+      const basicFail = await oauthFailure(exchange(await discoverAs(t.baseUrl, wrong), await subject()));
+      expect(basicFail).toMatchObject({ status: 401, error: 'invalid_client' });
+      expect(basicFail.wwwAuthenticate).toMatch(/^Basic /);
+      const postFail = await oauthFailure(exchange(await discoverAs(t.baseUrl, wrong, 'post'), await subject()));
+      expect(postFail).toMatchObject({ status: 401, error: 'invalid_client' });
+      expect(postFail.wwwAuthenticate).toBeNull();
+    });
+
+    it('an unknown client, a non-UUID client_id and a revoked agent are invalid_client', async () => {
+      for (const creds of [{ id: randomUUID(), secret: agent.secret }, { id: 'agent-007', secret: agent.secret }]) {
+        expect(await oauthFailure(exchange(await discoverAs(t.baseUrl, creds), await subject()))).toMatchObject({ status: 401, error: 'invalid_client' });
+      }
+      const revoked = await createAgent(t.db, tenant.id, { revoked: true });
+      expect(await oauthFailure(exchange(await discoverAs(t.baseUrl, revoked), await subject()))).toMatchObject({ status: 401, error: 'invalid_client' });
+    });
+
+    it('a disabled agent, a grant type outside its list, a free tenant and non-agent clients are unauthorized_client (audited)', async () => {
+      const free = await createTenant(t.db, { tier: 'free' });
+      const freeUser = await registerUser(t, free);
+      const cases: { agent: { id: string; secret: string }; st: string; reason: string }[] = [
+        { agent: await createAgent(t.db, tenant.id, { disabled: true, grant_types: [] }), st: await subject(), reason: 'client_disabled' },
+        { agent: await createAgent(t.db, tenant.id, { grant_types: ['client_credentials'] }), st: await subject(), reason: 'grant_type_not_allowed' },
+        { agent: await createAgent(t.db, free.id), st: freeUser.access_token, reason: 'tier_below_pro' },
+        { agent: await createOAuthClient(t.db, tenant.id, 'confidential'), st: await subject(), reason: 'not_agent_client' },
+      ];
+      for (const c of cases) {
+        const f = await oauthFailure(exchange(await discoverAs(t.baseUrl, c.agent), c.st));
+        expect(f).toMatchObject({ status: 400, error: 'unauthorized_client' });
+        const [row] = await auditRows(t, 'oauth.token_exchange.client_unauthorized', c.agent.id);
+        expect(row.metadata).toEqual({ agent_client_id: c.agent.id, reason: c.reason });
+        expect(row.severity).toBe('medium');
+      }
+      // a public client (no secret) fails the confidential gate
+      const pub = await createOAuthClient(t.db, tenant.id, 'public');
+      const res = await t.http().post('/oauth/token').type('form').send({ ...exchangeBody(await subject()), client_id: pub.id }).expect(400);
+      expect(res.body.error).toBe('unauthorized_client');
+      expect((await auditRows(t, 'oauth.token_exchange.client_unauthorized', pub.id))[0].metadata.reason).toBe('public_client');
+    });
+
+    it('an agent on a kill-tokens denylist entry still exchanges (only earlier tokens are killed)', async () => {
+      const killed = await createAgent(t.db, tenant.id);
+      await t.db.query(
+        `INSERT INTO agent_denylist (tenant_id, agent_client_id, reason, not_before, expires_at) VALUES ($1, $2, 'tokens_killed', now() - interval '5 seconds', now() + interval '15 minutes')`,
+        [tenant.id, killed.id],
+      );
+      const res = await exchange(await discoverAs(t.baseUrl, killed), await subject());
+      await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.access_token}`).expect(200);
+    });
+  });
+
+  describe('request rejections (spec 4.3, 7.5)', () => {
+    it('resource is invalid_target', async () => {
+      expect(await oauthFailure(exchange(config, await subject(), { resource: 'https://api.example.com' }))).toMatchObject({ status: 400, error: 'invalid_target' });
+    });
+
+    it('actor_token and actor_token_type are invalid_request', async () => {
+      const st = await subject();
+      expect(await oauthFailure(exchange(config, st, { actor_token: st, actor_token_type: ACCESS_TOKEN_TYPE }))).toMatchObject({ status: 400, error: 'invalid_request' });
+      expect(await oauthFailure(exchange(config, st, { actor_token_type: ACCESS_TOKEN_TYPE }))).toMatchObject({ status: 400, error: 'invalid_request' });
+    });
+
+    it('other grant types are unsupported_grant_type', async () => {
+      for (const grant of ['client_credentials', 'password', 'refresh_token', 'urn:ietf:params:oauth:grant-type:jwt-bearer', `${TOKEN_EXCHANGE}x`]) {
+        expect(await oauthFailure(client.genericGrantRequest(config, grant, { subject_token: 'x' }))).toMatchObject({ status: 400, error: 'unsupported_grant_type' });
+      }
+    });
+
+    it('subject_token_type other than access_token, requested_token_type other than access_token, missing parameters: invalid_request', async () => {
+      const st = await subject();
+      const bad: Record<string, string>[] = [
+        { subject_token_type: 'urn:ietf:params:oauth:token-type:id_token' },
+        { subject_token_type: 'urn:ietf:params:oauth:token-type:jwt' },
+        { requested_token_type: 'urn:ietf:params:oauth:token-type:refresh_token' },
+        { requested_token_type: 'urn:ietf:params:oauth:token-type:id_token' },
+      ];
+      for (const extra of bad) {
+        expect(await oauthFailure(exchange(config, st, extra))).toMatchObject({ status: 400, error: 'invalid_request' });
+      }
+      expect(await oauthFailure(client.genericGrantRequest(config, TOKEN_EXCHANGE, { subject_token_type: ACCESS_TOKEN_TYPE }))).toMatchObject({ status: 400, error: 'invalid_request' });
+      expect(await oauthFailure(client.genericGrantRequest(config, TOKEN_EXCHANGE, { subject_token: st }))).toMatchObject({ status: 400, error: 'invalid_request' });
+      // requested_token_type = access_token is accepted
+      await exchange(config, st, { requested_token_type: ACCESS_TOKEN_TYPE });
+    });
+  });
+});

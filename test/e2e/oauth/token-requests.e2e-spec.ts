@@ -1,0 +1,120 @@
+import { AgentFixture, createAgent } from '../../factories/agent.factory';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { createTestApp, TestApp } from '../../setup/app';
+import { basic, claims, exchangeBody, login, postToken, registerUser, RegisteredUser } from './oauth-helpers';
+
+/** Malformed requests to the token endpoint (RFC 6749 sections 2.3.1, 3.2, 5.2), sent raw with supertest. */
+describe('POST /oauth/token: request format and client authentication', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  let agent: AgentFixture;
+  let user: RegisteredUser;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    tenant = await createTenant(t.db, { tier: 'enterprise' });
+    agent = await createAgent(t.db, tenant.id, { rate_limits: { token_exchange_per_min: 600 } });
+    user = await registerUser(t, tenant);
+  });
+  afterAll(() => t.close());
+
+  const subject = async () => (await login(t, tenant, user.email)).access_token;
+  const expectOAuthError = (res: { status: number; body: Record<string, unknown>; headers: Record<string, string> }, status: number, error: string) => {
+    expect(res.status).toBe(status);
+    expect(res.body.error).toBe(error);
+    expect(typeof res.body.error_description).toBe('string');
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+  };
+
+  it('a JSON body is invalid_request (form-encoded only)', async () => {
+    const res = await t.http().post('/oauth/token').set('Authorization', basic(agent.id, agent.secret)).send(exchangeBody(await subject()));
+    expectOAuthError(res, 400, 'invalid_request');
+    expect(res.body.error_description).toMatch(/x-www-form-urlencoded/);
+  });
+
+  it('no body, a text body and malformed JSON are invalid_request; other media types are refused in the OAuth envelope', async () => {
+    expectOAuthError(await t.http().post('/oauth/token').set('Authorization', basic(agent.id, agent.secret)), 400, 'invalid_request');
+    expectOAuthError(await t.http().post('/oauth/token').set('Content-Type', 'text/plain').send('grant_type=x'), 400, 'invalid_request');
+    expectOAuthError(await t.http().post('/oauth/token').set('Content-Type', 'application/json').send('{"grant_type":'), 400, 'invalid_request');
+    const xml = await t.http().post('/oauth/token').set('Content-Type', 'application/xml').send('<x/>');
+    expect([400, 415]).toContain(xml.status);
+    expect(xml.body.error).toBe('invalid_request');
+  });
+
+  it('a form with a charset parameter is accepted; unknown parameters are ignored (RFC 6749 section 3.2)', async () => {
+    const body = new URLSearchParams({ ...exchangeBody(await subject()), unknown_param: 'x' }).toString();
+    const res = await t.http().post('/oauth/token').set('Content-Type', 'application/x-www-form-urlencoded; charset=UTF-8').set('Authorization', basic(agent.id, agent.secret)).send(body).expect(200);
+    expect(claims(res.body.access_token).act).toEqual({ sub: agent.id });
+  });
+
+  it('a repeated parameter is invalid_request; an empty one counts as omitted (RFC 6749 section 3.1)', async () => {
+    const st = await subject();
+    const repeated = new URLSearchParams([...Object.entries(exchangeBody(st)), ['subject_token', st]]).toString();
+    expectOAuthError(await t.http().post('/oauth/token').type('form').set('Authorization', basic(agent.id, agent.secret)).send(repeated), 400, 'invalid_request');
+    const res = await postToken(t, agent, exchangeBody(st, { scope: '', audience: '' })).expect(200);
+    expect(res.body.scope).toBe('openid profile email');
+  });
+
+  it('missing grant_type is invalid_request', async () => {
+    const { grant_type: _, ...rest } = exchangeBody(await subject());
+    expectOAuthError(await postToken(t, agent, rest), 400, 'invalid_request');
+  });
+
+  it('HTTP Basic credentials are form-urlencoded before base64 (RFC 6749 section 2.3.1)', async () => {
+    // every character percent-encoded: a server that skips the decoding sees an unknown client
+    const pct = (s: string) => [...Buffer.from(s)].map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join('');
+    const header = `Basic ${Buffer.from(`${pct(agent.id)}:${pct(agent.secret)}`).toString('base64')}`;
+    const res = await t.http().post('/oauth/token').type('form').set('Authorization', header).send(exchangeBody(await subject())).expect(200);
+    expect(claims(res.body.access_token).act).toEqual({ sub: agent.id });
+  });
+
+  it('Basic plus client_secret in the body is invalid_request (one method only); a matching body client_id is fine', async () => {
+    const st = await subject();
+    expectOAuthError(await postToken(t, agent, { ...exchangeBody(st), client_id: agent.id, client_secret: agent.secret }), 400, 'invalid_request');
+    expectOAuthError(await postToken(t, agent, { ...exchangeBody(st), client_id: '00000000-0000-4000-8000-000000000000' }), 400, 'invalid_request');
+    await postToken(t, agent, { ...exchangeBody(st), client_id: agent.id }).expect(200);
+  });
+
+  it('client_secret_post with the body credentials', async () => {
+    const res = await postToken(t, null, { ...exchangeBody(await subject()), client_id: agent.id, client_secret: agent.secret }).expect(200);
+    expect(claims(res.body.access_token).act).toEqual({ sub: agent.id });
+  });
+
+  it('no credentials, a client_id without secret, malformed Basic and other schemes are 401 invalid_client', async () => {
+    const st = await subject();
+    const none = await postToken(t, null, exchangeBody(st));
+    expectOAuthError(none, 401, 'invalid_client');
+    expectOAuthError(await postToken(t, null, { ...exchangeBody(st), client_id: agent.id }), 401, 'invalid_client');
+    for (const header of [
+      `Basic ${Buffer.from(`${agent.id}${agent.secret}`).toString('base64')}`,
+      `Basic ${Buffer.from(`${agent.id}:%ZZ`).toString('base64')}`,
+      'Basic !!!',
+      `Bearer ${st}`,
+    ]) {
+      const res = await t.http().post('/oauth/token').type('form').set('Authorization', header).send(exchangeBody(st));
+      expectOAuthError(res, 401, 'invalid_client');
+      expect(res.headers['www-authenticate']).toMatch(/^Basic /);
+    }
+    const wrongPost = await postToken(t, null, { ...exchangeBody(st), client_id: agent.id, client_secret: 'wrong' });
+    expectOAuthError(wrongPost, 401, 'invalid_client');
+    expect(wrongPost.headers['www-authenticate']).toBeUndefined();
+  });
+
+  it('a failed client authentication writes no audit row and issues nothing', async () => {
+    const st = await subject();
+    const before = await t.db.query(`SELECT count(*)::int AS n FROM audit_events WHERE tenant_id = $1`, [tenant.id]);
+    await postToken(t, { id: agent.id, secret: 'wrong' }, exchangeBody(st)).expect(401);
+    const after = await t.db.query(`SELECT count(*)::int AS n FROM audit_events WHERE tenant_id = $1`, [tenant.id]);
+    expect(after[0].n).toBe(before[0].n);
+  });
+
+  it('an oversized subject token is invalid_request, not a server error', async () => {
+    expectOAuthError(await postToken(t, agent, exchangeBody('a'.repeat(20_000))), 400, 'invalid_request');
+  });
+
+  it('GET is not a token request', async () => {
+    const res = await t.http().get('/oauth/token');
+    expect(res.status).toBe(404);
+  });
+});
