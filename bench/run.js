@@ -43,18 +43,52 @@ async function setup() {
     await http('PATCH', `/v1/auth/dashboard/tenants/${s.json.tenant.slug}/settings/anonymous`, { body: { anonymous_signins_enabled: true }, headers: { ...h, 'x-service-confirm': 'privileged-default-role' } });
     const keys = [];
     for (let k = 0; k < 8; k++) keys.push((await http('POST', `/v1/auth/dashboard/tenants/${s.json.tenant.slug}/api-keys`, { body: { name: `bench-${k}` }, headers: h })).json.key);
-    tenants.push({ slug: s.json.tenant.slug, keys });
+    tenants.push({ slug: s.json.tenant.slug, keys, headers: h });
   }
   // the operator raises the tier so the monthly allowance does not end the guest run
-  execSync(`node dist/cli tenants:set-tier ${tenants[0].slug} enterprise`, { stdio: 'ignore' });
-  for (const t of tenants.slice(1)) execSync(`node dist/cli tenants:set-tier ${t.slug} enterprise`, { stdio: 'ignore' });
+  for (const t of tenants) execSync(`node dist/cli tenants:set-tier ${t.slug} enterprise`, { stdio: 'ignore' });
   const key = tenants[0].keys[0];
+  // agents (Pro tier or higher): 12 per tenant, each allowed the 600/min ceiling for token exchange
+  const agents = [];
+  for (const t of tenants) {
+    for (let a = 0; a < 12; a++) {
+      const r = await http('POST', `/v1/auth/dashboard/tenants/${t.slug}/agents`, { body: { name: `agent-${a}`, scopes: ['openid', 'profile'], grant_types: ['urn:ietf:params:oauth:grant-type:token-exchange'], agent_token_max_ttl_sec: 900, agent_settings: { rate_limits: { token_exchange_per_min: 600 } } }, headers: t.headers });
+      agents.push({ id: r.json.id, secret: r.json.client_secret, key: t.keys[0], tenant: t.slug });
+    }
+  }
   const users = await pool(300, 16, async (i) => {
     const email = `u${i}-${crypto.randomBytes(4).toString('hex')}@example.com`;
     const r = await http('POST', '/v1/auth/register', { body: { email, password: PASSWORD, consent: true }, headers: { 'x-api-key': key } });
     return { email, access: r.json.access_token, refresh: r.json.refresh_token };
   });
-  return { tenants, key, users, allKeys: tenants.flatMap((t) => t.keys) };
+  // subject tokens for the exchange: per-user access tokens of each agent's tenant (10 exchanges/min per jti)
+  const subjects = [];
+  for (const t of tenants) {
+    const u = await pool(20, 10, async (i) => {
+      const email = `s${i}-${crypto.randomBytes(4).toString('hex')}@example.com`;
+      return (await http('POST', '/v1/auth/register', { body: { email, password: PASSWORD, consent: true }, headers: { 'x-api-key': t.keys[0] } })).json;
+    });
+    // more distinct jtis from refreshes of the same sessions
+    for (const first of u) {
+      let rt = first.refresh_token;
+      subjects.push({ tenant: t.slug, token: first.access_token });
+      for (let k = 0; k < 9; k++) {
+        const r = (await http('POST', '/v1/auth/refresh', { body: { refresh_token: rt }, headers: { 'x-api-key': t.keys[0] } })).json;
+        rt = r.refresh_token;
+        subjects.push({ tenant: t.slug, token: r.access_token });
+      }
+    }
+  }
+  // MFA users: password then TOTP (each user signs in at most once per 30 s step: codes are single use)
+  const { authenticator } = require('otplib');
+  const mfaUsers = await pool(Number(process.env.BENCH_MFA_USERS || 400), 8, async (i) => {
+    const email = `m${i}-${crypto.randomBytes(4).toString('hex')}@example.com`;
+    const r = (await http('POST', '/v1/auth/register', { body: { email, password: PASSWORD, consent: true }, headers: { 'x-api-key': key } })).json;
+    const setup = (await http('POST', '/v1/auth/mfa/totp/setup', { headers: { authorization: `Bearer ${r.access_token}` } })).json;
+    await http('POST', '/v1/auth/mfa/totp/verify-setup', { body: { code: authenticator.generate(setup.secret) }, headers: { authorization: `Bearer ${r.access_token}` } });
+    return { email, secret: setup.secret };
+  });
+  return { tenants, key, users, allKeys: tenants.flatMap((t) => t.keys), agents, subjects, mfaUsers };
 }
 
 function summarize(name, r, mode) {
@@ -110,6 +144,48 @@ async function scenarios(ctx, mode, rates) {
     connections: 32, ...fixed(rates.anonymous),
     requests: [{ method: 'POST', path: '/v1/auth/anonymous', setupRequest: (req) => ({ ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.allKeys[a++ % ctx.allKeys.length], 'x-forwarded-for': ip() }, body: '{}' }) }],
   }), mode));
+  // POST /oauth/token (token exchange): agents and subject tokens of the same tenant, HTTP Basic
+  const byTenant = new Map();
+  for (const sub of ctx.subjects) { if (!byTenant.has(sub.tenant)) byTenant.set(sub.tenant, []); byTenant.get(sub.tenant).push(sub.token); }
+  let x = 0;
+  const agentTokens = [];
+  out.push(summarize('POST /oauth/token (token exchange)', await run({
+    connections: 32, ...fixed(rates.exchange),
+    requests: [{
+      method: 'POST', path: '/oauth/token',
+      setupRequest: (req) => {
+        const i = x++;
+        const agent = ctx.agents[i % ctx.agents.length];
+        const subs = byTenant.get(agent.tenant);
+        const subject = subs[Math.floor(i / ctx.agents.length) % subs.length];
+        const basic = Buffer.from(`${encodeURIComponent(agent.id)}:${encodeURIComponent(agent.secret)}`).toString('base64');
+        const body = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: subject, subject_token_type: 'urn:ietf:params:oauth:token-type:access_token', scope: 'openid profile' }).toString();
+        return { ...req, headers: { ...req.headers, 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${basic}`, 'x-forwarded-for': ip() }, body };
+      },
+      onResponse: (status, body) => { if (status === 200 && agentTokens.length < 500) agentTokens.push(JSON.parse(body).access_token); },
+    }],
+  }), mode));
+  // bearer calls: an agent token (denylist check) beside a user token on the same route
+  if (agentTokens.length) {
+    let b = 0;
+    out.push(summarize('GET /v1/auth/me with an agent token', await run({
+      connections: 64, ...fixed(rates.me),
+      requests: [{ method: 'GET', path: '/v1/auth/me', setupRequest: (req) => ({ ...req, headers: { ...req.headers, authorization: `Bearer ${agentTokens[b++ % agentTokens.length]}`, 'x-forwarded-for': ip() } }) }],
+    }), mode));
+  }
+  // login with MFA: password, then the TOTP code (two requests per sign-in)
+  const { authenticator } = require('otplib');
+  let mu = 0;
+  const mfaRun = await run({
+    connections: 8, duration: Math.min(DURATION, 8), ...fixed(rates.login),
+    requests: [
+      { method: 'POST', path: '/v1/auth/login', setupRequest: (req, context) => { const u = ctx.mfaUsers[mu++ % ctx.mfaUsers.length]; context.u = u; return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ email: u.email, password: PASSWORD }) }; }, onResponse: (status, body, context) => { context.ch = status === 200 ? JSON.parse(body).mfa_challenge_token : undefined; } },
+      { method: 'POST', path: '/v1/auth/mfa/verify', setupRequest: (req, context) => (context.ch ? { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ mfa_challenge_token: context.ch, code: authenticator.generate(context.u.secret) }) } : null) },
+    ],
+  });
+  const m = summarize('login with MFA (password + TOTP), sign-ins', mfaRun, mode);
+  m.rps = Math.round(mfaRun.requests.average / 2);
+  out.push(m);
   return out;
 }
 
@@ -136,9 +212,9 @@ async function argon2Rate() {
 
 async function main() {
   const ctx = await setup();
-  console.log(`set up: 10 tenants, ${ctx.allKeys.length} API keys, ${ctx.users.length} users`);
+  console.log(`set up: 10 tenants, ${ctx.allKeys.length} API keys, ${ctx.users.length} users, ${ctx.agents.length} agents, ${ctx.subjects.length} subject tokens, ${ctx.mfaUsers.length} MFA users`);
   const maxRuns = await scenarios(ctx, 'max', {});
-  const rates = { me: Number(process.env.BENCH_RATE_ME || 8000), refresh: Number(process.env.BENCH_RATE_REFRESH || 1600), login: Number(process.env.BENCH_RATE_LOGIN || 70), anonymous: Number(process.env.BENCH_RATE_ANONYMOUS || 1800) };
+  const rates = { me: Number(process.env.BENCH_RATE_ME || 8000), refresh: Number(process.env.BENCH_RATE_REFRESH || 1600), login: Number(process.env.BENCH_RATE_LOGIN || 70), anonymous: Number(process.env.BENCH_RATE_ANONYMOUS || 1800), exchange: Number(process.env.BENCH_RATE_EXCHANGE || 1200) };
   const fixedRuns = await scenarios(ctx, 'fixed', rates);
   const raw = rawCosts();
   const argon = await argon2Rate();
@@ -153,7 +229,8 @@ async function main() {
   lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors |');
   lines.push('|---|---|---|---|---|---|---|---|---|');
   for (const r of [...maxRuns, ...fixedRuns]) {
-    const mode = r.mode === 'max' ? 'max throughput' : `fixed ${rates[{ 'GET /v1/auth/me': 'me', 'POST /v1/auth/refresh': 'refresh', 'POST /v1/auth/login': 'login', 'POST /v1/auth/anonymous': 'anonymous' }[r.name]]}/s`;
+    const rateKey = { 'GET /v1/auth/me': 'me', 'GET /v1/auth/me with an agent token': 'me', 'POST /v1/auth/refresh': 'refresh', 'POST /v1/auth/login': 'login', 'POST /v1/auth/anonymous': 'anonymous', 'POST /oauth/token (token exchange)': 'exchange', 'login with MFA (password + TOTP), sign-ins': 'login' }[r.name];
+    const mode = r.mode === 'max' ? 'max throughput' : `fixed ${rates[rateKey]}/s`;
     lines.push(`| ${r.name} | ${mode} | ${r.rps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.total} | ${r.non2xx} | ${r.errors + r.timeouts} |`);
   }
   lines.push(`\nRaw cost in the same run (one core each): RS256 sign ${raw.sign}/s, RS256 verify ${raw.verify}/s (2048-bit KeyObject); argon2id verify (m=19456 KiB, t=2, p=1) ${argon}/s on ${os.cpus().length} cores.`);

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { UsersModule } from '../users/users.module';
 import { DashboardAuthController } from './dashboard-auth.controller';
 import { DashboardMembershipsService } from './dashboard-memberships.service';
 import { AcceptInviteHandler, InviteMemberHandler } from './invites/invite-member.handler';
@@ -7,6 +8,7 @@ import { DashboardReauthHandler } from './reauth.handler';
 
 /** Dashboard (tenant administrator) authentication: sessions, re-auth, invitations and roles. */
 @Module({
+  imports: [UsersModule],
   controllers: [DashboardAuthController],
   providers: [DashboardLoginHandler, DashboardReauthHandler, InviteMemberHandler, AcceptInviteHandler, DashboardMembershipsService],
 })

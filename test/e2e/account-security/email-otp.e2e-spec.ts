@@ -1,7 +1,9 @@
 import { createServer, Server } from 'http';
 import { AddressInfo } from 'net';
+import { authenticator } from 'otplib';
 import { randomIp, uniqueEmail } from '../../setup/app';
 import {
+  bearerPost,
   claims,
   mailCode,
   MailWorld,
@@ -172,6 +174,16 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
     const oauth = { client_id: client.body.client_id, redirect_uri: 'https://app.example.test/cb', state: 'xyz' };
     const code = await requestCode(u.email, { oauth_params: oauth });
     expect((await verify({ email: u.email, code }).expect(200)).body.oauth_params).toEqual(oauth);
+  });
+
+  it('a user with TOTP MFA gets the MFA challenge, not tokens (an email code is not a way around MFA)', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const setup = await bearerPost(w.t, '/v1/auth/mfa/totp/setup', u.access, {}).expect(200);
+    const enabled = await bearerPost(w.t, '/v1/auth/mfa/totp/verify-setup', u.access, { code: authenticator.generate(setup.body.secret) }).expect(200);
+    const res = await verify({ email: u.email, code: await requestCode(u.email) }).expect(200);
+    expect(res.body).toEqual({ mfa_required: true, mfa_challenge_token: expect.any(String) });
+    const done = await post(w.t, '/v1/auth/mfa/verify', tenant.apiKey, { mfa_challenge_token: res.body.mfa_challenge_token, code: enabled.body.recovery_codes[0] }).expect(200);
+    expect(claims(done.body.access_token)).toMatchObject({ aal: 'AAL2', amr: expect.arrayContaining(['otp']) });
   });
 
   describe('tenant address policy under login_or_create', () => {

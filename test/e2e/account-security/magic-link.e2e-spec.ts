@@ -1,7 +1,9 @@
 import { randomUUID } from 'crypto';
+import { authenticator } from 'otplib';
 import { randomIp, uniqueEmail } from '../../setup/app';
 import {
   ACCOUNTS_URL,
+  bearerPost,
   claims,
   linkToken,
   MailWorld,
@@ -252,6 +254,20 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
     const ip = randomIp();
     for (let i = 0; i < 3; i++) await send(uniqueEmail('spray'), ip).expect(202);
     await send(uniqueEmail('spray'), ip).expect(429);
+  });
+
+  it('a user with TOTP MFA gets the MFA challenge, not tokens; the MFA step keeps "email" as the first factor (AAL2)', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const setup = await bearerPost(w.t, '/v1/auth/mfa/totp/setup', u.access, {}).expect(200);
+    const enabled = await bearerPost(w.t, '/v1/auth/mfa/totp/verify-setup', u.access, { code: authenticator.generate(setup.body.secret) }).expect(200);
+    const token = await requestToken(u.email);
+    const res = await verify({ token }).expect(200);
+    expect(res.body).toEqual({ mfa_required: true, mfa_challenge_token: expect.any(String) });
+    const done = await post(w.t, '/v1/auth/mfa/verify', tenant.apiKey, { mfa_challenge_token: res.body.mfa_challenge_token, code: enabled.body.recovery_codes[0] }).expect(200);
+    const c = claims(done.body.access_token);
+    expect(c.aal).toBe('AAL2');
+    expect(c.amr).toEqual(expect.arrayContaining(['email']));
+    expect(c.amr).not.toContain('pwd');
   });
 
   it('switching magic links off stops outstanding links too', async () => {

@@ -105,6 +105,8 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
       await t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(200);
       expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.claimed' AND target_id = $1`, [g.body.user.id])).toHaveLength(1);
       expect(await t.db.query(`SELECT 1 FROM outbox WHERE event_type = 'user.claimed' AND payload->>'user_id' = $1`, [g.body.user.id])).toHaveLength(1);
+      // like any registration, the claimed address gets its verification mail
+      expect(await t.db.query(`SELECT 1 FROM outbox WHERE topic = 'email' AND payload->>'template' = 'email_verification' AND payload->>'to' = $1`, [email])).toHaveLength(1);
       // the claim also works with the bearer alone (tenant from the token)
       const g2 = await anon().expect(201);
       const alone = await t.http().post('/v1/auth/register').set('Authorization', `Bearer ${g2.body.access_token}`).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);

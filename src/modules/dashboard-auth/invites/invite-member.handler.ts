@@ -1,5 +1,4 @@
 import { Inject } from '@nestjs/common';
-import { ModuleRef } from '@nestjs/core';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { DashboardSessionService } from '../../../shared/auth/dashboard-session.service';
@@ -22,14 +21,14 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
     private readonly events: EventsService,
     private readonly mail: MailService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly moduleRef: ModuleRef,
+    private readonly emailPolicy: UserEmailPolicy,
   ) {}
 
   async execute(cmd: InviteMemberCommand): Promise<{ invite_token: string }> {
     const tenant = cmd.actor.tenant!;
     const email = normalizeEmail(cmd.email);
     // issue 5 item 8: the tenant's address policy (422 email/*) applies to invites too
-    await this.moduleRef.get(UserEmailPolicy, { strict: false }).assertAllowed(tenant.id, email);
+    await this.emailPolicy.assertAllowed(tenant.id, email);
     const token = randomToken();
     return this.db.tx(async (tx) => {
       const [member] = await tx.query(

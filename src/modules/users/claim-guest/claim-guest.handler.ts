@@ -3,6 +3,7 @@ import { Db, isUniqueViolation } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
+import { UserEmailPolicy } from '../user-email-policy.service';
 import { ClaimGuestCommand } from './claim-guest.command';
 
 /**
@@ -16,6 +17,7 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
     private readonly db: Db,
     private readonly events: EventsService,
     private readonly sessions: SessionsService,
+    private readonly emailPolicy: UserEmailPolicy,
   ) {}
 
   async execute(cmd: ClaimGuestCommand): Promise<TokenResponse> {
@@ -24,13 +26,13 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
     if (!guest.isAnonymous) throw new AppError('anonymous/already_claimed', 'The bearer token is not a guest token');
     try {
       return await this.db.tx(async (tx) => {
-        const [user] = await tx.query<{ id: string; role: string; created_at: Date; user_scopes: string; email_verified: boolean }>(
+        const [user] = await tx.query<{ id: string; role: string; created_at: Date; user_scopes: string; email_verified: boolean; tenant_name: string }>(
           `UPDATE users u SET email = $3, email_normalized = $4, password_hash = COALESCE($5, u.password_hash),
                   date_of_birth_enc = COALESCE($6, u.date_of_birth_enc), email_verified = $7, is_anonymous = false,
                   claimed_at = now(), consent_at = now(), last_sign_in_at = now(), last_active_at = now(), updated_at = now()
              FROM tenants t
             WHERE u.id = $1 AND u.tenant_id = $2 AND t.id = u.tenant_id AND u.is_anonymous
-            RETURNING u.id, u.role, u.created_at, t.user_scopes, u.email_verified`,
+            RETURNING u.id, u.role, u.created_at, t.user_scopes, u.email_verified, t.name AS tenant_name`,
           [guest.userId, cmd.tenantId, c.email, c.emailNormalized, c.passwordHash, c.dateOfBirthEnc, c.emailVerified ?? false],
         );
         if (!user) {
@@ -53,6 +55,8 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
           eventType: 'user.claimed',
           payload: { user_id: user.id, method: c.method, claimed_at: new Date().toISOString() },
         });
+        // a password claim is a registration: the address still has to be verified (mail in this transaction)
+        if (!user.email_verified) await this.emailPolicy.afterRegister(tx, { tenantId: cmd.tenantId, tenantName: user.tenant_name, userId: user.id, email: c.email });
         const sessionUser = {
           id: user.id,
           tenant_id: cmd.tenantId,
