@@ -17,7 +17,7 @@ const PASSWORD = 'correct horse battery staple';
 async function http(method, url, { body, headers = {} } = {}) {
   const res = await fetch(BASE + url, {
     method,
-    headers: { 'content-type': 'application/json', 'x-forwarded-for': ip(), ...headers },
+    headers: { ...(body ? { 'content-type': 'application/json' } : {}), 'x-forwarded-for': ip(), ...headers },
     body: body ? JSON.stringify(body) : undefined,
   });
   const text = await res.text();

@@ -59,21 +59,49 @@ export class JwtService {
     return { token, claims: full };
   }
 
+  /**
+   * Tokens whose signature and issuer were verified recently, by token string. A client sends one
+   * access token many times, and RS256 verification is the largest CPU cost of a bearer call;
+   * expiry and audience are still checked on every call and revocation by the caller. An entry
+   * lives at most VERIFIED_CACHE_TTL_MS, the same order as the signing-key reload.
+   */
+  private readonly verified = new Map<string, { claims: AccessClaims; until: number }>();
+
   /** Verifies signature, kid, alg, iss, exp (and aud unless an agent token names its own). */
   async verify(token: string, opts: { audience?: string | false } = {}): Promise<AccessClaims> {
+    const now = Date.now();
+    let claims = this.verified.get(token);
+    if (!claims || claims.until < now) {
+      if (claims) this.verified.delete(token);
+      claims = { claims: await this.verifySignature(token), until: now + VERIFIED_CACHE_TTL_MS };
+      if (this.verified.size >= VERIFIED_CACHE_MAX) this.verified.delete(this.verified.keys().next().value as string);
+      this.verified.set(token, claims);
+    }
+    const c = claims.claims;
+    const nowSec = Math.floor(now / 1000);
+    if (typeof c.exp !== 'number' || nowSec >= c.exp) throw new TokenVerificationError('jwt expired');
+    if (typeof c.nbf === 'number' && nowSec < c.nbf) throw new TokenVerificationError('jwt not active');
+    if (opts.audience !== false) {
+      const want = opts.audience ?? this.config.TOKEN_AUDIENCE;
+      const aud = Array.isArray(c.aud) ? c.aud : [c.aud];
+      if (!aud.includes(want)) throw new TokenVerificationError('jwt audience invalid');
+    }
+    return c;
+  }
+
+  private async verifySignature(token: string): Promise<AccessClaims> {
     const decoded = jwt.decode(token, { complete: true });
     const kid = decoded && typeof decoded === 'object' ? decoded.header.kid : undefined;
     if (!kid || decoded?.header.alg !== 'RS256') throw new TokenVerificationError('bad header');
     const key = await this.keys.verificationKey(kid);
     if (!key) throw new TokenVerificationError('unknown kid');
     try {
-      return jwt.verify(token, key, {
-        algorithms: ['RS256'],
-        issuer: this.config.PUBLIC_BASE_URL,
-        ...(opts.audience === false ? {} : { audience: opts.audience ?? this.config.TOKEN_AUDIENCE }),
-      }) as AccessClaims;
+      return jwt.verify(token, key, { algorithms: ['RS256'], issuer: this.config.PUBLIC_BASE_URL }) as AccessClaims;
     } catch (e) {
       throw new TokenVerificationError((e as Error).message);
     }
   }
 }
+
+const VERIFIED_CACHE_TTL_MS = 30_000;
+const VERIFIED_CACHE_MAX = 20_000;
