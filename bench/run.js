@@ -64,7 +64,7 @@ async function setup() {
   // subject tokens for the exchange: per-user access tokens of each agent's tenant (10 exchanges/min per jti)
   const subjects = [];
   for (const t of tenants) {
-    const u = await pool(20, 10, async (i) => {
+    const u = await pool(Number(process.env.BENCH_SUBJECT_USERS || 40), 10, async (i) => {
       const email = `s${i}-${crypto.randomBytes(4).toString('hex')}@example.com`;
       return (await http('POST', '/v1/auth/register', { body: { email, password: PASSWORD, consent: true }, headers: { 'x-api-key': t.keys[0] } })).json;
     });
@@ -148,6 +148,7 @@ async function scenarios(ctx, mode, rates) {
   const byTenant = new Map();
   for (const sub of ctx.subjects) { if (!byTenant.has(sub.tenant)) byTenant.set(sub.tenant, []); byTenant.get(sub.tenant).push(sub.token); }
   let x = 0;
+  const subjectTurn = new Map();
   const agentTokens = [];
   out.push(summarize('POST /oauth/token (token exchange)', await run({
     connections: 32, ...fixed(rates.exchange),
@@ -157,7 +158,10 @@ async function scenarios(ctx, mode, rates) {
         const i = x++;
         const agent = ctx.agents[i % ctx.agents.length];
         const subs = byTenant.get(agent.tenant);
-        const subject = subs[Math.floor(i / ctx.agents.length) % subs.length];
+        // each subject token in turn (10 exchanges per minute per jti), each agent in turn (600/min)
+        const k = (subjectTurn.get(agent.tenant) ?? 0) + 1;
+        subjectTurn.set(agent.tenant, k);
+        const subject = subs[k % subs.length];
         const basic = Buffer.from(`${encodeURIComponent(agent.id)}:${encodeURIComponent(agent.secret)}`).toString('base64');
         const body = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: subject, subject_token_type: 'urn:ietf:params:oauth:token-type:access_token', scope: 'openid profile' }).toString();
         return { ...req, headers: { ...req.headers, 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${basic}`, 'x-forwarded-for': ip() }, body };
