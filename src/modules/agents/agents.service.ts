@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { hashPrefix } from '../../shared/crypto/tokens';
 import { Db, Queryable } from '../../shared/db/db.service';
+import type { AgentRow } from './agent.response.dto';
 
 /** Keys of `agent_settings.rate_limits` (spec 2.10). */
 export const AGENT_RATE_LIMIT_KEYS = [
@@ -25,25 +26,10 @@ export const AGENT_GRANT_TYPES = [
 ] as const;
 
 /** An agent client row as the token endpoint needs it (spec 2.10, 3.2), with its tenant's tier. */
-export interface AgentClientRow {
-  id: string;
-  tenant_id: string;
+/** An agent row with what client authentication needs: the tenant's tier and the secret hash. */
+export interface AgentClientRow extends AgentRow {
   tenant_tier: 'free' | 'pro' | 'enterprise';
-  name: string;
-  description: string | null;
-  agent_class: string | null;
-  logo_url: string | null;
-  scopes: string[];
-  grant_types: string[];
-  agent_token_max_ttl_sec: number;
-  rate_limits: AgentRateLimits;
-  max_concurrent_tokens: number | null;
   secret_hash: string;
-  agent_metadata_version: number;
-  created_at: Date;
-  updated_at: Date;
-  disabled_at: Date | null;
-  revoked_at: Date | null;
 }
 
 /** One row of the activity timeline (spec 4.4); raw IP and user agent are hashed here, never stored. */
