@@ -42,7 +42,7 @@ async function setup() {
     const h = { cookie, 'x-csrf-token': s.json.csrf_token };
     await http('PATCH', `/v1/auth/dashboard/tenants/${s.json.tenant.slug}/settings/anonymous`, { body: { anonymous_signins_enabled: true }, headers: { ...h, 'x-service-confirm': 'privileged-default-role' } });
     const keys = [];
-    for (let k = 0; k < 8; k++) keys.push((await http('POST', `/v1/auth/dashboard/tenants/${s.json.tenant.slug}/api-keys`, { body: { name: `bench-${k}` }, headers: h })).json.key);
+    for (let k = 0; k < 16; k++) keys.push((await http('POST', `/v1/auth/dashboard/tenants/${s.json.tenant.slug}/api-keys`, { body: { name: `bench-${k}` }, headers: h })).json.key);
     tenants.push({ slug: s.json.tenant.slug, keys, headers: h });
   }
   // the operator raises the tier so the monthly allowance does not end the guest run
@@ -113,25 +113,22 @@ async function scenarios(ctx, mode, rates) {
     connections: 64, ...fixed(rates.me),
     requests: [{ method: 'GET', path: '/v1/auth/me', setupRequest: (req) => ({ ...req, headers: { ...req.headers, authorization: `Bearer ${ctx.users[n++ % ctx.users.length].access}`, 'x-forwarded-for': ip() } }) }],
   }), mode));
-  // POST /v1/auth/refresh: each connection follows its own rotation chain
+  // POST /v1/auth/refresh: every request presents a live, never-used refresh token (guest sessions
+  // made beforehand), so each one is a real rotation, not the reuse-grace path
+  const refreshPool = await pool(Math.ceil(DURATION * (mode === 'fixed' ? rates.refresh * 1.1 : 2200)), 32, async (i) =>
+    (await http('POST', '/v1/auth/anonymous', { body: {}, headers: { 'x-api-key': ctx.allKeys[i % ctx.allKeys.length] } })).json.refresh_token);
+  const keyOf = (i) => ctx.allKeys[i % ctx.allKeys.length];
   let c = 0;
   out.push(summarize('POST /v1/auth/refresh', await run({
     connections: 32, ...fixed(rates.refresh),
     requests: [{
       method: 'POST', path: '/v1/auth/refresh',
-      setupRequest: (req, context) => {
-        if (!context.rt) context.rt = ctx.users[c++ % ctx.users.length].refresh;
-        return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ refresh_token: context.rt }) };
+      setupRequest: (req) => {
+        const i = c++ % refreshPool.length;
+        return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': keyOf(i), 'x-forwarded-for': ip() }, body: JSON.stringify({ refresh_token: refreshPool[i] }) };
       },
-      onResponse: (status, body, context) => { if (status === 200) { context.rt = JSON.parse(body).refresh_token; } },
     }],
   }), mode));
-  // refreshed chains leave users' original tokens rotated: re-seed for the next run
-  ctx.users = await pool(ctx.users.length, 16, async (i) => {
-    const u = ctx.users[i];
-    const r = await http('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD }, headers: { 'x-api-key': ctx.key } });
-    return { ...u, access: r.json.access_token, refresh: r.json.refresh_token };
-  });
   // POST /v1/auth/login (argon2id with the OWASP parameters)
   let l = 0;
   out.push(summarize('POST /v1/auth/login', await run({
@@ -229,7 +226,7 @@ async function main() {
   const redis = execSync(`redis-cli -u "${process.env.REDIS_URL || 'redis://127.0.0.1:6379'}" info server | grep redis_version`, { encoding: 'utf8' }).trim();
   const lines = [];
   lines.push(`\n## ${new Date().toISOString()} — ${os.cpus().length} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, PostgreSQL ${pg}, ${redis}`);
-  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=2, NODE_ENV=development (OWASP argon2id cost), LOG_LEVEL=warn; autocannon in a third process on the same machine, ${DURATION} s per run; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants.\n`);
+  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=2, NODE_ENV=development (OWASP argon2id cost), LOG_LEVEL=warn; autocannon in a third process on the same machine, ${DURATION} s per run; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each).\n`);
   lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors |');
   lines.push('|---|---|---|---|---|---|---|---|---|');
   for (const r of [...maxRuns, ...fixedRuns]) {

@@ -148,6 +148,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     // argon2id OWASP parameters (19 MiB, t=2, p=1); a lower cost only under NODE_ENV=test.
     ARGON2_MEMORY_KIB: isTest && !env.ARGON2_MEMORY_KIB ? 1024 : parsed.ARGON2_MEMORY_KIB,
     ARGON2_TIME_COST: isTest && !env.ARGON2_TIME_COST ? 1 : parsed.ARGON2_TIME_COST,
+    // hashes at once per process: by default the cores of this host shared by its API processes,
+    // so API_WORKERS=N processes together never run more hashes than there are cores
+    ARGON2_MAX_CONCURRENCY: env.ARGON2_MAX_CONCURRENCY ? parsed.ARGON2_MAX_CONCURRENCY : Math.max(1, Math.floor(os.cpus().length / parsed.API_WORKERS)),
     TOKEN_AUDIENCE: parsed.TOKEN_AUDIENCE ?? parsed.PUBLIC_BASE_URL,
     isProduction: parsed.NODE_ENV === 'production',
     isTest,

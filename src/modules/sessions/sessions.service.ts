@@ -150,27 +150,57 @@ export class SessionsService {
     const m = REFRESH_SHAPE.exec(presented);
     if (!m) throw new AppError('auth/invalid_refresh_token');
     const [, id, secret] = m;
-    const [row] = await this.db.query<RefreshRow>(
-      `SELECT rt.id, rt.secret_hash, rt.session_id, rt.rotated_at, rt.revoked_at, rt.expires_at < now() AS expired,
-              s.revoked_at AS session_revoked_at, s.aal, s.amr,
-              u.id AS user_id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at,
-              t.user_scopes,
-              (u.is_anonymous AND ck.revoked_at IS NOT NULL) AS creator_key_revoked,
-              (rt.rotated_at IS NOT NULL AND EXISTS (
-                 SELECT 1 FROM refresh_tokens c WHERE c.parent_id = rt.id AND c.rotated_at IS NOT NULL)) AS child_rotated,
-              (rt.rotated_at IS NOT NULL AND rt.rotated_at > now() - make_interval(secs => $3)) AS grace_ok
-         FROM refresh_tokens rt
-         JOIN user_sessions s ON s.id = rt.session_id
-         JOIN users u ON u.id = rt.user_id
-         JOIN tenants t ON t.id = rt.tenant_id
-         LEFT JOIN api_keys ck ON ck.id = u.created_by_api_key_id
-        WHERE rt.id = $1 AND rt.tenant_id = $2`,
-      [id, tenantId, this.config.REFRESH_REUSE_GRACE_SECONDS],
-      'refresh_lookup',
+    const newId = randomUUID();
+    const newSecret = randomToken();
+    // Common case in one statement: look the token up and, when it is live and not yet rotated,
+    // rotate it (conditional on rotated_at IS NULL: of two parallel rotations one wins) and issue
+    // the child. Anything else (unknown, wrong secret, reuse, the grace rule) is decided below.
+    const [row] = await this.db.query<RefreshRow & { rotated_now: boolean }>(
+      `WITH cur AS (
+         SELECT rt.id, rt.secret_hash, rt.session_id, rt.rotated_at, rt.revoked_at, rt.expires_at < now() AS expired,
+                s.revoked_at AS session_revoked_at, s.aal, s.amr,
+                u.id AS user_id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at,
+                t.user_scopes,
+                (u.is_anonymous AND ck.revoked_at IS NOT NULL) AS creator_key_revoked,
+                (rt.rotated_at IS NOT NULL AND EXISTS (
+                   SELECT 1 FROM refresh_tokens c WHERE c.parent_id = rt.id AND c.rotated_at IS NOT NULL)) AS child_rotated,
+                (rt.rotated_at IS NOT NULL AND rt.rotated_at > now() - make_interval(secs => $3)) AS grace_ok
+           FROM refresh_tokens rt
+           JOIN user_sessions s ON s.id = rt.session_id
+           JOIN users u ON u.id = rt.user_id
+           JOIN tenants t ON t.id = rt.tenant_id
+           LEFT JOIN api_keys ck ON ck.id = u.created_by_api_key_id
+          WHERE rt.id = $1 AND rt.tenant_id = $2
+       ), rot AS (
+         UPDATE refresh_tokens r SET rotated_at = now()
+           FROM cur
+          WHERE r.id = cur.id AND r.rotated_at IS NULL AND r.revoked_at IS NULL AND cur.secret_hash = $4
+            AND cur.session_revoked_at IS NULL AND NOT cur.expired AND NOT cur.creator_key_revoked
+          RETURNING r.session_id, r.tenant_id, r.user_id
+       ), ins AS (
+         INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, parent_id, expires_at)
+         SELECT $5, session_id, tenant_id, user_id, $6, $1, now() + make_interval(secs => $7) FROM rot RETURNING user_id
+       ), ses AS (
+         UPDATE user_sessions SET refreshed_at = now() WHERE id = (SELECT session_id FROM rot) AND revoked_at IS NULL RETURNING id
+       ), ${activityCtes('(SELECT user_id FROM ins)')}
+       SELECT cur.*, (EXISTS (SELECT 1 FROM ins) AND EXISTS (SELECT 1 FROM ses)) AS rotated_now FROM cur`,
+      [id, tenantId, this.config.REFRESH_REUSE_GRACE_SECONDS, sha256Hex(secret), newId, sha256Hex(newSecret), this.config.REFRESH_TOKEN_TTL_SECONDS],
+      'refresh_rotate_fast',
     );
+    if (row?.rotated_now) {
+      return {
+        ...this.mint({ ...row, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal),
+        refresh_token: `${newId}:${newSecret}`,
+      };
+    }
     // an unknown id or a wrong secret changes nothing (it may be a guess, not a stolen token)
     if (!row || !safeEqual(row.secret_hash, sha256Hex(secret))) throw new AppError('auth/invalid_refresh_token');
     if (row.revoked_at || row.session_revoked_at || row.expired || row.creator_key_revoked) throw new AppError('auth/invalid_refresh_token');
+    if (!row.rotated_at) {
+      // lost a race with a parallel rotation of the same token: the grace rule decides
+      if (this.config.REFRESH_REUSE_GRACE_SECONDS > 0) return this.refresh(tenantId, presented);
+      throw new AppError('auth/invalid_refresh_token');
+    }
     if (row.rotated_at) {
       const graceful = this.config.REFRESH_REUSE_GRACE_SECONDS > 0 && row.grace_ok && !row.child_rotated;
       if (!graceful) {
@@ -178,10 +208,7 @@ export class SessionsService {
         throw new AppError('auth/invalid_refresh_token', 'Refresh token reuse detected; the session has ended');
       }
     }
-    const newId = randomUUID();
-    const newSecret = randomToken();
-    // spec: conditional update, so two parallel rotations of one token have one winner;
-    // in the grace case the parent stays rotated and a sibling is issued.
+    // the grace case: the parent stays rotated and a sibling is issued for the same session
     const { rows } = await this.db.exec<{ ok: boolean }>(
       `WITH rot AS (
          UPDATE refresh_tokens SET rotated_at = COALESCE(rotated_at, now())
@@ -194,14 +221,10 @@ export class SessionsService {
          UPDATE user_sessions SET refreshed_at = now() WHERE id = (SELECT session_id FROM rot) AND revoked_at IS NULL RETURNING id
        ), ${activityCtes('(SELECT user_id FROM ins)')}
        SELECT EXISTS (SELECT 1 FROM ins) AND EXISTS (SELECT 1 FROM ses) AS ok`,
-      [id, newId, sha256Hex(newSecret), this.config.REFRESH_TOKEN_TTL_SECONDS, row.rotated_at !== null],
+      [id, newId, sha256Hex(newSecret), this.config.REFRESH_TOKEN_TTL_SECONDS, true],
       'refresh_rotate',
     );
-    if (!rows[0]?.ok) {
-      // lost a race with a parallel rotation of the same token: the grace rule decides
-      if (this.config.REFRESH_REUSE_GRACE_SECONDS > 0 && !row.rotated_at) return this.refresh(tenantId, presented);
-      throw new AppError('auth/invalid_refresh_token');
-    }
+    if (!rows[0]?.ok) throw new AppError('auth/invalid_refresh_token');
     const user: SessionUser = row;
     return {
       ...this.mint({ ...user, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal),
