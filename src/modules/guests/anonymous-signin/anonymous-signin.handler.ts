@@ -30,7 +30,8 @@ export class AnonymousSigninHandler implements ICommandHandler<AnonymousSigninCo
     const sessionId = randomUUID();
     const refreshId = randomUUID();
     const secret = randomToken();
-    const rows = await this.db.query<{ created_at: Date }>(
+    // Db.ephemeral: no WAL-flush wait while the tenant's monthly counter row is locked
+    const rows = await this.db.ephemeral.query<{ created_at: Date }>(
       `WITH m AS (
          INSERT INTO tenant_mau (tenant_id, month, active_users) VALUES ($1, ${CURRENT_MONTH_SQL}, 1)
          ON CONFLICT (tenant_id, month) DO UPDATE SET active_users = tenant_mau.active_users + 1
