@@ -56,6 +56,21 @@ async function setTier(app: INestApplicationContext, slug: string, tier: string)
   });
 }
 
+/** Whether email-OTP requests of a tenant must carry a verified captcha_token (not a spec 2.8 field). */
+async function setEmailOtpCaptcha(app: INestApplicationContext, slug: string, value: string): Promise<string> {
+  if (value !== 'on' && value !== 'off') throw new CliUsageError('the value must be on or off');
+  const events = app.get(EventsService);
+  return app.get(Db).tx(async (tx) => {
+    const [t] = await tx.query<{ id: string }>(`UPDATE tenants SET email_otp_captcha_required = $2, updated_at = now() WHERE slug = $1 RETURNING id`, [slug, value === 'on']);
+    if (!t) throw new CliError(`no tenant with slug "${slug}"`);
+    await events.audit(tx, {
+      tenantId: t.id, type: 'tenant.email_otp_captcha_changed', actorType: 'system', targetType: 'tenant', targetId: t.id,
+      metadata: { required: value === 'on', via: 'cli' },
+    });
+    return t.id;
+  });
+}
+
 /** The command table; a context adds its operator commands here. */
 export const COMMANDS: CliCommand[] = [
   {
@@ -66,6 +81,16 @@ export const COMMANDS: CliCommand[] = [
       if (args.length !== 2) throw new CliUsageError('tenants:set-tier needs <slug> <tier>');
       const t = await setTier(app, args[0], args[1]);
       io.out(`tenant ${args[0]} (${t.id}): tier ${t.from} -> ${t.to}`);
+    },
+  },
+  {
+    name: 'tenants:email-otp-captcha',
+    args: '<slug> <on|off>',
+    description: 'requires (or not) a verified captcha_token on email-OTP requests of a tenant (needs TURNSTILE_SECRET)',
+    run: async ({ app, args, io }) => {
+      if (args.length !== 2) throw new CliUsageError('tenants:email-otp-captcha needs <slug> <on|off>');
+      const id = await setEmailOtpCaptcha(app, args[0], args[1]);
+      io.out(`tenant ${args[0]} (${id}): email OTP captcha ${args[1]}`);
     },
   },
   {

@@ -247,6 +247,18 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
       expect(audit).toEqual([{ actor_type: 'system', metadata: { from: 'free', to: 'enterprise', via: 'cli' } }]);
     });
 
+    it('tenants:email-otp-captcha turns the email-OTP captcha requirement on and off', async () => {
+      const t = await createTenant(db);
+      const io = captureIo();
+      expect(await runCli(['tenants:email-otp-captcha', t.slug, 'on'], io)).toBe(0);
+      expect((await db.query<{ r: boolean }>(`SELECT email_otp_captcha_required AS r FROM tenants WHERE id = $1`, [t.id]))[0].r).toBe(true);
+      expect(await runCli(['tenants:email-otp-captcha', t.slug, 'off'], io)).toBe(0);
+      expect((await db.query<{ r: boolean }>(`SELECT email_otp_captcha_required AS r FROM tenants WHERE id = $1`, [t.id]))[0].r).toBe(false);
+      expect(await runCli(['tenants:email-otp-captcha', t.slug, 'maybe'], io)).toBe(1);
+      expect(await runCli(['tenants:email-otp-captcha', 'no-such-tenant', 'on'], io)).toBe(1);
+      expect(await db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.email_otp_captcha_changed'`, [t.id])).toHaveLength(2);
+    });
+
     it('refuses an unknown slug, a bad tier, an unknown command and missing arguments with exit code 1', async () => {
       const io = captureIo();
       expect(await runCli(['tenants:set-tier', 'no-such-tenant', 'pro'], io)).toBe(1);
