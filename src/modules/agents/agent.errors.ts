@@ -1,6 +1,6 @@
-import { Param, ParseUUIDPipe } from '@nestjs/common';
 import { AppError } from '../../shared/errors/app-error';
 import { Queryable } from '../../shared/db/db.service';
+import { UuidParam } from '../../shared/http/uuid-param';
 import { AGENT_GRANT_TYPES } from './agents.service';
 import { AGENT_COLUMNS, AgentRow } from './agent.response.dto';
 
@@ -8,7 +8,7 @@ import { AGENT_COLUMNS, AgentRow } from './agent.response.dto';
 export const agentNotFound = () => new AppError('agent/not_found');
 
 /** A path id that must be a UUID; anything else is the same 404 as an unknown agent. */
-export const AgentIdParam = (name: string) => Param(name, new ParseUUIDPipe({ exceptionFactory: agentNotFound }));
+export const AgentIdParam = (name: string) => UuidParam(name, 'agent/not_found');
 
 const ALLOWED = new Set<string>(AGENT_GRANT_TYPES);
 

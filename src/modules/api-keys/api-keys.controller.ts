@@ -1,16 +1,13 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, ParseUUIDPipe, Post, Query } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Post, Query } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
 import { CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
 import { DashboardAuth } from '../../shared/auth/dashboard.guard';
 import { Page } from '../../shared/db/pagination';
-import { AppError } from '../../shared/errors/app-error';
+import { UuidParam } from '../../shared/http/uuid-param';
 import { ApiKeyResponse, CreateApiKeyRequestDto, ListApiKeysQueryDto } from './api-keys.dto';
 import { CreateApiKeyCommand, ListApiKeysQuery, RevokeApiKeyCommand } from './api-keys.handlers';
 
-/** An unknown or malformed id is the same 404 as another tenant's. */
-export const UuidParam = (name: string, code: 'api_key/not_found' | 'request/not_found' = 'request/not_found') =>
-  Param(name, new ParseUUIDPipe({ exceptionFactory: () => new AppError(code) }));
 
 @ApiTags('dashboard')
 @Controller('v1/auth/dashboard/tenants/:slug/api-keys')

@@ -1,10 +1,10 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, ParseUUIDPipe, Post, Query } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Post, Query } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
 import { DashboardAuth } from '../../shared/auth/dashboard.guard';
 import { Page } from '../../shared/db/pagination';
-import { AppError } from '../../shared/errors/app-error';
+import { UuidParam } from '../../shared/http/uuid-param';
 import { CreateWebhookCommand } from './create-webhook/create-webhook.command';
 import { CreateWebhookRequestDto } from './create-webhook/create-webhook.request.dto';
 import { DeleteWebhookCommand } from './delete-webhook/delete-webhook.command';
@@ -17,7 +17,7 @@ import { ListWebhooksQueryDto } from './list-webhooks/list-webhooks.request.dto'
 import { CreatedWebhookEndpointResponse, WebhookDeliveryResponse, WebhookEndpointResponse } from './webhook-endpoint.entity';
 
 /** An unknown, malformed or other tenant's endpoint id: the same 404. */
-const EndpointId = () => Param('id', new ParseUUIDPipe({ exceptionFactory: () => new AppError('webhook/not_found') }));
+const EndpointId = () => UuidParam('id', 'webhook/not_found');
 
 const DELIVERY_DOC =
   'Deliveries follow Standard Webhooks: POST of `{type, timestamp, data}` with headers `webhook-id` (the same on every retry), ' +

@@ -1,4 +1,5 @@
 import { HttpException, Logger, ValidationError } from '@nestjs/common';
+import { errorCodes } from 'fastify';
 import { AppError, FieldError } from './app-error';
 import { ERROR_CATALOG, ErrorCode } from './error-codes';
 import { OAuthError } from './oauth-error';
@@ -21,6 +22,9 @@ export interface RenderedError {
 }
 
 const logger = new Logger('Errors');
+
+/** Fastify's own messages for a body that is not JSON (FST_ERR_CTP_INVALID_JSON_BODY, ..._EMPTY_JSON_BODY). */
+const BODY_PARSE_MESSAGES = new Set([new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY().message, new errorCodes.FST_ERR_CTP_EMPTY_JSON_BODY().message]);
 
 /** Flattens class-validator errors into `errors[]` with dotted field paths. */
 export function flattenValidationErrors(errors: ValidationError[], parent = ''): FieldError[] {
@@ -67,8 +71,8 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
   if (err instanceof AppError) appErr = err;
   else if (err instanceof HttpException) {
     const status = err.getStatus();
-    // Nest re-wraps Fastify's body-parser errors (FST_ERR_CTP_INVALID_JSON_BODY, ..._EMPTY_JSON_BODY)
-    const malformed = status === 400 && /not valid JSON|cannot be empty when content-type/i.test(err.message);
+    // Nest re-wraps Fastify's body-parser errors in an HttpException that keeps only the message
+    const malformed = status === 400 && BODY_PARSE_MESSAGES.has(err.message);
     const code: ErrorCode = malformed ? 'request/malformed_json' :
       status === 404 ? 'request/not_found' : status === 405 ? 'request/method_not_allowed' : status === 413 ? 'request/too_large'
         : status === 401 ? 'auth/unauthorized' : status === 403 ? 'auth/forbidden' : status === 429 ? 'rate_limit/exceeded'

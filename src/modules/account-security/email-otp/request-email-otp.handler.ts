@@ -13,6 +13,7 @@ import { bindingHash } from '../resume-binding';
 import { TenantFlags } from '../tenant-flags';
 import { RequestEmailOtpCommand } from './email-otp.commands';
 import { OtpCaptcha } from './otp-captcha';
+import { findAccountUser } from '../account-user';
 
 /**
  * Issue 5 item 4: off until the tenant enables it; limited per address and per client address
@@ -47,11 +48,7 @@ export class RequestEmailOtpHandler implements ICommandHandler<RequestEmailOtpCo
     const mode = body.mode ?? 'login';
     // the policy is about the address, so it is checked for every address under login_or_create
     if (mode === 'login_or_create') await this.policy.assertAllowed(tenantId, email);
-    const [user] = await this.db.query<{ id: string; email: string }>(
-      `SELECT id, email FROM users WHERE tenant_id = $1 AND email_normalized = $2 AND NOT is_anonymous`,
-      [tenantId, email],
-      'account_security_user_lookup',
-    );
+    const user = await findAccountUser(this.db, tenantId, email);
     await this.db.tx(async (tx) => {
       if (!user && mode === 'login') {
         this.codes.newCode();

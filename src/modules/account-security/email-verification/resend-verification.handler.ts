@@ -10,6 +10,7 @@ import { OneTimeTokens } from '../one-time-tokens.service';
 import { RequestTrail } from '../request-trail';
 import { VerificationMailer } from './verification-mailer';
 import { ResendVerificationCommand } from './verify-email.command';
+import { findAccountUser } from '../account-user';
 
 /**
  * Contract: 202 with the same body whether or not the address exists (or is already verified);
@@ -31,11 +32,7 @@ export class ResendVerificationHandler implements ICommandHandler<ResendVerifica
     const tenantId = cmd.apiKey.tenantId;
     const email = normalizeEmail(cmd.email);
     await this.limits.enforce('verify-resend', tenantId, email, cmd.client.ip);
-    const [user] = await this.db.query<{ id: string; email: string }>(
-      `SELECT id, email FROM users WHERE tenant_id = $1 AND email_normalized = $2 AND NOT is_anonymous AND NOT email_verified`,
-      [tenantId, email],
-      'account_security_unverified_lookup',
-    );
+    const user = await findAccountUser(this.db, tenantId, email, { unverifiedOnly: true });
     await this.db.tx(async (tx) => {
       if (!user) {
         // the statement a link costs, writing nothing, then the trail (comparable work)

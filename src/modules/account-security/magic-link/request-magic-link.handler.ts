@@ -11,6 +11,7 @@ import { RequestTrail } from '../request-trail';
 import { bindingHash } from '../resume-binding';
 import { TenantFlags } from '../tenant-flags';
 import { RequestMagicLinkCommand } from './magic-link.commands';
+import { findAccountUser } from '../account-user';
 
 /**
  * Issue 5 item 3: off until the tenant enables it; oauth_params checked first (an unregistered
@@ -37,11 +38,7 @@ export class RequestMagicLinkHandler implements ICommandHandler<RequestMagicLink
     const oauthParams = await this.oauth.check(tenantId, cmd.body.oauth_params);
     const email = normalizeEmail(cmd.body.email);
     await this.limits.enforce('magic-link', tenantId, email, cmd.client.ip);
-    const [user] = await this.db.query<{ id: string; email: string }>(
-      `SELECT id, email FROM users WHERE tenant_id = $1 AND email_normalized = $2 AND NOT is_anonymous`,
-      [tenantId, email],
-      'account_security_user_lookup',
-    );
+    const user = await findAccountUser(this.db, tenantId, email);
     await this.db.tx(async (tx) => {
       const token = await this.tokens.issue(tx, {
         tenantId,

@@ -8,6 +8,7 @@ import { MailLimits } from '../mail-limits.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { RequestTrail } from '../request-trail';
 import { ForgotPasswordCommand } from './password.commands';
+import { findAccountUser } from '../account-user';
 
 /**
  * OWASP Forgot Password: the same 202 body for every address, after comparable work (the token
@@ -30,11 +31,7 @@ export class ForgotPasswordHandler implements ICommandHandler<ForgotPasswordComm
     const tenantId = cmd.apiKey.tenantId;
     const email = normalizeEmail(cmd.email);
     await this.limits.enforce('forgot', tenantId, email, cmd.client.ip);
-    const [user] = await this.db.query<{ id: string; email: string }>(
-      `SELECT id, email FROM users WHERE tenant_id = $1 AND email_normalized = $2 AND NOT is_anonymous`,
-      [tenantId, email],
-      'account_security_user_lookup',
-    );
+    const user = await findAccountUser(this.db, tenantId, email);
     await this.db.tx(async (tx) => {
       const token = await this.tokens.issue(tx, { tenantId, userId: user?.id ?? null, kind: 'password_reset', emailNormalized: email, ttlSeconds: PASSWORD_RESET_TTL_SECONDS });
       if (!user) return this.trail.nothingSent(tx, tenantId, 'user.password_reset_requested', email, cmd.client.ip);

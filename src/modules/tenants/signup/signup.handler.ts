@@ -2,9 +2,9 @@ import { randomBytes, randomUUID } from 'crypto';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { DashboardSessionService } from '../../../shared/auth/dashboard-session.service';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
-import { Queryable, isUniqueViolation } from '../../../shared/db/db.service';
+import { randomToken } from '../../../shared/crypto/tokens';
+import { Db, Queryable, isUniqueViolation } from '../../../shared/db/db.service';
 import { IdempotencyService, requestHash } from '../../../shared/db/idempotency';
-import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { normalizeEmail } from '../../users/email';
@@ -31,13 +31,13 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
         body: {
           tenant: { id: randomUUID(), slug: slugify(name), name, tier: 'free' },
           user: { id: randomUUID(), email: body.email.trim() },
-          csrf_token: randomBytes(32).toString('base64url'),
+          csrf_token: randomToken(),
         },
       };
     }
     await this.turnstile.verify(body.turnstile_token, client.ip);
-    const passwordHash = await this.hasher.hash(body.password);
     if (!body.idempotency_key) {
+      const passwordHash = await this.hasher.hash(body.password);
       return this.db.tx(async (tx) => {
         const r = await this.create(tx, body, passwordHash);
         return { body: r.body, sessionToken: r.secret.session };
@@ -45,7 +45,8 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     }
     // the password stays out of the stored request fingerprint (a fast hash of it would be crackable)
     const hash = requestHash(body as unknown as Record<string, unknown>, ['turnstile_token', 'idempotency_key', 'password']);
-    const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, hash, (tx) => this.create(tx, body, passwordHash));
+    // hashed only by the request that creates: a replay costs no argon2 work
+    const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, hash, async (tx) => this.create(tx, body, await this.hasher.hash(body.password)));
     return { body: r.body, sessionToken: r.secret?.session };
   }
 

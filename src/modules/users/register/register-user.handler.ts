@@ -31,10 +31,14 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
   ) {}
 
   async execute(cmd: RegisterUserCommand): Promise<TokenResponse> {
-    const [tenant] = await this.db.query<TenantRow>(
-      `SELECT name, user_scopes, default_user_role, minor_protection_enabled FROM tenants WHERE id = $1`,
-      [cmd.tenantId],
-    );
+    // the API key query already read the tenant's settings; a guest's bearer alone did not
+    const k = cmd.apiKey?.tenant;
+    const [tenant] = k
+      ? [{ name: k.name, user_scopes: k.userScopes, default_user_role: k.defaultUserRole, minor_protection_enabled: k.minorProtectionEnabled }]
+      : await this.db.query<TenantRow>(
+          `SELECT name, user_scopes, default_user_role, minor_protection_enabled FROM tenants WHERE id = $1`,
+          [cmd.tenantId],
+        );
     if (!tenant) throw new AppError('auth/invalid_api_key');
     const { body } = cmd;
     if (tenant.minor_protection_enabled && !body.date_of_birth) {
