@@ -230,7 +230,8 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
 
     const first = await get(d, '?limit=2').expect(200);
     const c: string = first.body.pagination.next_cursor;
-    const tampered = `${c.slice(0, -2)}${c.endsWith('A') ? 'B' : 'A'}${c.slice(-1)}`;
+    // change one character of the signature for certain (the old character is never kept)
+    const tampered = `${c.slice(0, -2)}${c.at(-2) === 'A' ? 'B' : 'A'}${c.slice(-1)}`;
     expect((await get(d, `?cursor=${encodeURIComponent(tampered)}`).expect(400)).body.code).toBe('request/invalid_cursor');
     for (const q of ['?limit=0', '?limit=101', '?limit=abc', '?foo=1']) expect((await get(d, q).expect(400)).body.code).toBe('request/invalid');
   });
