@@ -48,6 +48,8 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(60) @Max(86400) ACCESS_TOKEN_TTL_SECONDS = 900;
   @Transform(toInt) @IsInt() @Min(300) REFRESH_TOKEN_TTL_SECONDS = 30 * 86400;
   @Transform(toInt) @IsInt() @Min(0) @Max(300) REFRESH_REUSE_GRACE_SECONDS = 10;
+  /** how long GET /v1/auth/me may answer from the Redis profile cache (0 = always PostgreSQL) */
+  @Transform(toInt) @IsInt() @Min(0) @Max(3600) USER_CACHE_TTL_SECONDS = 120;
   @Transform(toInt) @IsInt() @Min(60) DASHBOARD_SESSION_IDLE_SECONDS = 30 * 60;
   @Transform(toInt) @IsInt() @Min(300) DASHBOARD_SESSION_ABSOLUTE_SECONDS = 12 * 3600;
   @Transform(toInt) @IsInt() @Min(60) DASHBOARD_REAUTH_MAX_AGE_SECONDS = 5 * 60;

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { CqrsModule } from '@nestjs/cqrs';
+import { CacheModule } from './cache/cache.module';
 import { ConfigModule } from '../config/config.module';
 import { AuthKernelModule } from './auth/auth.module';
 import { CryptoModule } from './crypto/crypto.module';
@@ -11,7 +12,7 @@ import { MailModule } from './mail/mail.module';
 
 /** The shared kernel both processes (API and worker) stand on. */
 @Module({
-  imports: [ConfigModule, DbModule, RedisModule, CryptoModule, EventsModule, RateLimitModule, AuthKernelModule, MailModule, CqrsModule.forRoot()],
-  exports: [ConfigModule, DbModule, RedisModule, CryptoModule, EventsModule, RateLimitModule, AuthKernelModule, MailModule, CqrsModule],
+  imports: [ConfigModule, DbModule, RedisModule, CryptoModule, EventsModule, RateLimitModule, AuthKernelModule, MailModule, CacheModule, CqrsModule.forRoot()],
+  exports: [ConfigModule, DbModule, RedisModule, CryptoModule, EventsModule, RateLimitModule, AuthKernelModule, MailModule, CacheModule, CqrsModule],
 })
 export class KernelModule {}

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ApiKeyPrincipal } from '../../shared/auth/auth-context';
+import { UserProfileCache } from '../../shared/cache/user-profile.cache';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { EventsService } from '../../shared/events/events.service';
 import { activityCtes } from '../sessions/activity.sql';
@@ -30,6 +31,7 @@ export class PasswordlessSignIn {
     private readonly sessions: SessionsService,
     private readonly events: EventsService,
     private readonly loginPolicy: LoginPolicy,
+    private readonly profiles: UserProfileCache,
   ) {}
 
   /**
@@ -83,6 +85,18 @@ export class PasswordlessSignIn {
 
   /** Applies the login policy (MFA) and starts the session: amr names the method (RFC 8176 where it has a value). */
   async finish(
+    user: SessionUser,
+    o: { key: ApiKeyPrincipal; method: string; amr: string[]; oauthParams?: Record<string, string> | null },
+  ): Promise<PasswordlessResponse> {
+    // the caller's transaction (proveEmail) has committed: email_verified; then last_sign_in_at
+    try {
+      return await this.signIn(user, o);
+    } finally {
+      await this.profiles.invalidate([user.id]);
+    }
+  }
+
+  private async signIn(
     user: SessionUser,
     o: { key: ApiKeyPrincipal; method: string; amr: string[]; oauthParams?: Record<string, string> | null },
   ): Promise<PasswordlessResponse> {

@@ -1,4 +1,5 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
@@ -15,11 +16,12 @@ export class VerifyEmailHandler implements ICommandHandler<VerifyEmailCommand, v
     private readonly db: Db,
     private readonly tokens: OneTimeTokens,
     private readonly events: EventsService,
+    private readonly profiles: UserProfileCache,
   ) {}
 
   async execute(cmd: VerifyEmailCommand): Promise<void> {
     const tenantId = cmd.apiKey.tenantId;
-    await this.db.tx(async (tx) => {
+    const userId = await this.db.tx(async (tx) => {
       const row = await this.tokens.consume(tx, tenantId, 'email_verification', cmd.token);
       if (!row) throw new AppError('token/invalid');
       const [u] = await tx.query<{ id: string }>(
@@ -29,6 +31,8 @@ export class VerifyEmailHandler implements ICommandHandler<VerifyEmailCommand, v
       );
       if (!u) throw new AppError('token/invalid');
       await this.events.audit(tx, { tenantId, type: 'user.email_verified', actorType: 'user', actorId: u.id, targetType: 'user', targetId: u.id, metadata: { method: 'link' } });
+      return u.id;
     });
+    await this.profiles.invalidate([userId]);
   }
 }

@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
 
@@ -24,6 +25,7 @@ export class GuestPurgeService {
   constructor(
     private readonly db: Db,
     private readonly events: EventsService,
+    private readonly profiles: UserProfileCache,
   ) {}
 
   async runOnce(): Promise<PurgeRunResult> {
@@ -34,8 +36,8 @@ export class GuestPurgeService {
     );
     const perTenant: PurgeRunResult['perTenant'] = [];
     for (const t of tenants) {
-      const deleted = await this.db.tx(async (tx) => {
-        const [r] = await tx.query<{ n: number }>(
+      const ids = await this.db.tx(async (tx) => {
+        const [r] = await tx.query<{ n: number; ids: string[] }>(
           `WITH victims AS (
              SELECT id FROM users
               WHERE tenant_id = $1 AND is_anonymous AND last_active_at < now() - make_interval(days => $2)
@@ -43,7 +45,7 @@ export class GuestPurgeService {
            ), d AS (
              DELETE FROM users WHERE id IN (SELECT id FROM victims) AND is_anonymous RETURNING id
            )
-           SELECT count(*)::int AS n FROM d`,
+           SELECT count(*)::int AS n, coalesce(array_agg(id), '{}') AS ids FROM d`,
           [t.id, t.ttl, PURGE_BATCH_PER_TENANT],
         );
         if (r.n > 0) {
@@ -54,9 +56,11 @@ export class GuestPurgeService {
             metadata: { count: r.n, retention_days: t.ttl, batch_limit: PURGE_BATCH_PER_TENANT },
           });
         }
-        return r.n;
+        return r.ids;
       });
-      perTenant.push({ tenantId: t.id, deleted });
+      // a purged guest's access tokens then fail at GET /me, as before the profile was cached
+      await this.profiles.invalidate(ids);
+      perTenant.push({ tenantId: t.id, deleted: ids.length });
     }
     const total = perTenant.reduce((a, b) => a + b.deleted, 0);
     this.logger.log(`guest purge: ${total} guests deleted across ${perTenant.length} tenants`);

@@ -1,4 +1,5 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { sha256Hex } from '../../../shared/crypto/tokens';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
@@ -29,6 +30,7 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
     private readonly sessions: SessionsService,
     private readonly events: EventsService,
     private readonly throttle: LoginThrottleService,
+    private readonly profiles: UserProfileCache,
   ) {}
 
   async execute(cmd: VerifyMfaLoginCommand): Promise<TokenResponse> {
@@ -81,6 +83,7 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
         });
         return response;
       });
+      await this.profiles.invalidate([challenge.user_id]); // last_sign_in_at
       await this.throttle.recordSuccess(realm, challenge.user_id, cmd.client.ip);
       return tokens;
     } catch (e) {

@@ -1,4 +1,5 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db, isUniqueViolation } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
@@ -18,6 +19,7 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
     private readonly events: EventsService,
     private readonly sessions: SessionsService,
     private readonly emailPolicy: UserEmailPolicy,
+    private readonly profiles: UserProfileCache,
   ) {}
 
   async execute(cmd: ClaimGuestCommand): Promise<TokenResponse> {
@@ -25,7 +27,7 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
     if (guest.tenantId !== cmd.tenantId) throw new AppError('auth/tenant_mismatch');
     if (!guest.isAnonymous) throw new AppError('anonymous/already_claimed', 'The bearer token is not a guest token');
     try {
-      return await this.db.tx(async (tx) => {
+      const tokens = await this.db.tx(async (tx) => {
         const [user] = await tx.query<{ id: string; role: string; created_at: Date; user_scopes: string; email_verified: boolean; tenant_name: string }>(
           `UPDATE users u SET email = $3, email_normalized = $4, password_hash = COALESCE($5, u.password_hash),
                   date_of_birth_enc = COALESCE($6, u.date_of_birth_enc), email_verified = $7, is_anonymous = false,
@@ -71,6 +73,8 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
           ? this.sessions.continueSession(tx, sessionUser, user.user_scopes, guest.sessionId, { amr })
           : this.sessions.start(tx, sessionUser, user.user_scopes, { amr }).then(({ sessionId: _s, ...t }) => t);
       });
+      await this.profiles.invalidate([guest.userId]);
+      return tokens;
     } catch (e) {
       if (isUniqueViolation(e)) throw new AppError('user/email_exists');
       throw e;

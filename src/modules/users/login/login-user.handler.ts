@@ -1,4 +1,5 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
@@ -33,6 +34,7 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     private readonly sessions: SessionsService,
     private readonly events: EventsService,
     private readonly policy: LoginPolicy,
+    private readonly profiles: UserProfileCache,
   ) {}
 
   async execute(cmd: LoginUserCommand): Promise<TokenResponse | MfaRequiredResponse> {
@@ -56,7 +58,7 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     // MFA and the tenant's MFA policy (account-security module) may answer a challenge instead
     const decision = await this.policy.afterPassword(sessionUser);
     if (decision.challenge) return decision.challenge;
-    return this.db.tx(async (tx) => {
+    const tokens = await this.db.tx(async (tx) => {
       await tx.query(`WITH ${activityCtes('$1', { signIn: true })} SELECT 1`, [user.id], 'user_login_touch');
       await this.events.audit(tx, {
         tenantId,
@@ -74,5 +76,7 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
       });
       return tokens;
     });
+    await this.profiles.invalidate([user.id]); // last_sign_in_at
+    return tokens;
   }
 }

@@ -1,28 +1,44 @@
 import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
+import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
-import { activityCtes, CURRENT_MONTH_SQL } from '../../sessions/activity.sql';
+import { activityCtes } from '../../sessions/activity.sql';
 import { GetMeQuery, MeResponse } from './get-me.query';
 
+type CachedMe = MeResponse & { tenant_id: string };
+
+/**
+ * The current user, from the Redis profile cache when it holds the user (see UserProfileCache
+ * for why a cached profile is never older than the last write the service answered).
+ */
 @QueryHandler(GetMeQuery)
 export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly cache: UserProfileCache,
+  ) {}
 
   async execute(q: GetMeQuery): Promise<MeResponse> {
+    // issued in the same tick: one Redis round trip
+    const [cached, activityDue] = await Promise.all([this.cache.get<CachedMe>(q.userId), this.cache.activityWindowOpen(q.userId)]);
+    const me = cached && cached.tenant_id === q.tenantId ? strip(cached) : await this.load(q);
+    // last_active_at at most once a minute per user; the first activity of a month counts (MAU)
+    if (activityDue) await this.db.query(`WITH ${activityCtes('$1')} SELECT 1`, [q.userId], 'user_activity');
+    return me;
+  }
+
+  private async load(q: GetMeQuery): Promise<MeResponse> {
     const [u] = await this.db.query<{
       id: string; email: string | null; email_verified: boolean; is_anonymous: boolean; role: string;
-      created_at: Date; last_sign_in_at: Date | null; public_metadata: Record<string, unknown>; activity_due: boolean;
+      created_at: Date; last_sign_in_at: Date | null; public_metadata: Record<string, unknown>;
     }>(
-      `SELECT id, email, email_verified, is_anonymous, role, created_at, last_sign_in_at, public_metadata,
-              (last_active_at < now() - interval '1 minute' OR mau_month IS DISTINCT FROM ${CURRENT_MONTH_SQL}) AS activity_due
+      `SELECT id, email, email_verified, is_anonymous, role, created_at, last_sign_in_at, public_metadata
          FROM users WHERE id = $1 AND tenant_id = $2`,
       [q.userId, q.tenantId],
       'user_me',
     );
     if (!u) throw new AppError('auth/invalid_token', 'The user no longer exists');
-    // last_active_at at most once a minute per user; the first activity of a month counts (MAU)
-    if (u.activity_due) await this.db.query(`WITH ${activityCtes('$1')} SELECT 1`, [u.id], 'user_activity');
-    return {
+    const me: MeResponse = {
       id: u.id,
       email: u.email,
       email_verified: u.email_verified,
@@ -32,5 +48,11 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
       last_sign_in_at: u.last_sign_in_at ? u.last_sign_in_at.toISOString() : null,
       public_metadata: u.public_metadata,
     };
+    await this.cache.fill(q.userId, { ...me, tenant_id: q.tenantId } satisfies CachedMe);
+    return me;
   }
+}
+
+function strip({ tenant_id: _tenant, ...me }: CachedMe): MeResponse {
+  return me;
 }

@@ -1,0 +1,136 @@
+import Redis from 'ioredis';
+import { GuestPurgeService } from '../../../src/modules/guests/purge/guest-purge.service';
+import { UserProfileCache } from '../../../src/shared/cache/user-profile.cache';
+import { REDIS } from '../../../src/shared/redis/redis.module';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { linkToken, login, MailWorld, post, register, startMailWorld, tenantWithKey } from '../account-security/account-security.helpers';
+
+/**
+ * GET /v1/auth/me answers from a Redis profile cache. What matters is that it is never stale
+ * after a write the service answered: each writer leaves a tombstone after its commit, and a
+ * reader only fills an empty slot.
+ */
+describe('GET /v1/auth/me profile cache', () => {
+  let w: MailWorld;
+  let t: TestApp;
+  let redis: Redis;
+  let cache: UserProfileCache;
+  let guests: TenantFixture;
+  beforeAll(async () => {
+    w = await startMailWorld();
+    t = w.t;
+    redis = t.app.get(REDIS);
+    cache = t.app.get(UserProfileCache);
+    guests = await createTenant(t.db, { anonymous_signins_enabled: true });
+  });
+  afterAll(() => w?.close());
+
+  const me = (access: string) => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${access}`).set('X-Forwarded-For', randomIp());
+  const slot = (userId: string) => redis.get(`me:${userId}`);
+  const guest = async () => (await t.http().post('/v1/auth/anonymous').set('X-API-Key', guests.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201)).body;
+
+  it('the first read fills the slot (no secrets in it); later reads are served from it', async () => {
+    const g = await guest();
+    expect(await slot(g.user.id)).toBeNull();
+    const first = await me(g.access_token).expect(200);
+    const cached = JSON.parse((await slot(g.user.id))!);
+    expect(cached).toEqual({ ...first.body, tenant_id: guests.id });
+    expect(Object.keys(cached).join()).not.toMatch(/password|date_of_birth|secret/);
+    // a value only the cache holds shows: the read did not reach PostgreSQL
+    await redis.set(`me:${g.user.id}`, JSON.stringify({ ...cached, public_metadata: { from: 'cache' } }), 'KEEPTTL');
+    expect((await me(g.access_token).expect(200)).body.public_metadata).toEqual({ from: 'cache' });
+    expect(await redis.ttl(`me:${g.user.id}`)).toBeLessThanOrEqual(120);
+  });
+
+  it('email verification shows at once', async () => {
+    const tenant = await tenantWithKey(t);
+    const u = await register(t, tenant.apiKey);
+    expect((await me(u.access).expect(200)).body.email_verified).toBe(false);
+    const mail = await w.nextMail((m) => m.to.includes(u.email) && m.subject.startsWith('Verify your email address'));
+    await post(t, '/v1/auth/verify-email', tenant.apiKey, { token: linkToken(mail, '/verify-email') }).expect(204);
+    expect((await me(u.access).expect(200)).body.email_verified).toBe(true);
+  });
+
+  it('a sign-in shows its last_sign_in_at at once', async () => {
+    const tenant = await tenantWithKey(t);
+    const u = await register(t, tenant.apiKey);
+    const before = (await me(u.access).expect(200)).body.last_sign_in_at;
+    await new Promise((r) => setTimeout(r, 20));
+    await login(t, tenant.apiKey, u.email);
+    const after = (await me(u.access).expect(200)).body.last_sign_in_at;
+    expect(new Date(after).getTime()).toBeGreaterThan(new Date(before).getTime());
+  });
+
+  it('a claimed guest shows its email and is_anonymous false at once, through the guest token too', async () => {
+    const g = await guest();
+    expect((await me(g.access_token).expect(200)).body.is_anonymous).toBe(true);
+    const email = uniqueEmail('claim');
+    const claimed = await t.http().post('/v1/auth/register').set('X-API-Key', guests.apiKey).set('X-Forwarded-For', randomIp())
+      .set('Authorization', `Bearer ${g.access_token}`).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    for (const access of [claimed.body.access_token, g.access_token]) {
+      const body = (await me(access).expect(200)).body;
+      expect(body).toMatchObject({ id: g.user.id, email, is_anonymous: false });
+    }
+  });
+
+  it('a purged guest is gone at once: its access token answers 401 even though its profile was cached', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 1 });
+    const g = (await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201)).body;
+    await me(g.access_token).expect(200);
+    expect(await slot(g.user.id)).not.toBeNull();
+    await t.db.query(`UPDATE users SET last_active_at = now() - interval '2 days' WHERE id = $1`, [g.user.id]);
+    const r = await t.app.get(GuestPurgeService).runOnce();
+    expect(r.perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(1);
+    expect((await me(g.access_token).expect(401)).body.code).toBe('auth/invalid_token');
+  });
+
+  it('race: a reader that loaded the row before a write cannot put the old profile back after it', async () => {
+    const g = await guest();
+    const stale = { ...(await me(g.access_token).expect(200)).body, tenant_id: guests.id, public_metadata: { stale: true } };
+    await cache.invalidate([g.user.id]); // the writer, after its commit
+    await cache.fill(g.user.id, stale); // the slow reader, after the writer
+    expect(await slot(g.user.id)).toBe('-');
+    expect((await me(g.access_token).expect(200)).body.public_metadata).toEqual({});
+    // while the tombstone lives, reads go to PostgreSQL and leave it in place
+    expect(await slot(g.user.id)).toBe('-');
+  });
+
+  it('a slot holding another tenant’s user is never served', async () => {
+    const g = await guest();
+    const body = (await me(g.access_token).expect(200)).body;
+    await redis.set(`me:${g.user.id}`, JSON.stringify({ ...body, email: 'other@example.com', tenant_id: '00000000-0000-4000-8000-000000000000' }), 'EX', 60);
+    expect((await me(g.access_token).expect(200)).body.email).toBeNull();
+  });
+
+  it('activity is still recorded at most once a minute (last_active_at) behind the cache', async () => {
+    const g = await guest();
+    await me(g.access_token).expect(200);
+    await t.db.query(`UPDATE users SET last_active_at = now() - interval '10 days' WHERE id = $1`, [g.user.id]);
+    await me(g.access_token).expect(200); // within the minute: no write
+    const [r1] = await t.db.query<{ age: number }>(`SELECT extract(epoch FROM now() - last_active_at) AS age FROM users WHERE id = $1`, [g.user.id]);
+    expect(Number(r1.age)).toBeGreaterThan(86400);
+    const month = new Date().toISOString().slice(0, 7);
+    await redis.del(`act:${month}:${g.user.id}`); // the minute has passed
+    await me(g.access_token).expect(200);
+    const [r2] = await t.db.query<{ age: number }>(`SELECT extract(epoch FROM now() - last_active_at) AS age FROM users WHERE id = $1`, [g.user.id]);
+    expect(Number(r2.age)).toBeLessThan(60);
+  });
+});
+
+describe('GET /v1/auth/me with USER_CACHE_TTL_SECONDS=0', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ USER_CACHE_TTL_SECONDS: '0' });
+  });
+  afterAll(() => t.close());
+
+  it('reads PostgreSQL every time and stores nothing', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true });
+    const g = (await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201)).body;
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${g.access_token}`).expect(200);
+    expect(await t.app.get<Redis>(REDIS).get(`me:${g.user.id}`)).toBeNull();
+    await t.db.query(`UPDATE users SET public_metadata = '{"plan":"gold"}' WHERE id = $1`, [g.user.id]);
+    expect((await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${g.access_token}`).expect(200)).body.public_metadata).toEqual({ plan: 'gold' });
+  });
+});
