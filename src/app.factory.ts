@@ -17,7 +17,13 @@ import { installMetrics } from './shared/http/metrics';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-function trustProxy(value: string): boolean | number | string {
+/** 127.0.0.0/8 and ::1 (also IPv4-mapped): the common `loopback` setting without parsing addresses per request. */
+function isLoopback(addr: string): boolean {
+  return addr === '::1' || addr.startsWith('127.') || addr.startsWith('::ffff:127.');
+}
+
+function trustProxy(value: string): boolean | number | string | ((addr: string) => boolean) {
+  if (value === 'loopback') return isLoopback;
   if (value === 'true') return true;
   if (value === 'false' || value === '') return false;
   if (/^\d+$/.test(value)) return Number(value);
