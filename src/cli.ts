@@ -1,6 +1,7 @@
 import { DynamicModule, INestApplicationContext, Module, Provider, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { GuestPurgeService } from './modules/guests/purge/guest-purge.service';
+import { ApiKeyCache } from './shared/cache/api-key.cache';
 import { SigningKeysService } from './shared/crypto/signing-keys.service';
 import { Db } from './shared/db/db.service';
 import { EventsService } from './shared/events/events.service';
@@ -39,7 +40,7 @@ const TIERS = ['free', 'pro', 'enterprise'] as const;
 async function setTier(app: INestApplicationContext, slug: string, tier: string): Promise<{ id: string; from: string; to: string }> {
   if (!(TIERS as readonly string[]).includes(tier)) throw new CliUsageError(`tier must be one of ${TIERS.join(', ')}`);
   const events = app.get(EventsService);
-  return app.get(Db).tx(async (tx) => {
+  const changed = await app.get(Db).tx(async (tx) => {
     const [t] = await tx.query<{ id: string; from: string; to: string }>(
       `UPDATE tenants t SET tier = $2, updated_at = now()
          FROM (SELECT id, tier FROM tenants WHERE slug = $1 FOR UPDATE) old
@@ -54,6 +55,8 @@ async function setTier(app: INestApplicationContext, slug: string, tier: string)
     });
     return t;
   });
+  await app.get(ApiKeyCache).invalidateTenant(app.get(Db), changed.id); // the keys carry the tier
+  return changed;
 }
 
 /** Whether email-OTP requests of a tenant must carry a verified captcha_token (not a spec 2.8 field). */

@@ -3,12 +3,18 @@ import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import request from 'supertest';
 import { createApiApp } from '../../src/app.factory';
 import { resetConfigForTests } from '../../src/config/config.module';
+import { ApiKeyCache } from '../../src/shared/cache/api-key.cache';
 import { Db } from '../../src/shared/db/db.service';
 
 export interface TestApp {
   app: NestFastifyApplication;
   http: () => ReturnType<typeof request>;
   db: Db;
+  /**
+   * After a test changed a tenant row with SQL (as an operator would by hand): what the service's
+   * own writers do after their commit, so cached API-key principals carry the change.
+   */
+  tenantChanged: (tenantId: string) => Promise<void>;
   close: () => Promise<void>;
 }
 
@@ -32,6 +38,7 @@ export async function createTestApp(env: Record<string, string> = {}): Promise<T
     app,
     http: () => request(app.getHttpServer()),
     db: app.get(Db),
+    tenantChanged: (tenantId) => app.get(ApiKeyCache).invalidateTenant(app.get(Db), tenantId),
     close: () => app.close(),
   };
 }

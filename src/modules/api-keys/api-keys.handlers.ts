@@ -1,5 +1,6 @@
 import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import { DashboardPrincipal } from '../../shared/auth/auth-context';
+import { ApiKeyCache } from '../../shared/cache/api-key.cache';
 import { randomToken, sha256Hex } from '../../shared/crypto/tokens';
 import { Db } from '../../shared/db/db.service';
 import { decodeCursor, Page, toPage } from '../../shared/db/pagination';
@@ -85,22 +86,29 @@ export class RevokeApiKeyCommand extends Command<{ id: string; revoked_at: strin
 /** Conditional on revoked_at IS NULL: a repeat answers the first revocation time, no second event. */
 @CommandHandler(RevokeApiKeyCommand)
 export class RevokeApiKeyHandler implements ICommandHandler<RevokeApiKeyCommand> {
-  constructor(private readonly db: Db, private readonly events: EventsService) {}
+  constructor(
+    private readonly db: Db,
+    private readonly events: EventsService,
+    private readonly keys: ApiKeyCache,
+  ) {}
 
   async execute(cmd: RevokeApiKeyCommand): Promise<{ id: string; revoked_at: string }> {
     const tenantId = cmd.actor.tenant!.id;
-    return this.db.tx(async (tx) => {
-      const [done] = await tx.query<{ revoked_at: Date }>(
-        `UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL RETURNING revoked_at`,
+    const r = await this.db.tx(async (tx) => {
+      const [done] = await tx.query<{ revoked_at: Date; key_hash: string }>(
+        `UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL RETURNING revoked_at, key_hash`,
         [cmd.keyId, tenantId],
       );
       if (done) {
         await this.events.audit(tx, { tenantId, type: 'api_key.revoked', actorType: 'dashboard_user', actorId: cmd.actor.userId, targetType: 'api_key', targetId: cmd.keyId });
-        return { id: cmd.keyId, revoked_at: done.revoked_at.toISOString() };
+        return { id: cmd.keyId, revoked_at: done.revoked_at.toISOString(), keyHash: done.key_hash };
       }
       const [existing] = await tx.query<{ revoked_at: Date }>(`SELECT revoked_at FROM api_keys WHERE id = $1 AND tenant_id = $2`, [cmd.keyId, tenantId]);
       if (!existing) throw new AppError('api_key/not_found');
-      return { id: cmd.keyId, revoked_at: existing.revoked_at.toISOString() };
+      return { id: cmd.keyId, revoked_at: existing.revoked_at.toISOString(), keyHash: undefined };
     });
+    // the key stops working for every API process before this answers
+    if (r.keyHash) await this.keys.invalidate([r.keyHash]);
+    return { id: r.id, revoked_at: r.revoked_at };
   }
 }

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { PassportStrategy } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
 import { Strategy } from 'passport-custom';
+import { ApiKeyCache } from '../cache/api-key.cache';
 import { Db } from '../db/db.service';
 import { AppError } from '../errors/app-error';
 import { sha256Hex } from '../crypto/tokens';
@@ -10,10 +11,21 @@ import { ApiKeyPrincipal, authOf } from './auth-context';
 /** Resolves X-API-Key to its tenant; only the SHA-256 of a key is stored. */
 @Injectable()
 export class ApiKeyResolver {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly cache: ApiKeyCache,
+  ) {}
 
   async resolve(key: string | undefined): Promise<ApiKeyPrincipal> {
     if (!key || key.length > 200) throw new AppError('auth/invalid_api_key');
+    const keyHash = sha256Hex(key);
+    const principal = await this.cache.read(keyHash, () => this.load(keyHash));
+    if (!principal) throw new AppError('auth/invalid_api_key');
+    return principal;
+  }
+
+  /** The live key with its tenant's settings; unknown and revoked keys are not cached. */
+  private async load(keyHash: string): Promise<ApiKeyPrincipal | undefined> {
     const rows = await this.db.query<{
       id: string; tenant_id: string; slug: string; name: string; tier: ApiKeyPrincipal['tier']; user_scopes: string;
       default_user_role: string; anonymous_signins_enabled: boolean; minor_protection_enabled: boolean;
@@ -22,10 +34,10 @@ export class ApiKeyResolver {
               t.minor_protection_enabled
          FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
         WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
-      [sha256Hex(key)],
+      [keyHash],
       'api_key_resolve',
     );
-    if (!rows.length) throw new AppError('auth/invalid_api_key');
+    if (!rows.length) return undefined;
     const r = rows[0];
     return {
       id: r.id,

@@ -291,6 +291,7 @@ describe('account security: tenant security settings and email domains (spec 2.8
     it('a guest claimed by registering is checked too', async () => {
       await setPolicy({ block_disposable_emails: true }, {});
       await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true, anonymous_ever_enabled = true, default_user_role = 'read_only' WHERE id = $1`, [d.tenantId]);
+      await t.tenantChanged(d.tenantId);
       const guest = await t.http().post('/v1/auth/anonymous').set('X-Forwarded-For', randomIp()).set('X-API-Key', key).send({}).expect(201);
       expect((await register('g@mailinator.com', guest.body.access_token).expect(422)).body.code).toBe('email/disposable_blocked');
     });

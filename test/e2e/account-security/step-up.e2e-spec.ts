@@ -189,6 +189,7 @@ describe('account security: step-up by magic link and email code (spec 2.5)', ()
       await post(w.t, path, tenant.apiKey, {}).expect(401);
     }
     await w.t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true, anonymous_ever_enabled = true, default_user_role = 'read_only' WHERE id = $1`, [tenant.tenantId]);
+    await w.t.tenantChanged(tenant.tenantId);
     const guest = await post(w.t, '/v1/auth/anonymous', tenant.apiKey, {}).expect(201);
     expect((await bearerPost(w.t, '/v1/auth/step-up/magic-link', guest.body.access_token, {}).expect(403)).body.code).toBe('auth/forbidden');
     expect((await bearerPost(w.t, '/v1/auth/step-up/email-otp', guest.body.access_token, {}).expect(403)).body.code).toBe('auth/forbidden');

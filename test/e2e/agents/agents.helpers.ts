@@ -27,6 +27,7 @@ export interface Session {
 export async function tenantOnTier(t: TestApp, tier: 'free' | 'pro' | 'enterprise' = 'pro'): Promise<DashboardFixture> {
   const d = await signupTenant(t);
   await t.db.query(`UPDATE tenants SET tier = $2 WHERE id = $1`, [d.tenantId, tier]);
+  await t.tenantChanged(d.tenantId);
   return d;
 }
 

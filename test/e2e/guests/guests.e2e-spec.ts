@@ -71,6 +71,7 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
     const on = await createTenant(t.db, { anonymous_signins_enabled: true });
     const g = await anon(on.apiKey).expect(201);
     await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = false WHERE id = $1`, [on.id]);
+    await t.tenantChanged(on.id);
     expect((await anon(on.apiKey).expect(403)).body.code).toBe('anonymous/disabled');
     const r = await refresh(g.body.refresh_token, on.apiKey).expect(200);
     await me(r.body.access_token).expect(200);
@@ -79,6 +80,7 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
   it('once the API key that created a guest is revoked, its access token works until exp but refresh fails', async () => {
     const owner = await signupTenant(t);
     await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true WHERE slug = $1`, [owner.slug]);
+    await t.tenantChanged(owner.tenantId);
     const k = await createApiKey(t, owner);
     const g = await anon(k.key).expect(201);
     await t.http().delete(`/v1/auth/dashboard/tenants/${owner.slug}/api-keys/${k.id}`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).expect(200);

@@ -18,6 +18,7 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
     tenant = await createTenant(t.db);
     other = await createTenant(t.db);
     await t.db.query(`UPDATE tenants SET name = 'Acme & Co: EU' WHERE id = $1`, [tenant.id]);
+    await t.tenantChanged(tenant.id);
     api = mfaApi(t, tenant);
   });
   afterAll(() => t.close());

@@ -61,6 +61,7 @@ describe('dashboard actions on an agent and the token endpoint (spec 3.2, contra
     t = await createTestApp();
     owner = await signupTenant(t);
     await t.db.query(`UPDATE tenants SET tier = 'pro' WHERE id = $1`, [owner.tenantId]);
+    await t.tenantChanged(owner.tenantId);
     const key = await createApiKey(t, owner);
     tenant = { id: owner.tenantId, slug: owner.slug, apiKey: key.key, apiKeyId: key.id };
     user = await registerUser(t, tenant);

@@ -258,6 +258,7 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
 
     it('anonymous (guest) tokens', async () => {
       await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true, anonymous_ever_enabled = true WHERE id = $1`, [tenant.id]);
+      await t.tenantChanged(tenant.id);
       const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
       await expectRejected(g.body.access_token, 'anonymous_token');
     });

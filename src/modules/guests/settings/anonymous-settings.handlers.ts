@@ -1,5 +1,6 @@
 import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import { DashboardPrincipal } from '../../../shared/auth/auth-context';
+import { ApiKeyCache } from '../../../shared/cache/api-key.cache';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
@@ -45,11 +46,12 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
   constructor(
     private readonly db: Db,
     private readonly events: EventsService,
+    private readonly keys: ApiKeyCache,
   ) {}
 
   async execute(cmd: UpdateAnonymousSettingsCommand): Promise<AnonymousSettingsResponse> {
     const tenantId = cmd.actor.tenant!.id;
-    return this.db.tx(async (tx) => {
+    const next = await this.db.tx(async (tx) => {
       const [cur] = await tx.query<AnonymousSettingsResponse & { anonymous_ever_enabled: boolean }>(
         `SELECT anonymous_signins_enabled, anonymous_user_ttl_days, default_user_role, anonymous_ever_enabled FROM tenants WHERE id = $1 FOR UPDATE`,
         [tenantId],
@@ -83,5 +85,8 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
       });
       return next;
     });
+    // the tenant's API keys carry these settings (guest sign-in reads them from the key)
+    await this.keys.invalidateTenant(this.db, tenantId);
+    return next;
   }
 }

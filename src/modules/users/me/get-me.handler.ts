@@ -15,12 +15,12 @@ type CachedMe = MeResponse & { tenant_id: string };
 export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
   constructor(
     private readonly db: Db,
-    private readonly cache: UserProfileCache,
+    private readonly cache: UserProfileCache<CachedMe>,
   ) {}
 
   async execute(q: GetMeQuery): Promise<MeResponse> {
     // issued in the same tick: one Redis round trip
-    const [cached, activityDue] = await Promise.all([this.cache.get<CachedMe>(q.userId), this.cache.activityWindowOpen(q.userId)]);
+    const [cached, activityDue] = await Promise.all([this.cache.get(q.userId), this.cache.activityWindowOpen(q.userId)]);
     const me = cached && cached.tenant_id === q.tenantId ? strip(cached) : await this.load(q);
     // last_active_at at most once a minute per user; the first activity of a month counts (MAU)
     if (activityDue) await this.db.query(`WITH ${activityCtes('$1')} SELECT 1`, [q.userId], 'user_activity');
@@ -48,7 +48,7 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
       last_sign_in_at: u.last_sign_in_at ? u.last_sign_in_at.toISOString() : null,
       public_metadata: u.public_metadata,
     };
-    await this.cache.fill(q.userId, { ...me, tenant_id: q.tenantId } satisfies CachedMe);
+    await this.cache.fill(q.userId, { ...me, tenant_id: q.tenantId });
     return me;
   }
 }

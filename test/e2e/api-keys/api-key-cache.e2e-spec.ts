@@ -1,0 +1,80 @@
+import Redis from 'ioredis';
+import { CliIo, runCli } from '../../../src/cli';
+import { sha256Hex } from '../../../src/shared/crypto/tokens';
+import { REDIS } from '../../../src/shared/redis/redis.module';
+import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+
+/**
+ * API keys resolve through a Redis cache of their principal (key + tenant settings). What
+ * matters: a revoked key and a changed tenant setting take effect for the very next request.
+ */
+describe('API-key principal cache', () => {
+  let t: TestApp;
+  let second: TestApp;
+  let redis: Redis;
+  let d: DashboardFixture;
+  beforeAll(async () => {
+    t = await createTestApp();
+    second = await createTestApp(); // another API process on the same PostgreSQL and Redis
+    redis = t.app.get(REDIS);
+    d = await signupTenant(t);
+  });
+  afterAll(async () => {
+    await second?.close();
+    await t?.close();
+  });
+
+  const slot = (key: string) => redis.get(`apikey:${sha256Hex(key)}`);
+  const anon = (app: TestApp, key: string) => app.http().post('/v1/auth/anonymous').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({});
+  const register = (app: TestApp, key: string) =>
+    app.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true });
+  const patchGuests = (body: object) =>
+    t.http().patch(`/v1/auth/dashboard/tenants/${d.slug}/settings/anonymous`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).set('X-Service-Confirm', 'privileged-default-role').send(body);
+
+  it('fills a slot keyed by the SHA-256 of the key, holding neither the key nor its hash as a value', async () => {
+    const k = await createApiKey(t, d);
+    expect(await slot(k.key)).toBeNull();
+    await register(t, k.key).expect(201);
+    const value = (await slot(k.key))!;
+    expect(JSON.parse(value)).toMatchObject({ id: k.id, tenantSlug: d.slug, tier: 'free' });
+    expect(value).not.toContain(k.key);
+    expect(value).not.toContain(sha256Hex(k.key));
+    // an unknown key is never cached
+    const unknown = `authp_${'x'.repeat(43)}`;
+    expect((await register(t, unknown).expect(401)).body.code).toBe('auth/invalid_api_key');
+    expect(await slot(unknown)).toBeNull();
+  });
+
+  it('a revoked key answers 401 at once on every API process, though both had it cached', async () => {
+    const k = await createApiKey(t, d);
+    await register(t, k.key).expect(201);
+    await register(second, k.key).expect(201);
+    await t.http().delete(`/v1/auth/dashboard/tenants/${d.slug}/api-keys/${k.id}`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).expect(200);
+    for (const app of [t, second]) expect((await register(app, k.key).expect(401)).body.code).toBe('auth/invalid_api_key');
+    expect(await slot(k.key)).toBe('-');
+  });
+
+  it('a guest-settings change through the dashboard shows at once for keys that were cached', async () => {
+    const k = await createApiKey(t, d);
+    await patchGuests({ anonymous_signins_enabled: true }).expect(200);
+    await anon(t, k.key).expect(201);
+    await anon(second, k.key).expect(201);
+    await patchGuests({ anonymous_signins_enabled: false }).expect(200);
+    for (const app of [t, second]) expect((await anon(app, k.key).expect(403)).body.code).toBe('anonymous/disabled');
+    await patchGuests({ anonymous_signins_enabled: true }).expect(200);
+    await anon(second, k.key).expect(201);
+  });
+
+  it('cli tenants:set-tier invalidates the tenant’s cached keys', async () => {
+    const other = await signupTenant(t);
+    const k = await createApiKey(t, other);
+    await register(t, k.key).expect(201);
+    expect(JSON.parse((await slot(k.key))!).tier).toBe('free');
+    const io: CliIo = { out: () => undefined, err: () => undefined };
+    expect(await runCli(['tenants:set-tier', other.slug, 'pro'], io)).toBe(0);
+    expect(await slot(k.key)).toBe('-');
+    await register(t, k.key).expect(201);
+    expect(await slot(k.key)).toBe('-'); // the tombstone stays until it expires; reads go to PostgreSQL
+  });
+});
