@@ -2,6 +2,7 @@ import { DynamicModule, INestApplicationContext, Module, Provider, Type } from '
 import { NestFactory } from '@nestjs/core';
 import { GuestPurgeService } from './modules/guests/purge/guest-purge.service';
 import { ApiKeyCache } from './shared/cache/api-key.cache';
+import { ExpiredRowsSweeper } from './shared/maintenance/expired-rows.sweeper';
 import { SigningKeysService } from './shared/crypto/signing-keys.service';
 import { Db } from './shared/db/db.service';
 import { EventsService } from './shared/events/events.service';
@@ -112,6 +113,16 @@ export const COMMANDS: CliCommand[] = [
       if (args.length) throw new CliUsageError('guests:purge takes no arguments');
       const r = await app.get(GuestPurgeService).runOnce();
       io.out(`purged ${r.deleted} guest(s) in ${r.tenants} tenant(s)`);
+    },
+  },
+  {
+    name: 'maintenance:sweep',
+    description: 'deletes expired one-time rows now (the worker also does it hourly)',
+    providers: [ExpiredRowsSweeper],
+    run: async ({ app, args, io }) => {
+      if (args.length) throw new CliUsageError('maintenance:sweep takes no arguments');
+      const r = await app.get(ExpiredRowsSweeper).runOnce();
+      io.out(`swept ${Object.entries(r).map(([t, n]) => `${t} ${n}`).join(', ')}`);
     },
   },
   {

@@ -6,6 +6,7 @@ import { GuestsWorkerModule } from './modules/guests/guests.module';
 import { WebhooksWorkerModule } from './modules/webhooks/webhooks.module';
 import { REDACT_PATHS } from './shared/http/logger';
 import { KernelModule } from './shared/kernel.module';
+import { MaintenanceWorkerModule } from './shared/maintenance/expired-rows.sweeper';
 import { MailProcessor } from './shared/mail/mail.processor';
 import { MAIL_TOPIC } from './shared/mail/mail.service';
 import { OutboxModule } from './shared/outbox/outbox.module';
@@ -28,7 +29,7 @@ export class MailWorkerModule {}
  * Every context's worker-only module: BullMQ processors (see OutboxModule for how to add one)
  * and schedules. Never imported by ApiModule: the API writes the outbox and consumes nothing.
  */
-export const WORKER_MODULES = [MailWorkerModule, GuestsWorkerModule, WebhooksWorkerModule];
+export const WORKER_MODULES = [MailWorkerModule, MaintenanceWorkerModule, GuestsWorkerModule, WebhooksWorkerModule];
 
 /** Root module of `node dist/worker`: the kernel, the outbox relay and the processors; no HTTP. */
 @Module({

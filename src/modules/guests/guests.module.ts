@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { MaintenanceModule } from '../../shared/maintenance/maintenance.scheduler';
 import { SessionsModule } from '../sessions/sessions.module';
 import { AnonymousSigninHandler } from './anonymous-signin/anonymous-signin.handler';
 import { GuestsController } from './guests.controller';
@@ -21,6 +22,7 @@ export class GuestsModule {}
 
 /** The worker's part: the purge service and its daily schedule (no HTTP). */
 @Module({
+  imports: [MaintenanceModule],
   providers: [GuestPurgeService, GuestPurgeScheduler],
   exports: [GuestPurgeService, GuestPurgeScheduler],
 })

@@ -1,0 +1,73 @@
+import { Inject, Injectable, Logger, Module, OnModuleInit } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+import { Db } from '../db/db.service';
+import { MaintenanceModule, MaintenanceScheduler } from './maintenance.scheduler';
+
+export const EXPIRED_ROWS_SCHEDULER_ID = 'expired-rows-sweep-hourly';
+export const EXPIRED_ROWS_PATTERN = '17 * * * *';
+/** Rows are kept this long after they stopped being usable, so "expired" answers and forensics stay right meanwhile. */
+export const EXPIRED_ROWS_RETENTION = `interval '1 day'`;
+const BATCH = 5000;
+const MAX_BATCHES_PER_TABLE = 200;
+
+/**
+ * One-time and short-lived rows that only ever get refused once expired: what each table's
+ * rows look like when nothing can use them any more.
+ */
+export function expiredRowRules(config: Pick<AppConfig, 'DASHBOARD_SESSION_IDLE_SECONDS'>): { table: string; expired: string }[] {
+  const gone = (col: string) => `${col} < now() - ${EXPIRED_ROWS_RETENTION}`;
+  return [
+    { table: 'account_tokens', expired: gone('expires_at') }, // verification, reset, magic-link tokens
+    { table: 'email_otp_codes', expired: gone('expires_at') },
+    { table: 'mfa_challenges', expired: gone('expires_at') },
+    { table: 'idempotency_keys', expired: gone('expires_at') },
+    { table: 'agent_denylist', expired: gone('expires_at') }, // every token it refused has expired too
+    {
+      table: 'dashboard_sessions',
+      expired: `(${gone('absolute_expires_at')} OR ${gone('revoked_at')} OR ${gone(`last_seen_at + make_interval(secs => ${config.DASHBOARD_SESSION_IDLE_SECONDS})`)})`,
+    },
+  ];
+}
+
+/** Deletes expired one-time rows in batches (short transactions, no long locks). */
+@Injectable()
+export class ExpiredRowsSweeper {
+  private readonly logger = new Logger(ExpiredRowsSweeper.name);
+
+  constructor(
+    private readonly db: Db,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async runOnce(): Promise<Record<string, number>> {
+    const deleted: Record<string, number> = {};
+    for (const { table, expired } of expiredRowRules(this.config)) {
+      deleted[table] = 0;
+      for (let i = 0; i < MAX_BATCHES_PER_TABLE; i++) {
+        const { rowCount } = await this.db.exec(`DELETE FROM ${table} WHERE ctid IN (SELECT ctid FROM ${table} WHERE ${expired} LIMIT ${BATCH})`);
+        deleted[table] += rowCount;
+        if (rowCount < BATCH) break;
+      }
+    }
+    const total = Object.values(deleted).reduce((a, b) => a + b, 0);
+    if (total) this.logger.log(`expired rows swept: ${JSON.stringify(deleted)}`);
+    return deleted;
+  }
+}
+
+/** Worker-only: the hourly sweep as a maintenance job. */
+@Injectable()
+export class ExpiredRowsSweepSchedule implements OnModuleInit {
+  constructor(
+    private readonly sweeper: ExpiredRowsSweeper,
+    private readonly maintenance: MaintenanceScheduler,
+  ) {}
+
+  onModuleInit(): void {
+    this.maintenance.register({ name: 'expired-rows-sweep', schedulerId: EXPIRED_ROWS_SCHEDULER_ID, pattern: EXPIRED_ROWS_PATTERN, run: () => this.sweeper.runOnce() });
+  }
+}
+
+/** The kernel's own maintenance in the worker. */
+@Module({ imports: [MaintenanceModule], providers: [ExpiredRowsSweeper, ExpiredRowsSweepSchedule], exports: [ExpiredRowsSweeper] })
+export class MaintenanceWorkerModule {}

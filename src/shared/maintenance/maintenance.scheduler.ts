@@ -1,0 +1,76 @@
+import { Inject, Injectable, Logger, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Queue, Worker } from 'bullmq';
+import Redis from 'ioredis';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+
+export const MAINTENANCE_QUEUE = 'maintenance';
+
+/** A recurring job of the worker: a fixed scheduler id, so however many workers run, BullMQ keeps one schedule and runs each occurrence once. */
+export interface MaintenanceJob {
+  name: string;
+  schedulerId: string;
+  /** cron pattern, UTC */
+  pattern: string;
+  run: () => Promise<unknown>;
+}
+
+/**
+ * Worker-only: the `maintenance` queue, its job schedulers and its one consumer. Modules
+ * register their jobs in `onModuleInit`; the schedules are upserted once every module has.
+ */
+@Injectable()
+export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger(MaintenanceScheduler.name);
+  private readonly jobs = new Map<string, MaintenanceJob>();
+  private queue?: Queue;
+  private worker?: Worker;
+  private connections: Redis[] = [];
+
+  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+
+  register(job: MaintenanceJob): void {
+    this.jobs.set(job.name, job);
+  }
+
+  private connection(): Redis {
+    // BullMQ: its own connections, no ioredis keyPrefix (it uses `prefix`), no request retry limit
+    const c = new Redis(this.config.REDIS_URL, { maxRetriesPerRequest: null });
+    this.connections.push(c);
+    return c;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (!this.jobs.size) return;
+    const prefix = `${this.config.REDIS_KEY_PREFIX}bull`;
+    this.queue = new Queue(MAINTENANCE_QUEUE, { connection: this.connection(), prefix });
+    for (const job of this.jobs.values()) {
+      await this.queue.upsertJobScheduler(job.schedulerId, { pattern: job.pattern, tz: 'UTC' }, { name: job.name, opts: { removeOnComplete: 100, removeOnFail: 100 } });
+    }
+    this.worker = new Worker(
+      MAINTENANCE_QUEUE,
+      async (job) => {
+        const known = this.jobs.get(job.name);
+        // a job this worker does not know (an older or newer release) fails visibly and is retried elsewhere
+        if (!known) throw new Error(`unknown maintenance job ${job.name}`);
+        return known.run();
+      },
+      { connection: this.connection(), prefix, concurrency: 1 },
+    );
+    this.worker.on('failed', (job, err) => this.logger.error(`maintenance job ${job?.name} failed: ${err.message}`));
+  }
+
+  /** The next run of a schedule (for the ops check and tests). */
+  async nextRun(schedulerId: string): Promise<number | undefined> {
+    const s = await this.queue?.getJobScheduler(schedulerId);
+    return s?.next ?? undefined;
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.worker?.close().catch(() => undefined);
+    await this.queue?.close().catch(() => undefined);
+    for (const c of this.connections) c.disconnect();
+  }
+}
+
+@Module({ providers: [MaintenanceScheduler], exports: [MaintenanceScheduler] })
+export class MaintenanceModule {}

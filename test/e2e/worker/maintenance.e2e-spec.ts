@@ -1,0 +1,111 @@
+import { randomBytes, randomUUID } from 'crypto';
+import { Queue } from 'bullmq';
+import Redis from 'ioredis';
+import { CliIo, runCli } from '../../../src/cli';
+import { resetConfigForTests } from '../../../src/config/config.module';
+import { GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
+import { EXPIRED_ROWS_SCHEDULER_ID, ExpiredRowsSweeper } from '../../../src/shared/maintenance/expired-rows.sweeper';
+import { MAINTENANCE_QUEUE } from '../../../src/shared/maintenance/maintenance.scheduler';
+import { createAgent } from '../../factories/agent.factory';
+import { signupTenant } from '../../factories/dashboard.factory';
+import { createTenant } from '../../factories/tenant.factory';
+import { MailWorld, register, startMailWorld } from '../account-security/account-security.helpers';
+
+/**
+ * The hourly sweep of expired one-time rows (worker maintenance job). Each table gets a row
+ * expired two days ago (deleted), one expired an hour ago (kept: one day of retention) and a
+ * live one (kept).
+ */
+describe('worker maintenance: expired one-time rows', () => {
+  let w: MailWorld;
+  beforeAll(async () => {
+    w = await startMailWorld();
+  });
+  afterAll(() => w?.close());
+
+  const AGES = { old: `now() - interval '2 days'`, recent: `now() - interval '1 hour'`, live: `now() + interval '1 hour'` } as const;
+  type Age = keyof typeof AGES;
+
+  async function seed(): Promise<Record<string, Record<Age, string>>> {
+    const db = w.t.db;
+    const tenant = await createTenant(db);
+    const u = await register(w.t, tenant.apiKey);
+    const agent = await createAgent(db, tenant.id);
+    const d = await signupTenant(w.t);
+    const ids: Record<string, Record<Age, string>> = {};
+    for (const age of Object.keys(AGES) as Age[]) {
+      const at = AGES[age];
+      const hex = () => randomBytes(16).toString('hex');
+      const put = async (table: string, sql: string, params: unknown[]) => {
+        const [r] = await db.query<{ id: string }>(sql, params);
+        (ids[table] ??= {} as Record<Age, string>)[age] = String(r.id);
+      };
+      await put('account_tokens', `INSERT INTO account_tokens (tenant_id, user_id, kind, token_hash, email_normalized, expires_at) VALUES ($1, $2, 'password_reset', $3, $4, ${at}) RETURNING id`, [tenant.id, u.id, hex(), u.email]);
+      await put('email_otp_codes', `INSERT INTO email_otp_codes (tenant_id, purpose, email_normalized, code_hash, salt, expires_at) VALUES ($1, 'login', $2, $3, $4, ${at}) RETURNING id`, [tenant.id, `${hex()}@example.com`, hex(), hex()]);
+      await put('mfa_challenges', `INSERT INTO mfa_challenges (token_hash, tenant_id, user_id, expires_at) VALUES ($1, $2, $3, ${at}) RETURNING id`, [hex(), tenant.id, u.id]);
+      await put('idempotency_keys', `INSERT INTO idempotency_keys (scope, key, request_hash, expires_at) VALUES ('test', $1, $2, ${at}) RETURNING key AS id`, [hex(), hex()]);
+      await put('agent_denylist', `INSERT INTO agent_denylist (tenant_id, agent_client_id, reason, expires_at) VALUES ($1, $2, 'tokens_killed', ${at}) RETURNING id`, [tenant.id, agent.id]);
+      await put('dashboard_sessions', `INSERT INTO dashboard_sessions (token_hash, user_id, csrf_token, absolute_expires_at) VALUES ($1, $2, $3, ${at}) RETURNING id`, [hex(), d.userId, hex()]);
+    }
+    // dashboard sessions also end by revocation and by idleness
+    const [revoked] = await db.query<{ id: string }>(`INSERT INTO dashboard_sessions (token_hash, user_id, csrf_token, absolute_expires_at, revoked_at) VALUES ($1, $2, $3, now() + interval '1 hour', now() - interval '2 days') RETURNING id`, [randomUUID(), d.userId, randomUUID()]);
+    const [idle] = await db.query<{ id: string }>(`INSERT INTO dashboard_sessions (token_hash, user_id, csrf_token, absolute_expires_at, last_seen_at) VALUES ($1, $2, $3, now() + interval '1 hour', now() - interval '3 days') RETURNING id`, [randomUUID(), d.userId, randomUUID()]);
+    const [signedIn] = await db.query<{ id: string }>(`SELECT id FROM dashboard_sessions WHERE user_id = $1 ORDER BY created_at LIMIT 1`, [d.userId]);
+    ids.dashboard_sessions_ended = { old: revoked.id, recent: idle.id, live: signedIn.id };
+    return ids;
+  }
+
+  const exists = async (table: string, id: string) => {
+    const col = table === 'idempotency_keys' ? 'key' : 'id';
+    return (await w.t.db.query(`SELECT 1 FROM ${table} WHERE ${col}::text = $1`, [id])).length === 1;
+  };
+
+  it('deletes rows expired more than a day ago, keeps the recently expired and the live ones', async () => {
+    const ids = await seed();
+    const r = await w.worker.get(ExpiredRowsSweeper).runOnce();
+    for (const table of ['account_tokens', 'email_otp_codes', 'mfa_challenges', 'idempotency_keys', 'agent_denylist', 'dashboard_sessions']) {
+      expect(r[table]).toBeGreaterThanOrEqual(1);
+      expect(await exists(table, ids[table].old)).toBe(false);
+      expect(await exists(table, ids[table].recent)).toBe(true);
+      expect(await exists(table, ids[table].live)).toBe(true);
+    }
+    expect(await exists('dashboard_sessions', ids.dashboard_sessions_ended.old)).toBe(false); // revoked two days ago
+    expect(await exists('dashboard_sessions', ids.dashboard_sessions_ended.recent)).toBe(false); // idle for three days
+    expect(await exists('dashboard_sessions', ids.dashboard_sessions_ended.live)).toBe(true); // the owner's sign-in
+    // a second run finds nothing more
+    const again = await w.worker.get(ExpiredRowsSweeper).runOnce();
+    expect(Object.values(again).reduce((a, b) => a + b, 0)).toBe(0);
+  });
+
+  it('the worker schedules it hourly beside the daily guest purge (one maintenance queue, fixed ids)', async () => {
+    const conn = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+    const queue = new Queue(MAINTENANCE_QUEUE, { connection: conn, prefix: `${process.env.REDIS_KEY_PREFIX}bull` });
+    try {
+      const schedulers = await queue.getJobSchedulers();
+      const byId = (id: string) => schedulers.filter((s) => s.key === id || s.id === id);
+      expect(byId(EXPIRED_ROWS_SCHEDULER_ID)).toHaveLength(1);
+      expect(byId(EXPIRED_ROWS_SCHEDULER_ID)[0]).toMatchObject({ pattern: '17 * * * *', tz: 'UTC' });
+      expect(byId(GUEST_PURGE_SCHEDULER_ID)).toHaveLength(1);
+    } finally {
+      await queue.close();
+      conn.disconnect();
+    }
+  });
+
+  it('cli maintenance:sweep runs it now', async () => {
+    const ids = await seed();
+    const saved = process.env.DATABASE_URL;
+    process.env.DATABASE_URL = w.isolated.url;
+    resetConfigForTests();
+    const out: string[] = [];
+    const io: CliIo = { out: (l) => out.push(l), err: (l) => out.push(l) };
+    try {
+      expect(await runCli(['maintenance:sweep'], io)).toBe(0);
+    } finally {
+      process.env.DATABASE_URL = saved;
+      resetConfigForTests();
+    }
+    expect(out.join('\n')).toMatch(/^swept account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, dashboard_sessions 3$/m);
+    expect(await exists('account_tokens', ids.account_tokens.old)).toBe(false);
+  });
+});
