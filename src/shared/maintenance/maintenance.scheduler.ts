@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { Queue, Worker } from 'bullmq';
-import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
+import { bullConnection, bullPrefix } from '../outbox/bull-options';
 
 export const MAINTENANCE_QUEUE = 'maintenance';
 
@@ -24,7 +24,6 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
   private readonly jobs = new Map<string, MaintenanceJob>();
   private queue?: Queue;
   private worker?: Worker;
-  private connections: Redis[] = [];
 
   constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
 
@@ -32,17 +31,10 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
     this.jobs.set(job.name, job);
   }
 
-  private connection(): Redis {
-    // BullMQ: its own connections, no ioredis keyPrefix (it uses `prefix`), no request retry limit
-    const c = new Redis(this.config.REDIS_URL, { maxRetriesPerRequest: null });
-    this.connections.push(c);
-    return c;
-  }
-
   async onApplicationBootstrap(): Promise<void> {
     if (!this.jobs.size) return;
-    const prefix = `${this.config.REDIS_KEY_PREFIX}bull`;
-    this.queue = new Queue(MAINTENANCE_QUEUE, { connection: this.connection(), prefix });
+    const prefix = bullPrefix(this.config);
+    this.queue = new Queue(MAINTENANCE_QUEUE, { connection: bullConnection(this.config), prefix });
     for (const job of this.jobs.values()) {
       await this.queue.upsertJobScheduler(job.schedulerId, { pattern: job.pattern, tz: 'UTC' }, { name: job.name, opts: { removeOnComplete: 100, removeOnFail: 100 } });
     }
@@ -54,7 +46,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
         if (!known) throw new Error(`unknown maintenance job ${job.name}`);
         return known.run();
       },
-      { connection: this.connection(), prefix, concurrency: 1 },
+      { connection: bullConnection(this.config), prefix, concurrency: 1 },
     );
     this.worker.on('failed', (job, err) => this.logger.error(`maintenance job ${job?.name} failed: ${err.message}`));
   }
@@ -68,7 +60,6 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
   async onApplicationShutdown(): Promise<void> {
     await this.worker?.close().catch(() => undefined);
     await this.queue?.close().catch(() => undefined);
-    for (const c of this.connections) c.disconnect();
   }
 }
 
