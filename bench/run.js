@@ -216,9 +216,16 @@ function rawCosts() {
   return { sign, verify: Math.round(i / 2) };
 }
 
+/** The argon2id parameters the API runs with (its own config loader, same environment). */
+function argon2Options() {
+  const { loadConfig } = require('../dist/config/config');
+  const c = loadConfig({ ...process.env });
+  return { type: require('argon2').argon2id, memoryCost: c.ARGON2_MEMORY_KIB, timeCost: c.ARGON2_TIME_COST, parallelism: c.ARGON2_PARALLELISM };
+}
+
 async function argon2Rate() {
   const argon2 = require('argon2');
-  const opts = { type: argon2.argon2id, memoryCost: 19456, timeCost: 2, parallelism: 1 };
+  const opts = argon2Options();
   const h = await argon2.hash(PASSWORD, opts);
   const t0 = Date.now(); let n = 0;
   while (Date.now() - t0 < 3000) { await Promise.all(Array.from({ length: os.cpus().length }, () => argon2.verify(h, PASSWORD))); n += os.cpus().length; }
@@ -240,7 +247,7 @@ async function main() {
   const redis = execSync(`redis-cli -u "${process.env.REDIS_URL || 'redis://127.0.0.1:6379'}" info server | grep redis_version`, { encoding: 'utf8' }).trim();
   const lines = [];
   lines.push(`\n## ${new Date().toISOString()} — ${os.cpus().length} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, PostgreSQL ${pg}, ${redis}`);
-  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=2, NODE_ENV=development (OWASP argon2id cost), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each).\n`);
+  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=2, NODE_ENV=development (OWASP argon2id cost, m=${argon2Options().memoryCost} KiB t=${argon2Options().timeCost} p=${argon2Options().parallelism}), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each).\n`);
   lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors |');
   lines.push('|---|---|---|---|---|---|---|---|---|');
   for (const r of [...maxRuns, ...fixedRuns]) {
@@ -248,7 +255,7 @@ async function main() {
     const mode = r.mode === 'max' ? 'max throughput' : `fixed ${rates[rateKey]}/s`;
     lines.push(`| ${r.name} | ${mode} | ${r.rps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.total} | ${r.non2xx} | ${r.errors + r.timeouts} |`);
   }
-  lines.push(`\nRaw cost in the same run (one core each): RS256 sign ${raw.sign}/s, RS256 verify ${raw.verify}/s (2048-bit KeyObject); argon2id verify (m=19456 KiB, t=2, p=1) ${argon}/s on ${os.cpus().length} cores.`);
+  lines.push(`\nRaw cost in the same run (one core each): RS256 sign ${raw.sign}/s, RS256 verify ${raw.verify}/s (2048-bit KeyObject); argon2id verify (m=${argon2Options().memoryCost} KiB, t=${argon2Options().timeCost}, p=${argon2Options().parallelism}) ${argon}/s on ${os.cpus().length} cores.`);
   lines.push(`\nGuest purge: ${purge.guests} stale guests across ${purge.tenants} tenants removed in ${purge.runs} runs, ${purge.seconds} s wall time in total (${purge.perRun} s per run on average).`);
   const file = path.join(__dirname, 'RESULTS.md');
   if (!fs.existsSync(file)) fs.writeFileSync(file, '# Benchmark results\n\nAppended by `npm run bench` (bench/run.js). Targets are in the issues; see the README for how to run.\n');

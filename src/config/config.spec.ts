@@ -1,4 +1,4 @@
-import { DEV_KEY_ENCRYPTION_KEY, loadConfig } from './config';
+import { DEV_KEY_ENCRYPTION_KEY, loadConfig, meetsOwaspArgon2id, OWASP_ARGON2ID_ROWS } from './config';
 
 describe('loadConfig', () => {
   const kek = Buffer.alloc(32, 1).toString('base64');
@@ -34,8 +34,24 @@ describe('loadConfig', () => {
   });
 
   it('lowers the argon2 cost only under NODE_ENV=test', () => {
-    expect(loadConfig({ NODE_ENV: 'test' }).ARGON2_MEMORY_KIB).toBeLessThan(19456);
-    expect(loadConfig({ NODE_ENV: 'development' }).ARGON2_MEMORY_KIB).toBe(19456);
-    expect(loadConfig({ NODE_ENV: 'development' }).ARGON2_TIME_COST).toBe(2);
+    expect(loadConfig({ NODE_ENV: 'test' }).ARGON2_MEMORY_KIB).toBeLessThan(7168);
+    // OWASP's 7 MiB / t=5 / p=1 configuration by default
+    expect(loadConfig({ NODE_ENV: 'development' }).ARGON2_MEMORY_KIB).toBe(7168);
+    expect(loadConfig({ NODE_ENV: 'development' }).ARGON2_TIME_COST).toBe(5);
+    expect(loadConfig({ NODE_ENV: 'development' }).ARGON2_PARALLELISM).toBe(1);
+  });
+
+  it('accepts every OWASP argon2id configuration and refuses a cost below all of them outside tests', () => {
+    for (const [m, t] of OWASP_ARGON2ID_ROWS) {
+      expect(() => loadConfig({ NODE_ENV: 'development', ARGON2_MEMORY_KIB: String(m), ARGON2_TIME_COST: String(t) })).not.toThrow();
+      expect(meetsOwaspArgon2id(m, t)).toBe(true);
+    }
+    expect(meetsOwaspArgon2id(19456, 1)).toBe(false); // 19 MiB needs t=2
+    expect(meetsOwaspArgon2id(7168, 4)).toBe(false); // 7 MiB needs t=5
+    expect(meetsOwaspArgon2id(65536, 3)).toBe(true);
+    expect(() => loadConfig({ NODE_ENV: 'development', ARGON2_MEMORY_KIB: '7168', ARGON2_TIME_COST: '4' })).toThrow(/ARGON2_MEMORY_KIB\/ARGON2_TIME_COST/);
+    expect(() => loadConfig({ NODE_ENV: 'production', ARGON2_MEMORY_KIB: '4096', ARGON2_TIME_COST: '3' })).toThrow(/below every OWASP/);
+    // tests may set any cost
+    expect(() => loadConfig({ NODE_ENV: 'test', ARGON2_MEMORY_KIB: '1024', ARGON2_TIME_COST: '1' })).not.toThrow();
   });
 });

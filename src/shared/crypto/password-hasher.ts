@@ -51,6 +51,21 @@ export class PasswordHasher {
     });
   }
 
+  /**
+   * A new hash with the configured parameters when `hash` was made with others (an older
+   * configuration): sign-in handlers store it after a successful verify, so stored hashes follow
+   * the configuration without a reset. Undefined when the hash is current.
+   */
+  async rehashIfNeeded(hash: string, password: string): Promise<string | undefined> {
+    let stale: boolean;
+    try {
+      stale = argon2.needsRehash(hash, { memoryCost: this.options.memoryCost, timeCost: this.options.timeCost, parallelism: this.options.parallelism });
+    } catch {
+      return undefined;
+    }
+    return stale ? this.hash(password) : undefined;
+  }
+
   /** Verifies against a fixed hash so an unknown account costs the same time as a wrong password. */
   async verifyDummy(password: string): Promise<false> {
     this.dummy ??= argon2.hash('dummy-password-for-timing', this.options);

@@ -1,3 +1,4 @@
+import * as argon2 from 'argon2';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createApiKey, DashboardFixture, sessionCookie, signupTenant } from '../../factories/dashboard.factory';
 
@@ -26,6 +27,16 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     // the session is stored hashed: the cookie value is not in the table
     const raw = cookie.split('=')[1];
     expect(await t.db.query(`SELECT 1 FROM dashboard_sessions WHERE token_hash = $1`, [raw])).toHaveLength(0);
+  });
+
+  it('moves a hash made with older argon2id parameters to the configured ones at the next successful login', async () => {
+    const member = await signupTenant(t);
+    const old = await argon2.hash(member.password, { type: argon2.argon2id, memoryCost: 2048, timeCost: 2, parallelism: 1 });
+    await t.db.query(`UPDATE dashboard_users SET password_hash = $2 WHERE id = $1`, [member.userId, old]);
+    await login(member.email, member.password).expect(200);
+    const [row] = await t.db.query<{ password_hash: string }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [member.userId]);
+    expect(row.password_hash).toMatch(/^\$argon2id\$v=19\$m=1024,p=1,t=1\$/);
+    await login(member.email, member.password).expect(200);
   });
 
   it.each([

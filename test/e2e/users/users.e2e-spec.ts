@@ -1,5 +1,6 @@
 import { AddressInfo } from 'net';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
+import * as argon2 from 'argon2';
 import jwt from 'jsonwebtoken';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
@@ -105,6 +106,23 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     expect(wrong.body.code).toBe('auth/invalid_credentials');
     // a user of another tenant cannot log in with this tenant's key
     await login({ email: body.email, password: body.password }, other.apiKey).expect(401);
+  });
+
+  it('moves a hash made with older argon2id parameters to the configured ones at the next successful login only', async () => {
+    const body = valid();
+    const reg = await register(body).expect(201);
+    const old = await argon2.hash(body.password, { type: argon2.argon2id, memoryCost: 2048, timeCost: 2, parallelism: 1 });
+    await t.db.query(`UPDATE users SET password_hash = $2 WHERE id = $1`, [reg.body.user.id, old]);
+    const stored = async () => (await t.db.query<{ password_hash: string }>(`SELECT password_hash FROM users WHERE id = $1`, [reg.body.user.id]))[0].password_hash;
+    await login({ email: body.email, password: 'wrong password!!' }).expect(401);
+    expect(await stored()).toBe(old);
+    await login({ email: body.email, password: body.password }).expect(200);
+    const upgraded = await stored();
+    expect(upgraded).not.toBe(old);
+    expect(upgraded).toMatch(/^\$argon2id\$v=19\$m=1024,p=1,t=1\$/); // NODE_ENV=test parameters
+    expect(await argon2.verify(upgraded, body.password)).toBe(true);
+    await login({ email: body.email, password: body.password }).expect(200);
+    expect(await stored()).toBe(upgraded); // current hashes are left alone
   });
 
   it.each([

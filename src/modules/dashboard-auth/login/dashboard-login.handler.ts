@@ -33,8 +33,11 @@ export class DashboardLoginHandler implements ICommandHandler<DashboardLoginComm
       throw new AppError('auth/invalid_credentials');
     }
     await this.throttle.recordSuccess('dashboard', email, cmd.client.ip);
+    const upgraded = await this.hasher.rehashIfNeeded(user.password_hash, cmd.password);
     return this.db.tx(async (tx) => {
       await tx.query(`UPDATE dashboard_users SET last_login_at = now() WHERE id = $1`, [user.id]);
+      if (upgraded)
+        await tx.query(`UPDATE dashboard_users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, upgraded, user.password_hash]);
       await this.events.audit(tx, { tenantId: null, type: 'dashboard.signed_in', actorType: 'dashboard_user', actorId: user.id, targetType: 'dashboard_user', targetId: user.id });
       const s = await this.sessions.create(tx, user.id);
       const memberships = await this.memberships.of(tx, user.id);

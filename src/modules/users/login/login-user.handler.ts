@@ -54,6 +54,9 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
       throw new AppError('auth/invalid_credentials');
     }
     await this.throttle.recordSuccess(realm, email, cmd.client.ip);
+    const upgraded = await this.hasher.rehashIfNeeded(user.password_hash!, cmd.password);
+    if (upgraded)
+      await this.db.query(`UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, upgraded, user.password_hash]);
     const sessionUser = { ...user, is_anonymous: false };
     // MFA and the tenant's MFA policy (account-security module) may answer a challenge instead
     const decision = await this.policy.afterPassword(sessionUser);
