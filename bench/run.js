@@ -218,7 +218,7 @@ function rawCosts() {
 
 /** The argon2id parameters the API runs with (its own config loader, same environment). */
 function argon2Options() {
-  const { loadConfig } = require('../dist/config/config');
+  const { loadConfig } = require('../dist/src/config/config');
   const c = loadConfig({ ...process.env });
   return { type: require('argon2').argon2id, memoryCost: c.ARGON2_MEMORY_KIB, timeCost: c.ARGON2_TIME_COST, parallelism: c.ARGON2_PARALLELISM };
 }
@@ -233,6 +233,7 @@ async function argon2Rate() {
 }
 
 async function main() {
+  argon2Options(); // fail before the long run if the build is missing
   const ctx = await setup();
   console.log(`set up: 10 tenants, ${ctx.allKeys.length} API keys, ${ctx.users.length} users, ${ctx.agents.length} agents, ${ctx.subjects.length} subject tokens, ${ctx.mfaUsers.length} MFA users`);
   const maxRuns = await scenarios(ctx, 'max', {});
