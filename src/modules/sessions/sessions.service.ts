@@ -232,14 +232,18 @@ export class SessionsService {
     };
   }
 
-  /** Ends one session: its refresh tokens stop working and its access tokens are refused. */
-  async revokeSession(sessionId: string, reason: string, tx: Queryable = this.db): Promise<boolean> {
-    const { rowCount } = await tx.exec(
+  /**
+   * Ends one session: its refresh tokens stop working and its access tokens are refused. In a
+   * caller's transaction (`tx`) the caller calls `markSessionsRevoked` after its commit (see
+   * TokenRevocationService for why the order matters); alone it does both.
+   */
+  async revokeSession(sessionId: string, reason: string, tx?: Queryable): Promise<boolean> {
+    const { rowCount } = await (tx ?? this.db).exec(
       `WITH s AS (UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING id)
        UPDATE refresh_tokens SET revoked_at = now() WHERE session_id IN (SELECT id FROM s) AND revoked_at IS NULL`,
       [sessionId, reason],
     );
-    await this.revocation.markSessionsRevoked([sessionId]);
+    if (!tx) await this.revocation.markSessionsRevoked([sessionId]);
     return rowCount > 0;
   }
 

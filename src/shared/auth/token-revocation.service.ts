@@ -2,8 +2,13 @@ import { Inject, Injectable } from '@nestjs/common';
 import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { AccessClaims } from '../crypto/jwt.service';
+import { Db } from '../db/db.service';
 import { AppError } from '../errors/app-error';
 import { REDIS } from '../redis/redis.module';
+
+/** What `revoked:sid:<id>` holds: the session ended, or PostgreSQL said it was live when read. */
+const SESSION_REVOKED = '1';
+const SESSION_LIVE = '0';
 
 /** One Redis key the bearer guard tests, with the reason it answers when the token is refused. */
 export interface RevocationCheck {
@@ -21,8 +26,13 @@ export interface RevocationSource {
 }
 
 /**
- * Access tokens are stateless, so an ended session (logout, reuse detection) is remembered in
- * Redis for one access-token lifetime; the bearer guard checks it in one pipelined round trip.
+ * Access tokens are stateless, so the bearer guard asks whether the token's session has ended
+ * (logout, reuse detection, password change, revocation). The answer for a session lives in
+ * Redis, `revoked:sid:<id>`, and is checked in one pipelined round trip with the other checks.
+ * PostgreSQL stays the source of truth: on a miss (a new session, or Redis lost its keys) the
+ * session row is read and its state cached. Writers set "ended" unconditionally after their
+ * commit; readers fill only an empty slot (SET NX), so a reader that read the row before a
+ * revocation committed can never cache "live" over it, and a Redis flush never un-revokes.
  */
 @Injectable()
 export class TokenRevocationService {
@@ -31,23 +41,50 @@ export class TokenRevocationService {
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly db: Db,
   ) {}
+
+  /** How long a session's state stays cached (a revocation made by hand in SQL shows after it). */
+  private get ttlSeconds(): number {
+    return this.config.ACCESS_TOKEN_TTL_SECONDS + 60;
+  }
+
+  /** PostgreSQL's answer for a session not in Redis, cached for the next calls (never over "ended"). */
+  private async sessionEnded(sid: string): Promise<boolean> {
+    const [row] = await this.db.query<{ ended: boolean }>(
+      `SELECT revoked_at IS NOT NULL AS ended FROM user_sessions WHERE id = $1`,
+      [sid],
+      'session_state',
+    );
+    // no row: the session (or its user) was deleted
+    const ended = !row || row.ended;
+    await this.redis.set(`revoked:sid:${sid}`, ended ? SESSION_REVOKED : SESSION_LIVE, 'EX', this.ttlSeconds, 'NX');
+    return ended;
+  }
 
   register(source: RevocationSource): void {
     this.sources.push(source);
   }
 
+  /** After the commit that ended these sessions (and before answering): their tokens are refused at once. */
   async markSessionsRevoked(sessionIds: string[]): Promise<void> {
     if (!sessionIds.length) return;
     const pipe = this.redis.pipeline();
-    for (const sid of sessionIds) pipe.set(`revoked:sid:${sid}`, '1', 'EX', this.config.ACCESS_TOKEN_TTL_SECONDS + 60);
+    for (const sid of sessionIds) pipe.set(`revoked:sid:${sid}`, SESSION_REVOKED, 'EX', this.ttlSeconds);
     await pipe.exec();
   }
 
   /** The reason a verified token is no longer accepted, or null. Fails closed when Redis is down. */
   async revokedReason(claims: AccessClaims): Promise<string | null> {
     const checks: RevocationCheck[] = [];
-    if (claims.sid) checks.push({ key: `revoked:sid:${claims.sid}`, reason: 'session_revoked' });
+    const sid = claims.sid;
+    if (sid)
+      checks.push({
+        key: `revoked:sid:${sid}`,
+        reason: 'session_revoked',
+        refuses: (v) => v !== SESSION_LIVE,
+        onMiss: () => this.sessionEnded(sid),
+      });
     for (const s of this.sources) checks.push(...s.keysFor(claims));
     if (!checks.length) return null;
     let values: (string | null)[];

@@ -1,6 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import Redis from 'ioredis';
+import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { AccessClaims } from '../../../shared/crypto/jwt.service';
 import { hashPrefix, safeEqual, sha256Hex } from '../../../shared/crypto/tokens';
 import { Db } from '../../../shared/db/db.service';
@@ -36,6 +37,7 @@ export class RevokeTokenHandler implements ICommandHandler<RevokeTokenCommand, v
     private readonly sessions: SessionsService,
     private readonly events: EventsService,
     private readonly agents: AgentsService,
+    private readonly revocation: TokenRevocationService,
     @Inject(REDIS) private readonly redis: Redis,
   ) {}
 
@@ -117,6 +119,7 @@ export class RevokeTokenHandler implements ICommandHandler<RevokeTokenCommand, v
         });
       }
     });
+    await this.revocation.markSessionsRevoked([row.session_id]);
   }
 
   private metadata(claims: AccessClaims, agentId: string | undefined): Record<string, unknown> {

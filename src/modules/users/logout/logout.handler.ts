@@ -1,4 +1,5 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
 import { SessionsService } from '../../sessions/sessions.service';
@@ -10,6 +11,7 @@ export class LogoutHandler implements ICommandHandler<LogoutCommand, void> {
     private readonly db: Db,
     private readonly sessions: SessionsService,
     private readonly events: EventsService,
+    private readonly revocation: TokenRevocationService,
   ) {}
 
   async execute({ user }: LogoutCommand): Promise<void> {
@@ -20,5 +22,6 @@ export class LogoutHandler implements ICommandHandler<LogoutCommand, void> {
       if (ended)
         await this.events.audit(tx, { tenantId: user.tenantId, type: 'user.signed_out', actorType: 'user', actorId: user.userId, targetType: 'session', targetId: sid });
     });
+    await this.revocation.markSessionsRevoked([sid]);
   }
 }
