@@ -5,6 +5,7 @@ import { CliIo, runCli } from '../../../src/cli';
 import { resetConfigForTests } from '../../../src/config/config.module';
 import { GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
 import { EXPIRED_ROWS_SCHEDULER_ID, ExpiredRowsSweeper } from '../../../src/shared/maintenance/expired-rows.sweeper';
+import { sha256Hex } from '../../../src/shared/crypto/tokens';
 import { MAINTENANCE_QUEUE } from '../../../src/shared/maintenance/maintenance.scheduler';
 import { createAgent } from '../../factories/agent.factory';
 import { signupTenant } from '../../factories/dashboard.factory';
@@ -23,6 +24,7 @@ describe('worker maintenance: expired one-time rows', () => {
   });
   afterAll(() => w?.close());
 
+  let refreshOf: { apiKey: string; token: string };
   const AGES = { old: `now() - interval '2 days'`, recent: `now() - interval '1 hour'`, live: `now() + interval '1 hour'` } as const;
   type Age = keyof typeof AGES;
 
@@ -52,6 +54,39 @@ describe('worker maintenance: expired one-time rows', () => {
     const [idle] = await db.query<{ id: string }>(`INSERT INTO dashboard_sessions (token_hash, user_id, csrf_token, absolute_expires_at, last_seen_at) VALUES ($1, $2, $3, now() + interval '1 hour', now() - interval '3 days') RETURNING id`, [randomUUID(), d.userId, randomUUID()]);
     const [signedIn] = await db.query<{ id: string }>(`SELECT id FROM dashboard_sessions WHERE user_id = $1 ORDER BY created_at LIMIT 1`, [d.userId]);
     ids.dashboard_sessions_ended = { old: revoked.id, recent: idle.id, live: signedIn.id };
+    // end-user sessions (created long ago), each with one refresh token of that age
+    for (const age of Object.keys(AGES) as Age[]) {
+      const sid = randomUUID();
+      await db.query(`INSERT INTO user_sessions (id, tenant_id, user_id, created_at) VALUES ($1, $2, $3, now() - interval '40 days')`, [sid, tenant.id, u.id]);
+      const [r] = await db.query<{ id: string }>(
+        `INSERT INTO refresh_tokens (session_id, tenant_id, user_id, secret_hash, expires_at) VALUES ($1, $2, $3, $4, ${AGES[age]}) RETURNING id`,
+        [sid, tenant.id, u.id, randomBytes(32).toString('hex')],
+      );
+      (ids.user_sessions ??= {} as Record<Age, string>)[age] = sid;
+      (ids.refresh_tokens ??= {} as Record<Age, string>)[age] = r.id;
+    }
+    // a session revoked two days ago (its token revoked with it, not yet expired): both go
+    const endedSid = randomUUID();
+    await db.query(`INSERT INTO user_sessions (id, tenant_id, user_id, revoked_at) VALUES ($1, $2, $3, now() - interval '2 days')`, [endedSid, tenant.id, u.id]);
+    const [endedToken] = await db.query<{ id: string }>(
+      `INSERT INTO refresh_tokens (session_id, tenant_id, user_id, secret_hash, expires_at, revoked_at) VALUES ($1, $2, $3, $4, now() + interval '20 days', now() - interval '2 days') RETURNING id`,
+      [endedSid, tenant.id, u.id, randomBytes(32).toString('hex')],
+    );
+    // a live session whose rotated parent expired two days ago: the parent goes, the child still refreshes
+    const liveSid = randomUUID();
+    const childSecret = randomBytes(32).toString('base64url').slice(0, 43);
+    await db.query(`INSERT INTO user_sessions (id, tenant_id, user_id, created_at) VALUES ($1, $2, $3, now() - interval '40 days')`, [liveSid, tenant.id, u.id]);
+    const [parent] = await db.query<{ id: string }>(
+      `INSERT INTO refresh_tokens (session_id, tenant_id, user_id, secret_hash, expires_at, rotated_at) VALUES ($1, $2, $3, $4, now() - interval '2 days', now() - interval '32 days') RETURNING id`,
+      [liveSid, tenant.id, u.id, randomBytes(32).toString('hex')],
+    );
+    const [child] = await db.query<{ id: string }>(
+      `INSERT INTO refresh_tokens (session_id, tenant_id, user_id, secret_hash, expires_at, parent_id) VALUES ($1, $2, $3, $4, now() + interval '1 day', $5) RETURNING id`,
+      [liveSid, tenant.id, u.id, sha256Hex(childSecret), parent.id],
+    );
+    ids.user_sessions_ended = { old: endedSid, recent: liveSid, live: liveSid };
+    ids.refresh_tokens_ended = { old: endedToken.id, recent: parent.id, live: child.id };
+    refreshOf = { apiKey: tenant.apiKey, token: `${child.id}:${childSecret}` };
     return ids;
   }
 
@@ -63,7 +98,7 @@ describe('worker maintenance: expired one-time rows', () => {
   it('deletes rows expired more than a day ago, keeps the recently expired and the live ones', async () => {
     const ids = await seed();
     const r = await w.worker.get(ExpiredRowsSweeper).runOnce();
-    for (const table of ['account_tokens', 'email_otp_codes', 'mfa_challenges', 'idempotency_keys', 'agent_denylist', 'dashboard_sessions']) {
+    for (const table of ['account_tokens', 'email_otp_codes', 'mfa_challenges', 'idempotency_keys', 'agent_denylist', 'dashboard_sessions', 'refresh_tokens', 'user_sessions']) {
       expect(r[table]).toBeGreaterThanOrEqual(1);
       expect(await exists(table, ids[table].old)).toBe(false);
       expect(await exists(table, ids[table].recent)).toBe(true);
@@ -72,6 +107,18 @@ describe('worker maintenance: expired one-time rows', () => {
     expect(await exists('dashboard_sessions', ids.dashboard_sessions_ended.old)).toBe(false); // revoked two days ago
     expect(await exists('dashboard_sessions', ids.dashboard_sessions_ended.recent)).toBe(false); // idle for three days
     expect(await exists('dashboard_sessions', ids.dashboard_sessions_ended.live)).toBe(true); // the owner's sign-in
+    for (const table of ['refresh_tokens', 'user_sessions']) {
+      expect(await exists(table, ids[table].old)).toBe(false); // expired two days ago / no token left
+      expect(await exists(table, ids[table].recent)).toBe(true);
+      expect(await exists(table, ids[table].live)).toBe(true);
+    }
+    expect(await exists('user_sessions', ids.user_sessions_ended.old)).toBe(false); // revoked two days ago
+    expect(await exists('refresh_tokens', ids.refresh_tokens_ended.old)).toBe(false); // revoked with it
+    expect(await exists('refresh_tokens', ids.refresh_tokens_ended.recent)).toBe(false); // the rotated, expired parent
+    expect(await exists('refresh_tokens', ids.refresh_tokens_ended.live)).toBe(true);
+    expect(await exists('user_sessions', ids.user_sessions_ended.live)).toBe(true);
+    // the session goes on: its live child still rotates
+    await w.t.http().post('/v1/auth/refresh').set('X-API-Key', refreshOf.apiKey).set('X-Forwarded-For', '10.9.9.9').send({ refresh_token: refreshOf.token }).expect(200);
     // a second run finds nothing more
     const again = await w.worker.get(ExpiredRowsSweeper).runOnce();
     expect(Object.values(again).reduce((a, b) => a + b, 0)).toBe(0);
@@ -105,7 +152,7 @@ describe('worker maintenance: expired one-time rows', () => {
       process.env.DATABASE_URL = saved;
       resetConfigForTests();
     }
-    expect(out.join('\n')).toMatch(/^swept account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, dashboard_sessions 3$/m);
+    expect(out.join('\n')).toMatch(/^swept account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, refresh_tokens 3, user_sessions 2, dashboard_sessions 3$/m);
     expect(await exists('account_tokens', ids.account_tokens.old)).toBe(false);
   });
 });
