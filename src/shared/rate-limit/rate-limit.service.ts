@@ -1,9 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ThrottlerStorageRedisService } from '@nest-lab/throttler-storage-redis';
 import Redis from 'ioredis';
 import { AppError, RateLimitedError } from '../errors/app-error';
 import { ErrorCode } from '../errors/error-codes';
 import { REDIS } from '../redis/redis.module';
+import { ThrottlerStorage } from './throttler-storage';
 
 export interface LimitResult {
   allowed: boolean;
@@ -12,15 +12,16 @@ export interface LimitResult {
 }
 
 /**
- * The one rate limiter: fixed windows in Redis (the @nestjs/throttler Redis storage), shared by
+ * The one rate limiter: fixed windows in Redis (the @nestjs/throttler Redis storage, run by
+ * EVALSHA: see ThrottlerStorage), shared by
  * every API process. Answers 429 with Retry-After (X-Service-Docs is added by the error filter).
  */
 @Injectable()
 export class RateLimitService {
-  readonly storage: ThrottlerStorageRedisService;
+  readonly storage: ThrottlerStorage;
 
   constructor(@Inject(REDIS) private readonly redis: Redis) {
-    this.storage = new ThrottlerStorageRedisService(redis);
+    this.storage = new ThrottlerStorage(redis);
   }
 
   /** Counts one hit on `bucket:key`; not allowed once the count exceeds `limit` in the window. */

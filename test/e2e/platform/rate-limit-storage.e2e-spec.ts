@@ -1,0 +1,60 @@
+import { randomBytes } from 'crypto';
+import Redis from 'ioredis';
+import { RateLimitService } from '../../../src/shared/rate-limit/rate-limit.service';
+import { createTestApp, TestApp } from '../../setup/app';
+
+/** The limiter's Redis script: run by SHA1, same answers as the library's EVAL, survives a script flush. */
+describe('rate limiter storage (EVALSHA)', () => {
+  let t: TestApp;
+  let limiter: RateLimitService;
+  let redis: Redis;
+  beforeAll(async () => {
+    t = await createTestApp();
+    limiter = t.app.get(RateLimitService);
+    redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+  });
+  afterAll(async () => {
+    redis.disconnect();
+    await t.close();
+  });
+
+  const calls = async (cmd: string) => {
+    const m = new RegExp(`^cmdstat_${cmd}:calls=(\\d+)`, 'm').exec(await redis.info('commandstats'));
+    return m ? Number(m[1]) : 0;
+  };
+
+  it('counts a fixed window, blocks past the limit with the remaining wait, by EVALSHA', async () => {
+    const key = `test:${randomBytes(6).toString('hex')}`;
+    await limiter.hit('warm-up', key, 10, 60); // the first script call on a connection carries the script (EVAL)
+    const before = await calls('evalsha');
+    for (let i = 1; i <= 3; i++) expect(await limiter.hit('bucket', key, 3, 60)).toEqual({ allowed: true, count: i, retryAfterSeconds: 0 });
+    const blocked = await limiter.hit('bucket', key, 3, 60);
+    expect(blocked.allowed).toBe(false);
+    expect(blocked.count).toBe(4);
+    expect(blocked.retryAfterSeconds).toBeGreaterThanOrEqual(59);
+    expect(blocked.retryAfterSeconds).toBeLessThanOrEqual(60);
+    expect((await calls('evalsha')) - before).toBeGreaterThanOrEqual(4);
+    // the keys are the library's: {rl:<key>:<bucket>}:hits and :blocked under the prefix
+    const prefix = process.env.REDIS_KEY_PREFIX as string;
+    expect(await redis.get(`${prefix}{rl:${key}:bucket}:hits`)).toBe('4');
+    expect(await redis.exists(`${prefix}{rl:${key}:bucket}:blocked`)).toBe(1);
+  });
+
+  it('keeps working after Redis forgot its scripts (restart, SCRIPT FLUSH): the block holds', async () => {
+    const key = `test:${randomBytes(6).toString('hex')}`;
+    for (let i = 0; i < 2; i++) await limiter.hit('bucket', key, 1, 60);
+    await redis.script('FLUSH');
+    const r = await limiter.hit('bucket', key, 1, 60);
+    expect(r.allowed).toBe(false);
+    expect(r.count).toBe(3);
+    // a separate key starts from one
+    expect(await limiter.hit('bucket', `${key}:other`, 1, 60)).toEqual({ allowed: true, count: 1, retryAfterSeconds: 0 });
+  });
+
+  it('limits independent windows of the same key per bucket', async () => {
+    const key = `test:${randomBytes(6).toString('hex')}`;
+    await limiter.hit('a', key, 1, 60);
+    expect((await limiter.hit('a', key, 1, 60)).allowed).toBe(false);
+    expect((await limiter.hit('b', key, 1, 60)).allowed).toBe(true);
+  });
+});
