@@ -118,89 +118,106 @@ async function runOpenLoop(opts) {
   return { requests: { average: r.rps, total: r.total }, latency: { p50: r.p50, p90: r.p90, p99: r.p99 }, non2xx: r.non2xx, errors: r.errors, timeouts: 0 };
 }
 
+/** BENCH_SCENARIOS=me,refresh,login,anonymous,exchange,agent-me,mfa runs only those (default: all). */
+const ONLY = (process.env.BENCH_SCENARIOS || '').split(',').map((s) => s.trim()).filter(Boolean);
+const want = (...names) => !ONLY.length || names.some((n) => ONLY.includes(n));
+
 async function scenarios(ctx, mode, rates) {
   const out = [];
   const fixed = (rate) => (mode === 'fixed' ? { overallRate: rate } : {});
-  // GET /v1/auth/me
-  let n = 0;
-  out.push(summarize('GET /v1/auth/me', await run({
-    connections: 64, ...fixed(rates.me),
-    requests: [{ method: 'GET', path: '/v1/auth/me', setupRequest: (req) => ({ ...req, headers: { ...req.headers, authorization: `Bearer ${ctx.users[n++ % ctx.users.length].access}`, 'x-forwarded-for': ip() } }) }],
-  }), mode));
-  // POST /v1/auth/refresh: every request presents a live, never-used refresh token (guest sessions
-  // made beforehand), so each one is a real rotation, not the reuse-grace path
-  const refreshPool = await pool(Math.ceil(DURATION * (mode === 'fixed' ? rates.refresh * 1.1 : 2200)), 32, async (i) =>
-    (await http('POST', '/v1/auth/anonymous', { body: {}, headers: { 'x-api-key': ctx.allKeys[i % ctx.allKeys.length] } })).json.refresh_token);
-  const keyOf = (i) => ctx.allKeys[i % ctx.allKeys.length];
-  let c = 0;
-  out.push(summarize('POST /v1/auth/refresh', await run({
-    connections: 32, ...fixed(rates.refresh),
-    requests: [{
-      method: 'POST', path: '/v1/auth/refresh',
-      setupRequest: (req) => {
-        const i = c++ % refreshPool.length;
-        return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': keyOf(i), 'x-forwarded-for': ip() }, body: JSON.stringify({ refresh_token: refreshPool[i] }) };
-      },
-    }],
-  }), mode));
-  // POST /v1/auth/login (argon2id with the OWASP parameters)
-  let l = 0;
-  out.push(summarize('POST /v1/auth/login', await run({
-    connections: 8, ...fixed(rates.login),
-    requests: [{ method: 'POST', path: '/v1/auth/login', setupRequest: (req) => { const u = ctx.users[l++ % ctx.users.length]; return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ email: u.email, password: PASSWORD }) }; } }],
-  }), mode));
-  // POST /v1/auth/anonymous over 80 API keys of 10 tenants
-  let a = 0;
-  out.push(summarize('POST /v1/auth/anonymous', await run({
-    connections: 32, ...fixed(rates.anonymous),
-    requests: [{ method: 'POST', path: '/v1/auth/anonymous', setupRequest: (req) => ({ ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.allKeys[a++ % ctx.allKeys.length], 'x-forwarded-for': ip() }, body: '{}' }) }],
-  }), mode));
-  // POST /oauth/token (token exchange): agents and subject tokens of the same tenant, HTTP Basic
-  const byTenant = new Map();
-  for (const sub of ctx.subjects) { if (!byTenant.has(sub.tenant)) byTenant.set(sub.tenant, []); byTenant.get(sub.tenant).push(sub.token); }
-  let x = 0;
-  const subjectTurn = new Map();
-  const agentTokens = [];
-  out.push(summarize('POST /oauth/token (token exchange)', await run({
-    connections: 32, ...fixed(rates.exchange),
-    requests: [{
-      method: 'POST', path: '/oauth/token',
-      setupRequest: (req) => {
-        const i = x++;
-        const agent = ctx.agents[i % ctx.agents.length];
-        const subs = byTenant.get(agent.tenant);
-        // each subject token in turn (10 exchanges per minute per jti), each agent in turn (600/min)
-        const k = (subjectTurn.get(agent.tenant) ?? 0) + 1;
-        subjectTurn.set(agent.tenant, k);
-        const subject = subs[k % subs.length];
-        const basic = Buffer.from(`${encodeURIComponent(agent.id)}:${encodeURIComponent(agent.secret)}`).toString('base64');
-        const body = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: subject, subject_token_type: 'urn:ietf:params:oauth:token-type:access_token', scope: 'openid profile' }).toString();
-        return { ...req, headers: { ...req.headers, 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${basic}`, 'x-forwarded-for': ip() }, body };
-      },
-      onResponse: (status, body) => { if (status === 200 && agentTokens.length < 500) agentTokens.push(JSON.parse(body).access_token); },
-    }],
-  }), mode));
-  // bearer calls: an agent token (denylist check) beside a user token on the same route
-  if (agentTokens.length) {
-    let b = 0;
-    out.push(summarize('GET /v1/auth/me with an agent token', await run({
+  if (want('me')) {
+    // GET /v1/auth/me
+    let n = 0;
+    out.push(summarize('GET /v1/auth/me', await run({
       connections: 64, ...fixed(rates.me),
-      requests: [{ method: 'GET', path: '/v1/auth/me', setupRequest: (req) => ({ ...req, headers: { ...req.headers, authorization: `Bearer ${agentTokens[b++ % agentTokens.length]}`, 'x-forwarded-for': ip() } }) }],
+      requests: [{ method: 'GET', path: '/v1/auth/me', setupRequest: (req) => ({ ...req, headers: { ...req.headers, authorization: `Bearer ${ctx.users[n++ % ctx.users.length].access}`, 'x-forwarded-for': ip() } }) }],
     }), mode));
   }
-  // login with MFA: password, then the TOTP code (two requests per sign-in)
-  const { authenticator } = require('otplib');
-  let mu = 0;
-  const mfaRun = await run({
-    connections: 8, duration: Math.min(DURATION, 8), ...fixed(rates.login),
-    requests: [
-      { method: 'POST', path: '/v1/auth/login', setupRequest: (req, context) => { const u = ctx.mfaUsers[mu++ % ctx.mfaUsers.length]; context.u = u; return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ email: u.email, password: PASSWORD }) }; }, onResponse: (status, body, context) => { context.ch = status === 200 ? JSON.parse(body).mfa_challenge_token : undefined; } },
-      { method: 'POST', path: '/v1/auth/mfa/verify', setupRequest: (req, context) => (context.ch ? { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ mfa_challenge_token: context.ch, code: authenticator.generate(context.u.secret) }) } : null) },
-    ],
-  });
-  const m = summarize('login with MFA (password + TOTP), sign-ins', mfaRun, mode);
-  m.rps = Math.round(mfaRun.requests.average / 2);
-  out.push(m);
+  if (want('refresh')) {
+    // POST /v1/auth/refresh: every request presents a live, never-used refresh token (guest sessions
+    // made beforehand), so each one is a real rotation, not the reuse-grace path
+    const refreshPool = await pool(Math.ceil(DURATION * (mode === 'fixed' ? rates.refresh * 1.1 : 2200)), 32, async (i) =>
+      (await http('POST', '/v1/auth/anonymous', { body: {}, headers: { 'x-api-key': ctx.allKeys[i % ctx.allKeys.length] } })).json.refresh_token);
+    const keyOf = (i) => ctx.allKeys[i % ctx.allKeys.length];
+    let c = 0;
+    out.push(summarize('POST /v1/auth/refresh', await run({
+      connections: 32, ...fixed(rates.refresh),
+      requests: [{
+        method: 'POST', path: '/v1/auth/refresh',
+        setupRequest: (req) => {
+          const i = c++ % refreshPool.length;
+          return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': keyOf(i), 'x-forwarded-for': ip() }, body: JSON.stringify({ refresh_token: refreshPool[i] }) };
+        },
+      }],
+    }), mode));
+  }
+  if (want('login')) {
+    // POST /v1/auth/login (argon2id with the OWASP parameters)
+    let l = 0;
+    out.push(summarize('POST /v1/auth/login', await run({
+      connections: 8, ...fixed(rates.login),
+      requests: [{ method: 'POST', path: '/v1/auth/login', setupRequest: (req) => { const u = ctx.users[l++ % ctx.users.length]; return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ email: u.email, password: PASSWORD }) }; } }],
+    }), mode));
+  }
+  if (want('anonymous')) {
+    // POST /v1/auth/anonymous over 80 API keys of 10 tenants
+    let a = 0;
+    out.push(summarize('POST /v1/auth/anonymous', await run({
+      connections: 32, ...fixed(rates.anonymous),
+      requests: [{ method: 'POST', path: '/v1/auth/anonymous', setupRequest: (req) => ({ ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.allKeys[a++ % ctx.allKeys.length], 'x-forwarded-for': ip() }, body: '{}' }) }],
+    }), mode));
+  }
+  if (want('exchange', 'agent-me')) {
+    // POST /oauth/token (token exchange): agents and subject tokens of the same tenant, HTTP Basic
+    const byTenant = new Map();
+    for (const sub of ctx.subjects) { if (!byTenant.has(sub.tenant)) byTenant.set(sub.tenant, []); byTenant.get(sub.tenant).push(sub.token); }
+    let x = 0;
+    const subjectTurn = new Map();
+    const agentTokens = [];
+    const exchangeRun = summarize('POST /oauth/token (token exchange)', await run({
+      connections: 32, ...fixed(rates.exchange),
+      requests: [{
+        method: 'POST', path: '/oauth/token',
+        setupRequest: (req) => {
+          const i = x++;
+          const agent = ctx.agents[i % ctx.agents.length];
+          const subs = byTenant.get(agent.tenant);
+          // each subject token in turn (10 exchanges per minute per jti), each agent in turn (600/min)
+          const k = (subjectTurn.get(agent.tenant) ?? 0) + 1;
+          subjectTurn.set(agent.tenant, k);
+          const subject = subs[k % subs.length];
+          const basic = Buffer.from(`${encodeURIComponent(agent.id)}:${encodeURIComponent(agent.secret)}`).toString('base64');
+          const body = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: subject, subject_token_type: 'urn:ietf:params:oauth:token-type:access_token', scope: 'openid profile' }).toString();
+          return { ...req, headers: { ...req.headers, 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${basic}`, 'x-forwarded-for': ip() }, body };
+        },
+        onResponse: (status, body) => { if (status === 200 && agentTokens.length < 500) agentTokens.push(JSON.parse(body).access_token); },
+      }],
+    }), mode);
+    if (want('exchange')) out.push(exchangeRun);
+    // bearer calls: an agent token (denylist check) beside a user token on the same route
+    if (agentTokens.length && want('agent-me')) {
+      let b = 0;
+      out.push(summarize('GET /v1/auth/me with an agent token', await run({
+        connections: 64, ...fixed(rates.me),
+        requests: [{ method: 'GET', path: '/v1/auth/me', setupRequest: (req) => ({ ...req, headers: { ...req.headers, authorization: `Bearer ${agentTokens[b++ % agentTokens.length]}`, 'x-forwarded-for': ip() } }) }],
+      }), mode));
+    }
+  }
+  if (want('mfa')) {
+    // login with MFA: password, then the TOTP code (two requests per sign-in)
+    const { authenticator } = require('otplib');
+    let mu = 0;
+    const mfaRun = await run({
+      connections: 8, duration: Math.min(DURATION, 8), ...fixed(rates.login),
+      requests: [
+        { method: 'POST', path: '/v1/auth/login', setupRequest: (req, context) => { const u = ctx.mfaUsers[mu++ % ctx.mfaUsers.length]; context.u = u; return { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ email: u.email, password: PASSWORD }) }; }, onResponse: (status, body, context) => { context.ch = status === 200 ? JSON.parse(body).mfa_challenge_token : undefined; } },
+        { method: 'POST', path: '/v1/auth/mfa/verify', setupRequest: (req, context) => (context.ch ? { ...req, headers: { ...req.headers, 'content-type': 'application/json', 'x-api-key': ctx.key, 'x-forwarded-for': ip() }, body: JSON.stringify({ mfa_challenge_token: context.ch, code: authenticator.generate(context.u.secret) }) } : null) },
+      ],
+    });
+    const m = summarize('login with MFA (password + TOTP), sign-ins', mfaRun, mode);
+    m.rps = Math.round(mfaRun.requests.average / 2);
+    out.push(m);
+  }
   return out;
 }
 
