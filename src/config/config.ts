@@ -178,7 +178,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     // hashes at once per process: by default the core count. Splitting the cores between the
     // API_WORKERS processes left a core idle whenever the connections of a burst landed on one
     // process (node:cluster balances connections, not requests): at 60 sign-ins/s on 2 cores and
-    // 2 processes, p99 107 ms with 1 per process against 78 ms with 2.
+    // 2 processes, p99 107 ms with 1 per process against 78 ms with 2 (single runs; the maximum
+    // rate, about 60-65/s on that host at that time, did not change).
     ARGON2_MAX_CONCURRENCY: parsed.ARGON2_MAX_CONCURRENCY,
     TOKEN_AUDIENCE: parsed.TOKEN_AUDIENCE ?? parsed.PUBLIC_BASE_URL,
     isProduction: parsed.NODE_ENV === 'production',
