@@ -18,12 +18,24 @@ const latency = new Histogram({
   registers: [metricsRegistry],
 });
 
-/** Counts every request and observes its latency, labelled by route pattern (not raw URL). */
+/**
+ * Counts every request and observes its latency, labelled by route pattern (not raw URL). The
+ * labelled children are kept per (method, route, status), a bounded set, so a request does not
+ * hash its label object twice (prom-client's `labels()` children are meant to be reused).
+ */
 export function installMetrics(fastify: FastifyInstance): void {
+  const children = new Map<string, { count: { inc: () => void }; latency: { observe: (v: number) => void } }>();
   fastify.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions?.url ?? 'unmatched';
-    requests.inc({ method: req.method, route, status: String(reply.statusCode) });
-    latency.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+    const status = String(reply.statusCode);
+    const key = `${req.method} ${status} ${route}`;
+    let child = children.get(key);
+    if (!child) {
+      child = { count: requests.labels(req.method, route, status), latency: latency.labels(req.method, route) };
+      children.set(key, child);
+    }
+    child.count.inc();
+    child.latency.observe(reply.elapsedTime / 1000);
     done();
   });
 }

@@ -52,6 +52,21 @@ describe('platform: operations, discovery, error envelope', () => {
     expect(res.text).toMatch(/route="\/health"/);
   });
 
+  it('counts each request once per method, route pattern and status; unknown paths share one series', async () => {
+    const count = async (labels: string) => {
+      const text = (await t.http().get('/metrics').expect(200)).text;
+      const line = text.split('\n').find((l) => l.startsWith(`http_requests_total{${labels}}`));
+      return line ? Number(line.split(' ').pop()) : 0;
+    };
+    const before = await count('method="GET",route="/health",status="200"');
+    const missBefore = await count('method="GET",route="unmatched",status="404"');
+    for (let i = 0; i < 3; i++) await t.http().get('/health').expect(200);
+    await t.http().get(`/no-such-path-${Date.now()}`).expect(404);
+    await t.http().get(`/another-${Date.now()}`).expect(404);
+    expect(await count('method="GET",route="/health",status="200"')).toBe(before + 3);
+    expect(await count('method="GET",route="unmatched",status="404"')).toBe(missBefore + 2);
+  });
+
   it('serves the OpenAPI document and the docs UI', async () => {
     const res = await t.http().get('/openapi.json').expect(200);
     expect(res.body.openapi).toMatch(/^3\./);
