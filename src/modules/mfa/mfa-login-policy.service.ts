@@ -2,7 +2,7 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import { randomToken, sha256Hex } from '../../shared/crypto/tokens';
 import { Db } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
-import { SessionUser } from '../sessions/sessions.service';
+import { SessionsService, SessionUser } from '../sessions/sessions.service';
 import { LoginDecision, LoginPolicy } from '../users/login-policy.service';
 import { EnrollmentTokenService } from './enrollment-token.service';
 import { enrollmentState } from './mfa-policy';
@@ -43,10 +43,12 @@ export class MfaLoginPolicy implements OnModuleInit {
     private readonly db: Db,
     private readonly loginPolicy: LoginPolicy,
     private readonly enrollmentTokens: EnrollmentTokenService,
+    private readonly sessions: SessionsService,
   ) {}
 
   onModuleInit(): void {
     this.loginPolicy.register((user: SessionUser, ctx?: FirstFactor) => this.decide(user, ctx));
+    this.sessions.onEnrollmentEnforced((user) => this.enrollmentRequired(user));
   }
 
   async decide(user: SessionUser, firstFactor?: FirstFactor): Promise<LoginDecision | undefined> {
@@ -67,14 +69,17 @@ export class MfaLoginPolicy implements OnModuleInit {
     if (state.kind === 'grace') {
       return { extraClaims: { mfa_enrollment_required: true, mfa_enrollment_deadline: Math.floor(state.deadline.getTime() / 1000) } };
     }
-    if (state.kind === 'enforced') {
-      const { token, expiresIn } = this.enrollmentTokens.issue(user);
-      throw new AppError('mfa/enrollment_required', 'The tenant requires MFA: enroll TOTP with the enrollment_token, then sign in again', {
-        extensions: { enrollment_token: token, enrollment_token_expires_in: expiresIn },
-        headers: { 'Cache-Control': 'no-store' },
-      });
-    }
+    if (state.kind === 'enforced') throw this.enrollmentRequired(user);
     return undefined;
+  }
+
+  /** 403 mfa/enrollment_required with an enrollment-only token (sign-in and refresh alike). */
+  private enrollmentRequired(user: SessionUser): AppError {
+    const { token, expiresIn } = this.enrollmentTokens.issue(user);
+    return new AppError('mfa/enrollment_required', 'The tenant requires MFA: enroll TOTP with the enrollment_token, then sign in again', {
+      extensions: { enrollment_token: token, enrollment_token_expires_in: expiresIn },
+      headers: { 'Cache-Control': 'no-store' },
+    });
   }
 
   private async createChallenge(user: SessionUser, firstFactorAmr: string[] = ['pwd']): Promise<string> {

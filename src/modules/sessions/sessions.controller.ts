@@ -17,7 +17,10 @@ export class SessionsController {
   @HttpCode(200)
   @ApiKeyAuth()
   @RateLimit({ bucket: 'refresh', by: 'ip', limit: (c) => c.RATE_LIMIT_REFRESH_PER_IP_PER_MIN, windowSeconds: 60 })
-  @ApiOperation({ summary: 'Rotate a refresh token (reuse of a rotated token ends the session)' })
+  @ApiOperation({
+    summary: 'Rotate a refresh token (reuse of a rotated token ends the session)',
+    description: 'Under a tenant MFA policy of `required`, a user without MFA past the grace period gets 403 `mfa/enrollment_required` with an `enrollment_token` (the refresh token is not rotated).',
+  })
   refresh(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: RefreshTokenRequestDto): Promise<TokenResponse> {
     return this.commandBus.execute(new RefreshSessionCommand(key.tenantId, body.refresh_token));
   }

@@ -65,6 +65,8 @@ interface RefreshRow {
   creator_key_revoked: boolean;
   child_rotated: boolean;
   grace_ok: boolean;
+  /** spec 2.8 `mfa_policy: required` and the user has no MFA: when the enrollment grace ends */
+  mfa_enrollment_deadline: Date | null;
 }
 
 const REFRESH_SHAPE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}):([A-Za-z0-9_-]{43})$/;
@@ -164,7 +166,11 @@ export class SessionsService {
                 (u.is_anonymous AND ck.revoked_at IS NOT NULL) AS creator_key_revoked,
                 (rt.rotated_at IS NOT NULL AND EXISTS (
                    SELECT 1 FROM refresh_tokens c WHERE c.parent_id = rt.id AND c.rotated_at IS NOT NULL)) AS child_rotated,
-                (rt.rotated_at IS NOT NULL AND rt.rotated_at > now() - make_interval(secs => $3)) AS grace_ok
+                (rt.rotated_at IS NOT NULL AND rt.rotated_at > now() - make_interval(secs => $3)) AS grace_ok,
+                CASE WHEN t.mfa_policy <> 'required' OR u.is_anonymous THEN NULL
+                     WHEN EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = u.id AND f.enabled_at IS NOT NULL) THEN NULL
+                     ELSE greatest(coalesce(t.mfa_required_since, t.created_at), u.created_at) + make_interval(secs => t.mfa_grace_period_days * 86400)
+                END AS mfa_enrollment_deadline
            FROM refresh_tokens rt
            JOIN user_sessions s ON s.id = rt.session_id
            JOIN users u ON u.id = rt.user_id
@@ -176,6 +182,7 @@ export class SessionsService {
            FROM cur
           WHERE r.id = cur.id AND r.rotated_at IS NULL AND r.revoked_at IS NULL AND cur.secret_hash = $4
             AND cur.session_revoked_at IS NULL AND NOT cur.expired AND NOT cur.creator_key_revoked
+            AND (cur.mfa_enrollment_deadline IS NULL OR cur.mfa_enrollment_deadline > now())
           RETURNING r.session_id, r.tenant_id, r.user_id
        ), ins AS (
          INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, parent_id, expires_at)
@@ -189,25 +196,30 @@ export class SessionsService {
     );
     if (row?.rotated_now) {
       return {
-        ...this.mint({ ...row, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal),
+        ...this.mint({ ...row, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, enrollmentClaims(row)),
         refresh_token: `${newId}:${newSecret}`,
       };
     }
     // an unknown id or a wrong secret changes nothing (it may be a guess, not a stolen token)
     if (!row || !safeEqual(row.secret_hash, sha256Hex(secret))) throw new AppError('auth/invalid_refresh_token');
     if (row.revoked_at || row.session_revoked_at || row.expired || row.creator_key_revoked) throw new AppError('auth/invalid_refresh_token');
+    // the tenant requires MFA and this user's grace is over: no new tokens until they enroll (the
+    // refresh token stays as it was, so nothing is lost; sign-in answers the same). Reuse
+    // detection still comes first: a replayed token ends the session whatever the policy.
+    const enforced = row.mfa_enrollment_deadline !== null && new Date(row.mfa_enrollment_deadline).getTime() <= Date.now();
+    const refuseEnrollment = () => this.enrollmentRefusal?.({ ...row, id: row.user_id }) ?? new AppError('mfa/enrollment_required');
     if (!row.rotated_at) {
+      if (enforced) throw refuseEnrollment();
       // lost a race with a parallel rotation of the same token: the grace rule decides
       if (this.config.REFRESH_REUSE_GRACE_SECONDS > 0) return this.refresh(tenantId, presented);
       throw new AppError('auth/invalid_refresh_token');
     }
-    if (row.rotated_at) {
-      const graceful = this.config.REFRESH_REUSE_GRACE_SECONDS > 0 && row.grace_ok && !row.child_rotated;
-      if (!graceful) {
-        await this.revokeSession(row.session_id, 'refresh_token_reuse');
-        throw new AppError('auth/invalid_refresh_token', 'Refresh token reuse detected; the session has ended');
-      }
+    const graceful = this.config.REFRESH_REUSE_GRACE_SECONDS > 0 && row.grace_ok && !row.child_rotated;
+    if (!graceful) {
+      await this.revokeSession(row.session_id, 'refresh_token_reuse');
+      throw new AppError('auth/invalid_refresh_token', 'Refresh token reuse detected; the session has ended');
     }
+    if (enforced) throw refuseEnrollment();
     // the grace case: the parent stays rotated and a sibling is issued for the same session
     const { rows } = await this.db.exec<{ ok: boolean }>(
       `WITH rot AS (
@@ -227,9 +239,20 @@ export class SessionsService {
     if (!rows[0]?.ok) throw new AppError('auth/invalid_refresh_token');
     const user: SessionUser = row;
     return {
-      ...this.mint({ ...user, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal),
+      ...this.mint({ ...user, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, enrollmentClaims(row)),
       refresh_token: `${newId}:${newSecret}`,
     };
+  }
+
+  private enrollmentRefusal?: (user: SessionUser) => Error;
+
+  /**
+   * What a refresh answers once the user's MFA enrollment grace is over (spec 2.8): the MFA
+   * module registers the same 403 `mfa/enrollment_required` with an enrollment-only token that
+   * sign-in answers, so a session started before the deadline cannot outlive the policy.
+   */
+  onEnrollmentEnforced(refusal: (user: SessionUser) => Error): void {
+    this.enrollmentRefusal = refusal;
   }
 
   /**
@@ -258,6 +281,12 @@ export class SessionsService {
     );
     return rows.map((r) => r.id);
   }
+}
+
+/** Within the MFA enrollment grace, refreshed tokens say so as sign-in's do. */
+function enrollmentClaims(row: Pick<RefreshRow, 'mfa_enrollment_deadline'>): Record<string, unknown> {
+  if (!row.mfa_enrollment_deadline) return {};
+  return { mfa_enrollment_required: true, mfa_enrollment_deadline: Math.floor(new Date(row.mfa_enrollment_deadline).getTime() / 1000) };
 }
 
 export function toTokenUser(u: SessionUser): TokenUser {

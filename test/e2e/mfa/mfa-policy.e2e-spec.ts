@@ -152,6 +152,69 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
     await api.me(ok.body.access_token).expect(200);
   });
 
+  describe('refresh follows the policy too (a session started before the deadline cannot outlive it)', () => {
+    const refresh = (rt: string) => t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ refresh_token: rt });
+
+    it('within the grace, refreshed tokens keep mfa_enrollment_required and the same deadline', async () => {
+      const u = await api.register();
+      await userCreatedDaysAgo(u.userId, 60);
+      await requireMfa(2, 7);
+      const signedIn = await api.login(u.email).expect(200);
+      const refreshed = await refresh(signedIn.body.refresh_token).expect(200);
+      const claims = claimsOf(refreshed.body.access_token);
+      expect(claims.mfa_enrollment_required).toBe(true);
+      expect(claims.mfa_enrollment_deadline).toBe(claimsOf(signedIn.body.access_token).mfa_enrollment_deadline);
+    });
+
+    it('after the deadline refresh answers 403 mfa/enrollment_required with an enrollment-only token and keeps the refresh token', async () => {
+      const u = await api.register();
+      await userCreatedDaysAgo(u.userId, 60);
+      await requireMfa(2, 7);
+      const signedIn = await api.login(u.email).expect(200);
+      // the grace ends while the session is open
+      await requireMfa(10, 3);
+      const res = await refresh(signedIn.body.refresh_token).expect(403);
+      expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(res.body).toMatchObject({ code: 'mfa/enrollment_required', enrollment_token: expect.any(String), enrollment_token_expires_in: 600 });
+      expect(res.body.access_token).toBeUndefined();
+      expect(claimsOf(res.body.enrollment_token)).toMatchObject({ sub: u.userId, scope: 'mfa:enroll', mfa_enrollment_only: true });
+      // nothing was rotated: once the user enrolled, the same refresh token continues the session
+      const device = new TotpDevice((await api.setup(res.body.enrollment_token).expect(200)).body.secret);
+      await api.verifySetup(res.body.enrollment_token, { code: await device.next() }).expect(200);
+      const after = await refresh(signedIn.body.refresh_token).expect(200);
+      expect(claimsOf(after.body.access_token).mfa_enrollment_required).toBeUndefined();
+    });
+
+    it('a replayed refresh token still ends the session after the deadline (reuse detection first)', async () => {
+      const u = await api.register();
+      await userCreatedDaysAgo(u.userId, 60);
+      await requireMfa(2, 7);
+      const first = (await api.login(u.email).expect(200)).body.refresh_token;
+      const second = (await refresh(first).expect(200)).body.refresh_token;
+      await refresh(second).expect(200); // the first token's child is used: the first is now a replay
+      await requireMfa(10, 3);
+      expect((await refresh(first).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+      const [session] = await t.db.query<{ revoked_reason: string }>(
+        `SELECT s.revoked_reason FROM user_sessions s JOIN refresh_tokens r ON r.session_id = s.id WHERE r.id = $1`,
+        [first.split(':')[0]],
+      );
+      expect(session.revoked_reason).toBe('refresh_token_reuse');
+    });
+
+    it('guests and users of optional tenants refresh as before', async () => {
+      await requireMfa(10, 3);
+      await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true, anonymous_ever_enabled = true WHERE id = $1`, [tenant.id]);
+      await t.tenantChanged(tenant.id);
+      const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+      const r = await refresh(g.body.refresh_token).expect(200);
+      expect(claimsOf(r.body.access_token).mfa_enrollment_required).toBeUndefined();
+      const o = await mfaApi(t, other).register();
+      await userCreatedDaysAgo(o.userId, 60);
+      const signedIn = await mfaApi(t, other).login(o.email).expect(200);
+      await t.http().post('/v1/auth/refresh').set('X-API-Key', other.apiKey).set('X-Forwarded-For', randomIp()).send({ refresh_token: signedIn.body.refresh_token }).expect(200);
+    });
+  });
+
   it('an MFA user under the required policy gets the challenge (grace or not)', async () => {
     const u = await api.enrolledUser();
     await userCreatedDaysAgo(u.userId, 60);
