@@ -5,6 +5,7 @@ import { Guests1763760000000 } from './1763760000000-guests';
 import { AccountSecurity1763800000000 } from './1763800000000-account-security';
 import { Mfa1763810000000 } from './1763810000000-mfa';
 import { Webhooks1763910000000 } from './1763910000000-webhooks';
+import { SweepIndexes1764000000000 } from './1764000000000-sweep-indexes';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -15,4 +16,5 @@ export const ALL_MIGRATIONS = [
   Webhooks1763910000000,
   Mfa1763810000000,
   AccountSecurity1763800000000,
+  SweepIndexes1764000000000,
 ];

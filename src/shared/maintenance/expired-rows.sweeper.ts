@@ -22,12 +22,15 @@ export function expiredRowRules(config: Pick<AppConfig, 'DASHBOARD_SESSION_IDLE_
     { table: 'mfa_challenges', expired: gone('expires_at') },
     { table: 'idempotency_keys', expired: gone('expires_at') },
     { table: 'agent_denylist', expired: gone('expires_at') }, // every token it refused has expired too
-    // end-user refresh tokens: an expired or revoked one is refused whatever else is known of it,
-    // so reuse detection loses nothing by forgetting it (rotation leaves one row per refresh)
-    { table: 'refresh_tokens', expired: `(${gone('expires_at')} OR ${gone('revoked_at')})` },
-    // end-user sessions: ended (revoked), or with no refresh token left to continue them (after
-    // the rule above; every session is created with one); access tokens of a deleted session
-    // are refused (the bearer guard treats a missing session as ended)
+    // end-user refresh tokens: an expired one is refused whatever else is known of it, so reuse
+    // detection loses nothing by forgetting it (rotation leaves one row per refresh); found
+    // through a BRIN index on expires_at. Revoked ones go with their session (next rule, cascade)
+    // or at their expiry.
+    { table: 'refresh_tokens', expired: gone('expires_at') },
+    // end-user sessions: ended (revoked; their refresh tokens go with them), or with no refresh
+    // token left to continue them (after the rule above; every session is created with one);
+    // access tokens of a deleted session are refused (the bearer guard treats a missing session
+    // as ended)
     {
       table: 'user_sessions',
       expired: `(${gone('revoked_at')} OR (${gone('created_at')} AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.session_id = user_sessions.id)))`,

@@ -65,7 +65,7 @@ describe('worker maintenance: expired one-time rows', () => {
       (ids.user_sessions ??= {} as Record<Age, string>)[age] = sid;
       (ids.refresh_tokens ??= {} as Record<Age, string>)[age] = r.id;
     }
-    // a session revoked two days ago (its token revoked with it, not yet expired): both go
+    // a session revoked two days ago (its token revoked with it, not yet expired): both go (the token by cascade)
     const endedSid = randomUUID();
     await db.query(`INSERT INTO user_sessions (id, tenant_id, user_id, revoked_at) VALUES ($1, $2, $3, now() - interval '2 days')`, [endedSid, tenant.id, u.id]);
     const [endedToken] = await db.query<{ id: string }>(
@@ -113,7 +113,7 @@ describe('worker maintenance: expired one-time rows', () => {
       expect(await exists(table, ids[table].live)).toBe(true);
     }
     expect(await exists('user_sessions', ids.user_sessions_ended.old)).toBe(false); // revoked two days ago
-    expect(await exists('refresh_tokens', ids.refresh_tokens_ended.old)).toBe(false); // revoked with it
+    expect(await exists('refresh_tokens', ids.refresh_tokens_ended.old)).toBe(false); // went with its session
     expect(await exists('refresh_tokens', ids.refresh_tokens_ended.recent)).toBe(false); // the rotated, expired parent
     expect(await exists('refresh_tokens', ids.refresh_tokens_ended.live)).toBe(true);
     expect(await exists('user_sessions', ids.user_sessions_ended.live)).toBe(true);
@@ -152,7 +152,7 @@ describe('worker maintenance: expired one-time rows', () => {
       process.env.DATABASE_URL = saved;
       resetConfigForTests();
     }
-    expect(out.join('\n')).toMatch(/^swept account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, refresh_tokens 3, user_sessions 2, dashboard_sessions 3$/m);
+    expect(out.join('\n')).toMatch(/^swept account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, refresh_tokens 2, user_sessions 2, dashboard_sessions 3$/m);
     expect(await exists('account_tokens', ids.account_tokens.old)).toBe(false);
   });
 });
