@@ -81,6 +81,11 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1024) ARGON2_MEMORY_KIB = 7168;
   @Transform(toInt) @IsInt() @Min(1) ARGON2_TIME_COST = 5;
   @Transform(toInt) @IsInt() @Min(1) ARGON2_PARALLELISM = 1;
+  // hashes at once per process: the core count, also with several API_WORKERS. Splitting the cores
+  // between processes left a core idle whenever a burst's connections landed on one process
+  // (node:cluster balances connections, not requests): at 60 sign-ins/s on 2 cores and 2
+  // processes, p99 107 ms with 1 per process against 78 ms with 2 (single runs; the maximum rate,
+  // about 60-65/s on that host at that time, did not change).
   @Transform(toInt) @IsInt() @Min(1) @Max(64) ARGON2_MAX_CONCURRENCY = Math.max(1, os.cpus().length);
 
   @Transform(toInt) @IsInt() @Min(1) OUTBOX_POLL_MS = 500;
@@ -175,12 +180,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     // argon2id OWASP parameters (7 MiB, t=5, p=1 by default); a lower cost only under NODE_ENV=test.
     ARGON2_MEMORY_KIB: isTest && !env.ARGON2_MEMORY_KIB ? 1024 : parsed.ARGON2_MEMORY_KIB,
     ARGON2_TIME_COST: isTest && !env.ARGON2_TIME_COST ? 1 : parsed.ARGON2_TIME_COST,
-    // hashes at once per process: by default the core count. Splitting the cores between the
-    // API_WORKERS processes left a core idle whenever the connections of a burst landed on one
-    // process (node:cluster balances connections, not requests): at 60 sign-ins/s on 2 cores and
-    // 2 processes, p99 107 ms with 1 per process against 78 ms with 2 (single runs; the maximum
-    // rate, about 60-65/s on that host at that time, did not change).
-    ARGON2_MAX_CONCURRENCY: parsed.ARGON2_MAX_CONCURRENCY,
     TOKEN_AUDIENCE: parsed.TOKEN_AUDIENCE ?? parsed.PUBLIC_BASE_URL,
     isProduction: parsed.NODE_ENV === 'production',
     isTest,

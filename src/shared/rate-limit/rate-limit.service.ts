@@ -3,7 +3,7 @@ import Redis from 'ioredis';
 import { AppError, RateLimitedError } from '../errors/app-error';
 import { ErrorCode } from '../errors/error-codes';
 import { REDIS } from '../redis/redis.module';
-import { ThrottlerStorage } from './throttler-storage';
+import { ThrottlerStorage, throttlerKeys } from './throttler-storage';
 
 export interface LimitResult {
   allowed: boolean;
@@ -13,8 +13,7 @@ export interface LimitResult {
 
 /**
  * The one rate limiter: fixed windows in Redis (the @nestjs/throttler Redis storage, run by
- * EVALSHA: see ThrottlerStorage), shared by
- * every API process. Answers 429 with Retry-After (X-Service-Docs is added by the error filter).
+ * EVALSHA: see ThrottlerStorage), shared by every API process. Answers 429 with Retry-After (X-Service-Docs is added by the error filter).
  */
 @Injectable()
 export class RateLimitService {
@@ -49,7 +48,10 @@ export class RateLimitService {
   async peek(bucket: string, keys: string[]): Promise<{ count: number; ttlSeconds: number }[]> {
     try {
       const pipe = this.redis.pipeline();
-      for (const k of keys) pipe.get(`{rl:${k}:${bucket}}:hits`).pttl(`{rl:${k}:${bucket}}:hits`);
+      for (const k of keys) {
+        const { hits } = throttlerKeys(`rl:${k}`, bucket);
+        pipe.get(hits).pttl(hits);
+      }
       const res = (await pipe.exec()) ?? [];
       return keys.map((_, i) => ({
         count: Number(res[2 * i]?.[1] ?? 0) || 0,
@@ -65,8 +67,8 @@ export class RateLimitService {
     try {
       const pipe = this.redis.pipeline();
       for (const k of keys) {
-        const key = `{rl:${k}:${bucket}}:hits`;
-        pipe.incr(key).pexpire(key, windowSeconds * 1000, 'NX');
+        const { hits } = throttlerKeys(`rl:${k}`, bucket);
+        pipe.incr(hits).pexpire(hits, windowSeconds * 1000, 'NX');
       }
       await pipe.exec();
     } catch {
@@ -77,6 +79,6 @@ export class RateLimitService {
   /** Clears counters (a successful sign-in clears that pair's failures). */
   async reset(bucket: string, keys: string[]): Promise<void> {
     if (!keys.length) return;
-    await this.redis.del(...keys.flatMap((k) => [`{rl:${k}:${bucket}}:hits`, `{rl:${k}:${bucket}}:blocked`])).catch(() => undefined);
+    await this.redis.del(...keys.flatMap((k) => Object.values(throttlerKeys(`rl:${k}`, bucket)))).catch(() => undefined);
   }
 }

@@ -6,6 +6,11 @@ type ScriptRunner = (hitKey: string, blockKey: string, name: string, ttl: number
 
 const COMMAND = 'authpThrottlerIncrement';
 
+/** The storage's Redis keys of one counter (the library's layout; the hash tag keeps both in one slot). */
+export function throttlerKeys(key: string, name: string): { hits: string; blocked: string } {
+  return { hits: `{${key}:${name}}:hits`, blocked: `{${key}:${name}}:blocked` };
+}
+
 /**
  * The @nest-lab/throttler-storage-redis storage (same keys, same Lua script, same answers), with
  * the script run by its SHA1 (EVALSHA through ioredis `defineCommand`: the script's ~900 bytes go
@@ -23,9 +28,8 @@ export class ThrottlerStorage extends ThrottlerStorageRedisService {
   }
 
   override async increment(key: string, ttl: number, limit: number, blockDuration: number, throttlerName: string): Promise<ThrottlerRecord> {
-    const hitKey = `{${key}:${throttlerName}}:hits`;
-    const blockKey = `{${key}:${throttlerName}}:blocked`;
-    const results = await this.run(hitKey, blockKey, throttlerName, ttl, limit, blockDuration);
+    const { hits, blocked } = throttlerKeys(key, throttlerName);
+    const results = await this.run(hits, blocked, throttlerName, ttl, limit, blockDuration);
     if (!Array.isArray(results) || results.length !== 4 || results.some((n) => typeof n !== 'number')) {
       throw new TypeError(`Unexpected throttler script result: ${JSON.stringify(results)}`);
     }

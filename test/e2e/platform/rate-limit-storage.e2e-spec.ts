@@ -2,6 +2,7 @@ import { randomBytes } from 'crypto';
 import Redis from 'ioredis';
 import { RateLimitService } from '../../../src/shared/rate-limit/rate-limit.service';
 import { createTestApp, TestApp } from '../../setup/app';
+import { rawRedis } from '../agents/agents.helpers';
 
 /** The limiter's Redis script: run by SHA1, same answers as the library's EVAL, survives a script flush. */
 describe('rate limiter storage (EVALSHA)', () => {
@@ -11,7 +12,7 @@ describe('rate limiter storage (EVALSHA)', () => {
   beforeAll(async () => {
     t = await createTestApp();
     limiter = t.app.get(RateLimitService);
-    redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    redis = rawRedis();
   });
   afterAll(async () => {
     redis.disconnect();
