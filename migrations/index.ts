@@ -6,6 +6,7 @@ import { AccountSecurity1763800000000 } from './1763800000000-account-security';
 import { Mfa1763810000000 } from './1763810000000-mfa';
 import { Webhooks1763910000000 } from './1763910000000-webhooks';
 import { SweepIndexes1764000000000 } from './1764000000000-sweep-indexes';
+import { SessionSweepIndex1764100000000 } from './1764100000000-session-sweep-index';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -17,4 +18,5 @@ export const ALL_MIGRATIONS = [
   Mfa1763810000000,
   AccountSecurity1763800000000,
   SweepIndexes1764000000000,
+  SessionSweepIndex1764100000000,
 ];

@@ -22,19 +22,10 @@ export function expiredRowRules(config: Pick<AppConfig, 'DASHBOARD_SESSION_IDLE_
     { table: 'mfa_challenges', expired: gone('expires_at') },
     { table: 'idempotency_keys', expired: gone('expires_at') },
     { table: 'agent_denylist', expired: gone('expires_at') }, // every token it refused has expired too
-    // end-user refresh tokens: an expired one is refused whatever else is known of it, so reuse
-    // detection loses nothing by forgetting it (rotation leaves one row per refresh); found
-    // through a BRIN index on expires_at. Revoked ones go with their session (next rule, cascade)
-    // or at their expiry.
-    { table: 'refresh_tokens', expired: gone('expires_at') },
-    // end-user sessions: ended (revoked; their refresh tokens go with them), or with no refresh
-    // token left to continue them (after the rule above; every session is created with one);
-    // access tokens of a deleted session are refused (the bearer guard treats a missing session
-    // as ended)
-    {
-      table: 'user_sessions',
-      expired: `(${gone('revoked_at')} OR (${gone('created_at')} AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.session_id = user_sessions.id)))`,
-    },
+    // end-user sessions that ended (revoked) a day ago, found through a partial index; their
+    // refresh tokens go with them by cascade. Sessions that simply ran out of refresh tokens go
+    // with their last token (see ExpiredRowsSweeper.sweepRefreshTokens).
+    { table: 'user_sessions', expired: `revoked_at IS NOT NULL AND ${gone('revoked_at')}` },
     {
       table: 'dashboard_sessions',
       expired: `(${gone('absolute_expires_at')} OR ${gone('revoked_at')} OR ${gone(`last_seen_at + make_interval(secs => ${config.DASHBOARD_SESSION_IDLE_SECONDS})`)})`,
@@ -53,9 +44,9 @@ export class ExpiredRowsSweeper {
   ) {}
 
   async runOnce(): Promise<Record<string, number>> {
-    const deleted: Record<string, number> = {};
+    const deleted: Record<string, number> = await this.sweepRefreshTokens();
     for (const { table, expired } of expiredRowRules(this.config)) {
-      deleted[table] = 0;
+      deleted[table] ??= 0;
       for (let i = 0; i < MAX_BATCHES_PER_TABLE; i++) {
         const { rowCount } = await this.db.exec(`DELETE FROM ${table} WHERE ctid IN (SELECT ctid FROM ${table} WHERE ${expired} LIMIT ${BATCH})`);
         deleted[table] += rowCount;
@@ -64,6 +55,41 @@ export class ExpiredRowsSweeper {
     }
     const total = Object.values(deleted).reduce((a, b) => a + b, 0);
     if (total) this.logger.log(`expired rows swept: ${JSON.stringify(deleted)}`);
+    return deleted;
+  }
+
+  /**
+   * End-user refresh tokens expired a day ago (an expired one is refused whatever else is known
+   * of it, so reuse detection loses nothing by forgetting it; rotation leaves one row per
+   * refresh), found through the BRIN index on expires_at. A session whose last token goes with
+   * a batch goes in the same transaction (every session starts with a token, so one without
+   * any can never continue; access tokens of a deleted session are refused, the bearer guard
+   * treats a missing session as ended). Both steps commit together: no session is ever left
+   * behind without the token that would have found it.
+   */
+  private async sweepRefreshTokens(): Promise<Record<string, number>> {
+    const deleted = { refresh_tokens: 0, user_sessions: 0 };
+    for (let i = 0; i < MAX_BATCHES_PER_TABLE; i++) {
+      const tokens = await this.db.tx(async (tx) => {
+        const gone = await tx.query<{ session_id: string }>(
+          `DELETE FROM refresh_tokens WHERE ctid IN (
+             SELECT ctid FROM refresh_tokens WHERE expires_at < now() - ${EXPIRED_ROWS_RETENTION} LIMIT ${BATCH})
+           RETURNING session_id`,
+        );
+        const sessions = [...new Set(gone.map((r) => r.session_id))];
+        if (sessions.length) {
+          const { rowCount } = await tx.exec(
+            `DELETE FROM user_sessions s WHERE s.id = ANY($1::uuid[])
+                AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.session_id = s.id)`,
+            [sessions],
+          );
+          deleted.user_sessions += rowCount;
+        }
+        return gone.length;
+      });
+      deleted.refresh_tokens += tokens;
+      if (tokens < BATCH) break;
+    }
     return deleted;
   }
 }

@@ -152,7 +152,7 @@ describe('worker maintenance: expired one-time rows', () => {
       process.env.DATABASE_URL = saved;
       resetConfigForTests();
     }
-    expect(out.join('\n')).toMatch(/^swept account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, refresh_tokens 2, user_sessions 2, dashboard_sessions 3$/m);
+    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, dashboard_sessions 3$/m);
     expect(await exists('account_tokens', ids.account_tokens.old)).toBe(false);
   });
 });
