@@ -13,6 +13,7 @@ import { getConfig } from './config/config.module';
 import { EnvelopeCipher } from './shared/crypto/envelope-cipher';
 import { setCursorKey } from './shared/db/pagination';
 import { createValidationPipe } from './shared/errors/validation.pipe';
+import { installBodyParsers } from './shared/http/body-parsers';
 import { installMetrics } from './shared/http/metrics';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -30,12 +31,35 @@ function trustProxy(value: string): boolean | number | string | ((addr: string) 
   return value;
 }
 
+/**
+ * A request Node's HTTP parser refuses (a control character in a header, headers too large, a
+ * malformed request line) never reaches Fastify's routing: answer it in the one error envelope
+ * anyway, with its own X-Request-Id, and close the connection.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const reason = status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request';
+  const id = randomUUID();
+  const body = JSON.stringify({ type: 'about:blank', title: 'The request is invalid', status, code: 'request/invalid', detail: 'The HTTP request could not be parsed', request_id: id });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `X-Request-Id: ${id}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
 /** Builds the API application (used by `node dist/main` and by the e2e tests). */
 export async function createApiApp(opts: { logger?: boolean } = {}): Promise<NestFastifyApplication> {
   const config = getConfig();
   const adapter = new FastifyAdapter({
     trustProxy: trustProxy(config.TRUST_PROXY),
     bodyLimit: config.BODY_LIMIT_BYTES,
+    // a long path segment reaches the route's own validation (400/404 problem+json), not Fastify's bare 414
+    routerOptions: { maxParamLength: 2048 },
+    clientErrorHandler: answerClientError,
     logger: false,
     // X-Request-Id: the caller's when well-formed, else a new UUID; copied onto the raw
     // request so the pino request logger and error logs carry the same id.
@@ -46,7 +70,7 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
       return id;
     },
   });
-  const app = await NestFactory.create<NestFastifyApplication>(ApiModule, adapter, { bufferLogs: true, abortOnError: false });
+  const app = await NestFactory.create<NestFastifyApplication>(ApiModule, adapter, { bufferLogs: true, abortOnError: false, bodyParser: false });
   if (opts.logger !== false) app.useLogger(app.get(Logger));
   else app.useLogger(false);
   await configureApp(app, config);
@@ -56,6 +80,7 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
 async function configureApp(app: NestFastifyApplication, config: AppConfig): Promise<void> {
   const fastify = app.getHttpAdapter().getInstance() as unknown as FastifyInstance;
   setCursorKey(app.get(EnvelopeCipher).deriveKey('cursor'));
+  installBodyParsers(fastify, config.BODY_LIMIT_BYTES);
 
   await app.register(fastifyCookie as never);
   await app.register(fastifyCors as never, {

@@ -43,7 +43,8 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1024) BODY_LIMIT_BYTES = 102400;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @Transform(toInt) @IsInt() @Min(1) @Max(64) API_WORKERS = 1;
-  @IsUrl({ require_tld: false }) RATE_LIMIT_DOCS_URL = 'http://localhost:3001/docs#rate-limits';
+  /** unset = `${PUBLIC_BASE_URL}/docs#rate-limits` (this service's own documentation) */
+  @IsOptional() @IsUrl({ require_tld: false }) RATE_LIMIT_DOCS_URL?: string;
 
   @Transform(toInt) @IsInt() @Min(60) @Max(86400) ACCESS_TOKEN_TTL_SECONDS = 900;
   @Transform(toInt) @IsInt() @Min(300) REFRESH_TOKEN_TTL_SECONDS = 30 * 86400;
@@ -114,8 +115,9 @@ export class EnvSchema {
 }
 
 export type AppConfig = Readonly<
-  Omit<EnvSchema, 'TOKEN_AUDIENCE'> & {
+  Omit<EnvSchema, 'TOKEN_AUDIENCE' | 'RATE_LIMIT_DOCS_URL'> & {
     TOKEN_AUDIENCE: string;
+    RATE_LIMIT_DOCS_URL: string;
     isProduction: boolean;
     isTest: boolean;
     keyEncryptionKey: Buffer;
@@ -181,6 +183,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     ARGON2_MEMORY_KIB: isTest && !env.ARGON2_MEMORY_KIB ? 1024 : parsed.ARGON2_MEMORY_KIB,
     ARGON2_TIME_COST: isTest && !env.ARGON2_TIME_COST ? 1 : parsed.ARGON2_TIME_COST,
     TOKEN_AUDIENCE: parsed.TOKEN_AUDIENCE ?? parsed.PUBLIC_BASE_URL,
+    RATE_LIMIT_DOCS_URL: parsed.RATE_LIMIT_DOCS_URL ?? `${parsed.PUBLIC_BASE_URL.replace(/\/+$/, '')}/docs#rate-limits`,
     isProduction: parsed.NODE_ENV === 'production',
     isTest,
     keyEncryptionKey: kek,

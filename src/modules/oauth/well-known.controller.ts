@@ -33,7 +33,7 @@ export class WellKnownController {
       subject_types_supported: ['public'],
       id_token_signing_alg_values_supported: ['RS256'],
       scopes_supported: ['openid', 'profile', 'email'],
-      claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'tenant_id', 'sid', 'scope', 'amr', 'aal', 'role', 'is_anonymous', 'act'],
+      claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'tenant_id', 'sid', 'scope', 'amr', 'aal', 'role', 'is_anonymous', 'email', 'email_verified', 'act'],
       service_documentation: `${base}/docs`,
     };
   }

@@ -161,7 +161,9 @@ export class SessionsService {
       `WITH cur AS (
          SELECT rt.id, rt.secret_hash, rt.session_id, rt.rotated_at, rt.revoked_at, rt.expires_at < now() AS expired,
                 s.revoked_at AS session_revoked_at, s.aal, s.amr,
-                u.id AS user_id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at,
+                u.id AS user_id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.created_at,
+                -- a guest's tokens carry the tenant's default role of the day, until registration (spec 5 rule 5)
+                CASE WHEN u.is_anonymous THEN t.default_user_role ELSE u.role END AS role,
                 t.user_scopes,
                 (u.is_anonymous AND ck.revoked_at IS NOT NULL) AS creator_key_revoked,
                 (rt.rotated_at IS NOT NULL AND EXISTS (

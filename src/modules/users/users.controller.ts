@@ -65,6 +65,6 @@ export class UsersController {
   @BearerAuth()
   @ApiOperation({ summary: 'The current user' })
   me(@CurrentUser() user: UserPrincipal): Promise<MeResponse> {
-    return this.queryBus.execute(new GetMeQuery(user.tenantId, user.userId));
+    return this.queryBus.execute(new GetMeQuery(user.tenantId, user.userId, user.claims.role));
   }
 }

@@ -26,22 +26,46 @@ const logger = new Logger('Errors');
 /** Fastify's own messages for a body that is not JSON (FST_ERR_CTP_INVALID_JSON_BODY, ..._EMPTY_JSON_BODY). */
 const BODY_PARSE_MESSAGES = new Set([new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY().message, new errorCodes.FST_ERR_CTP_EMPTY_JSON_BODY().message]);
 
-/** Flattens class-validator errors into `errors[]` with dotted field paths. */
+/** Which failed constraint speaks for a field when several did: the kind of value before its size or format. */
+const CONSTRAINT_PRIORITY = ['isDefined', 'isString', 'isBoolean', 'isInt', 'isNumber', 'isArray', 'isObject', 'isUuid', 'isEnum', 'isIn', 'isEmail', 'isUrl', 'equals'];
+
+/**
+ * Flattens class-validator errors into `errors[]` with dotted field paths: one entry per
+ * offending field (contract), saying what is wrong first: an unknown property, a missing or
+ * null value, the wrong kind of value, then size and format.
+ */
 export function flattenValidationErrors(errors: ValidationError[], parent = ''): FieldError[] {
   const out: FieldError[] = [];
   for (const e of errors) {
     const field = parent ? `${parent}.${e.property}` : e.property;
-    if (e.constraints) {
-      for (const [kind, message] of Object.entries(e.constraints)) {
-        out.push({ field, message: kind === 'whitelistValidation' ? `property ${field} is not allowed` : message });
-      }
-    }
+    if (e.constraints) out.push({ field, message: fieldMessage(field, e.value, e.constraints) });
     if (e.children?.length) out.push(...flattenValidationErrors(e.children, field));
   }
   return out;
 }
 
+function fieldMessage(field: string, value: unknown, constraints: Record<string, string>): string {
+  if ('whitelistValidation' in constraints) return `property ${field} is not allowed`;
+  if (value === undefined) return `${field} is required`;
+  if (value === null) return `${field} must not be null`;
+  const kind = CONSTRAINT_PRIORITY.find((k) => k in constraints);
+  return constraints[kind ?? Object.keys(constraints)[0]];
+}
+
+/**
+ * PostgreSQL SQLSTATE class 22 (data exception: U+0000 in text, a value the column type cannot
+ * hold, ...) reaching the filter means input no validator caught; it is the caller's input, so
+ * 400, never 500. Logged as a warning so the missing validation gets noticed.
+ */
+function fromDatabaseDataError(err: { code?: unknown; message?: string }): AppError | undefined {
+  if (typeof err.code !== 'string' || !/^22[0-9A-Z]{3}$/.test(err.code) || !('severity' in err || 'driverError' in err)) return undefined;
+  logger.warn({ sqlstate: err.code, message: err.message }, 'input refused by the database (a validation is missing)');
+  return new AppError('request/invalid', 'A value in the request cannot be stored');
+}
+
 function fromFrameworkError(err: { statusCode?: number; code?: string; message?: string }): AppError | undefined {
+  const dataError = fromDatabaseDataError(err);
+  if (dataError) return dataError;
   const status = err.statusCode;
   if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || status === 413) return new AppError('request/too_large');
   if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) return new AppError('request/unsupported_media_type');
@@ -74,7 +98,7 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
     // Nest re-wraps Fastify's body-parser errors in an HttpException that keeps only the message
     const malformed = status === 400 && BODY_PARSE_MESSAGES.has(err.message);
     const code: ErrorCode = malformed ? 'request/malformed_json' :
-      status === 404 ? 'request/not_found' : status === 405 ? 'request/method_not_allowed' : status === 413 ? 'request/too_large'
+      status === 404 ? 'request/not_found' : status === 405 ? 'request/method_not_allowed' : status === 413 ? 'request/too_large' : status === 415 ? 'request/unsupported_media_type'
         : status === 401 ? 'auth/unauthorized' : status === 403 ? 'auth/forbidden' : status === 429 ? 'rate_limit/exceeded'
           : status >= 500 ? 'server/error' : 'request/invalid';
     appErr = new AppError(code, status >= 500 ? undefined : err.message, { status });

@@ -9,7 +9,8 @@ export function createValidationPipe(): ValidationPipe {
     forbidNonWhitelisted: true,
     transform: true,
     transformOptions: { enableImplicitConversion: false },
-    validationError: { target: false, value: false },
+    // the value tells a missing field from a bad one; it never leaves flattenValidationErrors
+    validationError: { target: false, value: true },
     exceptionFactory: (errors) =>
       new AppError('request/invalid', 'One or more fields are invalid', { errors: flattenValidationErrors(errors) }),
   });

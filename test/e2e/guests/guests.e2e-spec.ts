@@ -49,6 +49,33 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
     expect(claims(res.body.access_token).role).toBe('read_only');
   });
 
+  it('a guest holds the tenant default role of the day until registration (spec 5 rule 5): refresh, /me and the claim follow a change', async () => {
+    const ten = await createTenant(t.db, { anonymous_signins_enabled: true, default_user_role: 'admin' });
+    const g = await anon(ten.apiKey).expect(201);
+    expect(claims(g.body.access_token).role).toBe('admin');
+    await t.db.query(`UPDATE tenants SET default_user_role = 'read_only' WHERE id = $1`, [ten.id]);
+    await t.tenantChanged(ten.id);
+    const r = await refresh(g.body.refresh_token, ten.apiKey).expect(200);
+    expect(claims(r.body.access_token)).toMatchObject({ role: 'read_only', is_anonymous: true });
+    expect((await me(r.body.access_token).expect(200)).body.role).toBe('read_only');
+    // a registered user keeps the role it registered with; the claim gives the default of that day
+    const reg = await t.http().post('/v1/auth/register').set('X-API-Key', ten.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);
+    const claimed = await t
+      .http()
+      .post('/v1/auth/register')
+      .set('X-API-Key', ten.apiKey)
+      .set('X-Forwarded-For', randomIp())
+      .set('Authorization', `Bearer ${r.body.access_token}`)
+      .send({ email: uniqueEmail('claim'), password: STRONG_PASSWORD, consent: true })
+      .expect(201);
+    expect(claims(claimed.body.access_token)).toMatchObject({ sub: g.body.user.id, role: 'read_only', is_anonymous: false });
+    await t.db.query(`UPDATE tenants SET default_user_role = 'member' WHERE id = $1`, [ten.id]);
+    await t.tenantChanged(ten.id);
+    const after = await refresh(claimed.body.refresh_token, ten.apiKey).expect(200);
+    expect(claims(after.body.access_token).role).toBe('read_only');
+    expect(claims((await refresh(reg.body.refresh_token, ten.apiKey).expect(200)).body.access_token).role).toBe('read_only');
+  });
+
   it('refresh keeps is_anonymous true across rotation and updates last_active_at (at most once a minute)', async () => {
     const g = await anon().expect(201);
     await t.db.query(`UPDATE users SET last_active_at = now() - interval '10 days' WHERE id = $1`, [g.body.user.id]);

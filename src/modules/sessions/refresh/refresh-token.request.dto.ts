@@ -1,7 +1,11 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsString, MaxLength, MinLength } from 'class-validator';
+import { IsString, Matches, MaxLength, MinLength } from 'class-validator';
 
 /** spec 2.2 RefreshTokenRequest */
 export class RefreshTokenRequestDto {
-  @ApiProperty({ minLength: 1, description: 'shape <id>:<secret>' }) @IsString() @MinLength(1) @MaxLength(512) refresh_token!: string;
+  /** the shape is a field constraint (400); a well-shaped token that is not live is 401 auth/invalid_refresh_token */
+  @ApiProperty({ minLength: 1, maxLength: 512, pattern: '^[^:\\s]+:[^:\\s]+$', description: 'shape <id>:<secret>' })
+  @IsString() @MinLength(1) @MaxLength(512)
+  @Matches(/^[^:\s]+:[^:\s]+$/, { message: 'refresh_token must have the shape <id>:<secret>' })
+  refresh_token!: string;
 }

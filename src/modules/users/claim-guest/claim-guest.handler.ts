@@ -31,7 +31,8 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
         const [user] = await tx.query<{ id: string; role: string; created_at: Date; user_scopes: string; email_verified: boolean; tenant_name: string }>(
           `UPDATE users u SET email = $3, email_normalized = $4, password_hash = COALESCE($5, u.password_hash),
                   date_of_birth_enc = COALESCE($6, u.date_of_birth_enc), email_verified = $7, is_anonymous = false,
-                  claimed_at = now(), consent_at = now(), last_sign_in_at = now(), last_active_at = now(), updated_at = now()
+                  claimed_at = now(), consent_at = now(), last_sign_in_at = now(), last_active_at = now(), updated_at = now(),
+                  role = t.default_user_role
              FROM tenants t
             WHERE u.id = $1 AND u.tenant_id = $2 AND t.id = u.tenant_id AND u.is_anonymous
             RETURNING u.id, u.role, u.created_at, t.user_scopes, u.email_verified, t.name AS tenant_name`,

@@ -22,6 +22,8 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
     // issued in the same tick: one Redis round trip
     const [cached, activityDue] = await Promise.all([this.cache.get(q.userId), this.cache.activityWindowOpen(q.userId)]);
     const me = cached && cached.tenant_id === q.tenantId ? strip(cached) : await this.load(q);
+    // a guest holds the tenant's default role until registration (spec 5 rule 5): its token says which
+    if (me.is_anonymous && q.tokenRole) me.role = q.tokenRole;
     // last_active_at at most once a minute per user; the first activity of a month counts (MAU)
     if (activityDue) await this.db.query(`WITH ${activityCtes('$1')} SELECT 1`, [q.userId], 'user_activity');
     return me;

@@ -16,6 +16,8 @@ export class GetMeQuery extends Query<MeResponse> {
   constructor(
     readonly tenantId: string,
     readonly userId: string,
+    /** the `role` claim of the presented token: a guest's role is the tenant default it inherits (spec 5 rule 5) */
+    readonly tokenRole?: string,
   ) {
     super();
   }

@@ -1,0 +1,89 @@
+import { parse as parseQueryString } from 'node:querystring';
+import type { FastifyInstance } from 'fastify';
+import { AppError } from '../errors/app-error';
+import { OAuthError } from '../errors/oauth-error';
+
+/** Deepest object/array nesting a request body may have (public_metadata included). */
+export const MAX_BODY_DEPTH = 32;
+
+/** Only the OAuth endpoints take form bodies (RFC 6749); everything else is JSON (spec 2). */
+const FORM_PATHS = '/oauth/';
+
+/**
+ * Why a parsed body cannot be processed, or undefined when it can: nesting deeper than
+ * MAX_BODY_DEPTH (the DTO transform would recurse without bound), or a string (value or key)
+ * with U+0000 or a lone surrogate, which PostgreSQL text and jsonb cannot store. Iterative, so
+ * the check itself never runs out of stack.
+ */
+export function bodyFault(body: unknown): { field: string; message: string } | undefined {
+  const stack: { value: unknown; path: string; depth: number }[] = [{ value: body, path: '', depth: 0 }];
+  while (stack.length) {
+    const { value, path, depth } = stack.pop()!;
+    if (typeof value === 'string') {
+      if (!storable(value)) return { field: path || 'body', message: `${path || 'body'} contains a character that is not allowed (U+0000 or an unpaired surrogate)` };
+      continue;
+    }
+    if (value === null || typeof value !== 'object') continue;
+    if (depth >= MAX_BODY_DEPTH) return { field: path || 'body', message: `the body is nested deeper than ${MAX_BODY_DEPTH} levels` };
+    if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i++) stack.push({ value: value[i], path: `${path}[${i}]`, depth: depth + 1 });
+      continue;
+    }
+    for (const [k, v] of Object.entries(value)) {
+      const p = path ? `${path}.${k}` : k;
+      if (!storable(k)) return { field: path || 'body', message: `a property name contains a character that is not allowed (U+0000 or an unpaired surrogate)` };
+      stack.push({ value: v, path: p, depth: depth + 1 });
+    }
+  }
+  return undefined;
+}
+
+/** U+0000, or a surrogate code unit without its pair (with the u flag a paired one is one astral code point). */
+// eslint-disable-next-line no-control-regex -- U+0000 is exactly what is looked for
+const UNSTORABLE = /[\u0000\p{Cs}]/u;
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function storable(s: string): boolean {
+  return !UNSTORABLE.test(s);
+}
+
+/**
+ * The request body parsers (instead of Nest's defaults): JSON everywhere, checked by bodyFault
+ * (400 request/invalid); form bodies only on /oauth/* (elsewhere 415, so a cross-site HTML form
+ * can never drive a JSON endpoint such as the dashboard login).
+ */
+export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number): void {
+  const json = fastify.getDefaultJsonParser('error', 'error');
+  // a text body: 415 like any other non-JSON type, except on /oauth/* where the form reader
+  // answers it in the OAuth envelope (400 invalid_request, RFC 6749 section 5.2)
+  fastify.removeContentTypeParser('text/plain');
+  fastify.addContentTypeParser('text/plain', { parseAs: 'string', bodyLimit }, (req, body, done) => {
+    if (!req.url.startsWith(FORM_PATHS)) return done(new AppError('request/unsupported_media_type', 'Request bodies are JSON (application/json)'), undefined);
+    done(null, body);
+  });
+  fastify.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (req, body, done) => {
+    const text = String(body);
+    json(req, text, (err: Error | null, value?: unknown) => {
+      // valid JSON refused by the parser: a __proto__ or constructor.prototype property (prototype poisoning)
+      if (err && isJson(text)) return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: 'body', message: 'properties named __proto__ or constructor.prototype are not allowed' }] }), undefined);
+      if (err) return done(err, undefined);
+      const fault = bodyFault(value);
+      if (fault) return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [fault] }), undefined);
+      done(null, value);
+    });
+  });
+  fastify.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit }, (req, body, done) => {
+    if (!req.url.startsWith(FORM_PATHS)) return done(new AppError('request/unsupported_media_type', 'Request bodies are JSON (application/json)'), undefined);
+    const value = parseQueryString(String(body));
+    if (bodyFault(value)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'), undefined);
+    done(null, value);
+  });
+}

@@ -1,0 +1,173 @@
+import { connect } from 'net';
+import { AddressInfo } from 'net';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { signupTenant } from '../../factories/dashboard.factory';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+
+/**
+ * Odd input never gets a 5xx (contract "Conventions"): bodies nested without bound, characters
+ * PostgreSQL cannot store, prototype-poisoning keys, form bodies on JSON endpoints, bodies on
+ * endpoints that take none, requests Node's HTTP parser refuses. Each answer is problem+json.
+ */
+describe('input hardening: odd bodies, characters and requests', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  beforeAll(async () => {
+    t = await createTestApp({ PUBLIC_BASE_URL: 'http://auth.test.example' });
+    tenant = await createTenant(t.db, { anonymous_signins_enabled: true });
+  });
+  afterAll(() => t.close());
+
+  const nested = (levels: number, leaf = '1') => {
+    let s = leaf;
+    for (let i = 0; i < levels; i++) s = `{"a":${s}}`;
+    return s;
+  };
+  const rawPost = (path: string, body: string, headers: Record<string, string> = {}) =>
+    t.http().post(path).set('Content-Type', 'application/json').set('X-Forwarded-For', randomIp()).set(headers).send(body);
+  const expectInvalid = (res: { status: number; body: { code: string }; headers: Record<string, string> }, status = 400, code = 'request/invalid') => {
+    expect(res.status).toBe(status);
+    expect(res.body.code).toBe(code);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.headers['x-request-id']).toBeTruthy();
+  };
+
+  it('a body nested 5000 levels deep is 400, with or without credentials (it used to overflow the stack)', async () => {
+    const deep = nested(5000);
+    expectInvalid(await rawPost('/v1/onboarding/signup', `{"email":"a@b.co","x":${deep}}`));
+    expectInvalid(await rawPost('/v1/auth/dashboard/login', `{"email":"a@b.co","password":"x","x":${deep}}`));
+    expectInvalid(await rawPost('/v1/auth/login', `{"email":"a@b.co","password":"x","x":${deep}}`, { 'X-API-Key': tenant.apiKey }));
+    expectInvalid(await rawPost('/v1/auth/refresh', `{"refresh_token":${'['.repeat(5000)}${']'.repeat(5000)}}`, { 'X-API-Key': tenant.apiKey }));
+    const meta = await rawPost('/v1/auth/anonymous', `{"public_metadata":${nested(40)}}`, { 'X-API-Key': tenant.apiKey });
+    expectInvalid(meta);
+    expect(meta.body.errors[0].message).toMatch(/nested deeper than 32 levels/);
+    // a reasonably nested public_metadata is fine
+    await rawPost('/v1/auth/anonymous', `{"public_metadata":${nested(8)}}`, { 'X-API-Key': tenant.apiKey }).expect(201);
+  });
+
+  it('U+0000 and unpaired surrogates in any string, value or key, are 400 naming the field; nothing is stored', async () => {
+    const before = await t.db.query(`SELECT count(*)::int AS n FROM tenants`);
+    const nul = await rawPost('/v1/onboarding/signup', JSON.stringify({ email: uniqueEmail(), password: STRONG_PASSWORD, tenant_name: 'ab\u0000cd', consent_terms: true, consent_privacy: true }));
+    expectInvalid(nul);
+    expect(nul.body.errors).toEqual([{ field: 'tenant_name', message: expect.stringMatching(/not allowed/) }]);
+    expect(await t.db.query(`SELECT count(*)::int AS n FROM tenants`)).toEqual(before);
+    for (const body of ['{"public_metadata":{"note":"a\\u0000b"}}', '{"public_metadata":{"note":"\\ud800"}}', '{"public_metadata":{"a\\u0000":1}}', '{"public_metadata":{"x":["ok","\\udc00"]}}']) {
+      const r = await rawPost('/v1/auth/anonymous', body, { 'X-API-Key': tenant.apiKey });
+      expectInvalid(r);
+      expect(r.body.errors[0].field).toMatch(/^public_metadata/);
+    }
+    // a paired surrogate (an emoji) is an ordinary character
+    const ok = await rawPost('/v1/auth/anonymous', '{"public_metadata":{"mood":"\\ud83d\\ude00"}}', { 'X-API-Key': tenant.apiKey }).expect(201);
+    const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${ok.body.access_token}`).expect(200);
+    expect(me.body.public_metadata).toEqual({ mood: '😀' });
+  });
+
+  it('U+0000 in a path or query value the database sees is 400, not 500', async () => {
+    const d = await signupTenant(t);
+    const r = await t.http().get(`/v1/auth/dashboard/tenants/a%00b/api-keys`).set('Cookie', d.cookie);
+    expect(r.status).toBeLessThan(500);
+    expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
+  });
+
+  it('__proto__ and constructor.prototype keys are 400 request/invalid (valid JSON, refused properties)', async () => {
+    for (const body of ['{"public_metadata":{"__proto__":{"x":1}}}', '{"public_metadata":{"constructor":{"prototype":{"x":1}}}}']) {
+      const r = await rawPost('/v1/auth/anonymous', body, { 'X-API-Key': tenant.apiKey });
+      expectInvalid(r);
+      expect(r.body.errors[0].message).toMatch(/__proto__ or constructor.prototype/);
+    }
+    expectInvalid(await rawPost('/v1/auth/anonymous', '{"public_metadata":', { 'X-API-Key': tenant.apiKey }), 400, 'request/malformed_json');
+  });
+
+  it('form bodies are refused (415) outside /oauth/*: a cross-site HTML form cannot sign in to the dashboard', async () => {
+    const d = await signupTenant(t);
+    const form = await t
+      .http()
+      .post('/v1/auth/dashboard/login')
+      .set('Origin', 'https://attacker.example')
+      .set('Content-Type', 'application/x-www-form-urlencoded')
+      .send(`email=${encodeURIComponent(d.email)}&password=${encodeURIComponent(d.password)}`);
+    expectInvalid(form, 415, 'request/unsupported_media_type');
+    expect(form.headers['set-cookie']).toBeUndefined();
+    const text = await t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('Content-Type', 'text/plain').send('hello');
+    expectInvalid(text, 415, 'request/unsupported_media_type');
+    // the same credentials as JSON sign in
+    await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', randomIp()).send({ email: d.email, password: d.password }).expect(200);
+  });
+
+  it('endpoints that take no body refuse one (400), and accept none or {}', async () => {
+    const reg = async () =>
+      (await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201)).body;
+    const a = await reg();
+    for (const body of ['{"everywhere":true}', '[1,2]', '"x"']) {
+      const r = await rawPost('/v1/auth/logout', body, { Authorization: `Bearer ${a.access_token}` });
+      expectInvalid(r);
+      expect(r.body.errors).toEqual([{ field: 'body', message: 'this endpoint takes no request body' }]);
+    }
+    // nothing happened: the session is live
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${a.access_token}`).expect(200);
+    await rawPost('/v1/auth/logout', '{}', { Authorization: `Bearer ${a.access_token}` }).expect(204);
+    const b = await reg();
+    await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${b.access_token}`).expect(204);
+    const d = await signupTenant(t);
+    expectInvalid(await t.http().post('/v1/auth/dashboard/logout').set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ x: 1 }));
+    await t.http().get('/v1/auth/dashboard/me').set('Cookie', d.cookie).expect(200);
+  });
+
+  it('errors[] has one entry per offending field, saying what is wrong first', async () => {
+    const r = await rawPost('/v1/auth/login', JSON.stringify({ password: 'x', extra: 1 }), { 'X-API-Key': tenant.apiKey });
+    expectInvalid(r);
+    const byField = new Map<string, string[]>();
+    for (const e of r.body.errors as { field: string; message: string }[]) byField.set(e.field, [...(byField.get(e.field) ?? []), e.message]);
+    expect(byField.get('email')).toEqual(['email is required']);
+    expect(byField.get('extra')).toEqual(['property extra is not allowed']);
+    for (const msgs of byField.values()) expect(msgs).toHaveLength(1);
+    const wrongType = await rawPost('/v1/auth/login', JSON.stringify({ email: 42, password: null }), { 'X-API-Key': tenant.apiKey });
+    expect(wrongType.body.errors).toEqual(
+      expect.arrayContaining([{ field: 'email', message: expect.not.stringMatching(/shorter|longer/) }, { field: 'password', message: 'password must not be null' }]),
+    );
+  });
+
+  it('tenant_name is trimmed before its 2-50 length check (spec 2.1)', async () => {
+    const signup = (name: string) =>
+      rawPost('/v1/onboarding/signup', JSON.stringify({ email: uniqueEmail('owner'), password: STRONG_PASSWORD, tenant_name: name, consent_terms: true, consent_privacy: true }));
+    for (const name of ['    ', ' x ', '\n\t\n']) {
+      const r = await signup(name);
+      expectInvalid(r);
+      expect(r.body.errors).toEqual([{ field: 'tenant_name', message: expect.any(String) }]);
+    }
+    const ok = await signup('  Acme Trimmed  ').expect(201);
+    expect(ok.body.tenant.name).toBe('Acme Trimmed');
+  });
+
+  it('X-Service-Docs points at this service (PUBLIC_BASE_URL) unless RATE_LIMIT_DOCS_URL says otherwise', async () => {
+    const ip = randomIp();
+    let last;
+    for (let i = 0; i < 6; i++) last = await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', ip).send({});
+    expect(last!.status).toBe(429);
+    expect(last!.headers['x-service-docs']).toBe('http://auth.test.example/docs#rate-limits');
+  });
+
+  it('a path segment over 100 characters reaches the route (problem+json), not a bare 414', async () => {
+    const d = await signupTenant(t);
+    const r = await t.http().get(`/v1/auth/dashboard/tenants/${'a'.repeat(300)}/api-keys`).set('Cookie', d.cookie);
+    expect(r.status).toBe(404);
+    expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
+  });
+
+  it('a request the HTTP parser refuses (control character in a header) gets problem+json with X-Request-Id', async () => {
+    const server = t.app.getHttpServer();
+    if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const { port } = server.address() as AddressInfo;
+    const raw = await new Promise<string>((resolve, reject) => {
+      const s = connect(port, '127.0.0.1', () => s.write('POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nX-API-Key: a\x01b\r\nContent-Length: 2\r\n\r\n{}'));
+      let data = '';
+      s.on('data', (c) => (data += c.toString()));
+      s.on('end', () => resolve(data));
+      s.on('error', reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    expect(raw).toMatch(/content-type: application\/problem\+json/i);
+    expect(raw).toMatch(/x-request-id: [0-9a-f-]{36}/i);
+    expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 400, code: 'request/invalid' });
+  });
+});
