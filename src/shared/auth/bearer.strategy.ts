@@ -38,8 +38,9 @@ export class BearerAuthenticator {
       throw e;
     }
     if (!claims.tenant_id || !claims.sub) throw new InvalidTokenError();
-    // agent tokens carry the audience the agent asked for; user tokens must carry ours
-    if (!claims.act && !this.audienceOk(claims.aud)) throw new InvalidTokenError();
+    // this API accepts only tokens meant for it: a user token always is; an agent token is when
+    // the agent asked for no other audience (one minted for another service is that service's)
+    if (!this.audienceOk(claims.aud)) throw new InvalidTokenError();
     const apiKeyHeader = req.headers['x-api-key'];
     const [reason, apiKey] = await Promise.all([
       this.revocation.revokedReason(claims),

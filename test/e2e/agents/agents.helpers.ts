@@ -90,7 +90,7 @@ export async function endUser(t: TestApp, d: DashboardFixture | Session): Promis
   return { userId: res.body.user.id, tenantId: d.tenantId, accessToken: res.body.access_token, email };
 }
 
-/** An agent token as the token exchange mints it (contract "Tokens"): sub = user, act.sub = agent, no sid. */
+/** An agent token as the token exchange mints it without an audience (contract "Tokens"): sub = user, act.sub = agent, no sid, aud = this service. */
 export function agentToken(t: TestApp, user: { userId: string; tenantId: string }, agentId: string, ttl = 300): { token: string; iat: number } {
   const { token, claims } = t.app.get(JwtService).sign(
     {
@@ -102,7 +102,6 @@ export function agentToken(t: TestApp, user: { userId: string; tenantId: string 
       role: 'member',
       is_anonymous: false,
       act: { sub: agentId },
-      aud: 'https://api.example.test',
     },
     ttl,
   );

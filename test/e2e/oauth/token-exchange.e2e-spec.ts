@@ -185,10 +185,10 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
   });
 
   describe('audience', () => {
-    it('is copied into aud; the token still works on our bearer endpoints', async () => {
+    it('is copied into aud; the token belongs to that service, our own bearer endpoints refuse it', async () => {
       const res = await exchange(config, await subject(), { audience: 'https://orders.example.com/api' });
       expect(claims(res.access_token).aud).toBe('https://orders.example.com/api');
-      await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.access_token}`).expect(200);
+      await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.access_token}`).expect(401);
     });
 
     it('may be repeated (RFC 8693 section 2.1); a value that is not an absolute URI is invalid_target', async () => {

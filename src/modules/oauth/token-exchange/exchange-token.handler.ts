@@ -86,8 +86,10 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
   private async exchange({ form, authorization, client }: ExchangeTokenCommand): Promise<TokenExchangeResponse> {
     // RFC 6749 section 3.2.1: authenticate the client (HTTP Basic or body, never both)
     const caller = await this.clients.authenticate(form, authorization);
-    // spec 5 rule 2: confidential agent clients only (clientType check)
+    // spec 5 rule 2: confidential agent clients only (clientType check). A grant this server does
+    // not support at all is unsupported_grant_type whoever asks (RFC 6749 section 5.2).
     if (caller.kind !== 'agent') {
+      assertTokenExchangeGrant(form);
       const reason = caller.kind === 'oauth_client' && !caller.confidential ? 'public_client' : 'not_agent_client';
       await this.clientUnauthorized(caller, reason);
       throw new OAuthError('unauthorized_client', 'Only confidential agent clients may use token exchange');
@@ -101,9 +103,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     if (!perClient.allowed) throw await this.rateLimited(agent, 'agent_client', clientLimit, perClient, form);
 
     // RFC 6749 section 4.1.3 / RFC 8693 section 2.1: grant_type
-    const grantType = form.get('grant_type');
-    if (!grantType) throw new OAuthError('invalid_request', 'grant_type is required');
-    if (grantType !== TOKEN_EXCHANGE_GRANT) throw new OAuthError('unsupported_grant_type', 'Only the token-exchange grant is supported');
+    assertTokenExchangeGrant(form);
 
     // spec 5 rules 2-3, 3.2: Pro tier or higher; the grant type in the agent's allowlist (disable clears it)
     if (agent.tenant_tier === 'free') {
@@ -338,23 +338,28 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     return new OAuthError('invalid_grant', r.description);
   }
 
-  /** spec 6 oauth.token_exchange.client_unauthorized: confidential gate, grant type allowlist, clientType, tier. */
+  /** spec 6 oauth.token_exchange.client_unauthorized: confidential gate, grant type allowlist, clientType, tier (audit plus webhook). */
   private async clientUnauthorized(caller: ClientCaller, reason: string): Promise<void> {
-    await this.events.audit(this.db, {
-      tenantId: caller.tenantId,
-      type: 'oauth.token_exchange.client_unauthorized',
-      actorType: caller.kind === 'agent' ? 'agent' : 'system',
-      actorId: caller.clientId,
-      targetType: caller.kind === 'agent' ? 'agent_client' : 'oauth_client',
-      targetId: caller.clientId,
-      severity: 'medium',
-      metadata: { agent_client_id: caller.clientId, reason },
-    });
+    const metadata = { agent_client_id: caller.clientId, reason };
+    await this.events.auditAndOutbox(
+      this.db,
+      {
+        tenantId: caller.tenantId,
+        type: 'oauth.token_exchange.client_unauthorized',
+        actorType: caller.kind === 'agent' ? 'agent' : 'system',
+        actorId: caller.clientId,
+        targetType: caller.kind === 'agent' ? 'agent_client' : 'oauth_client',
+        targetId: caller.clientId,
+        severity: 'medium',
+        metadata,
+      },
+      { tenantId: caller.tenantId, topic: 'webhook', eventType: 'oauth.token_exchange.client_unauthorized', payload: metadata },
+    );
   }
 
   /**
    * spec 6 oauth.token_exchange.rate_limited and agent.rate_limited (audit with the offending
-   * limit scope and the computed limit; agent.rate_limited also as a webhook). Written once per
+   * limit scope and the computed limit; both also as webhooks). Written once per
    * window, on the first refused request, so a flood cannot flood the audit log.
    */
   private async rateLimited(
@@ -384,30 +389,47 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       };
       const base = { tenantId: agent.tenant_id, actorType: 'agent' as const, actorId: agent.id, targetType: 'agent_client', targetId: agent.id, severity: 'medium' as Severity, metadata };
       await this.db.tx(async (tx) => {
-        await this.events.audit(tx, { ...base, type: 'oauth.token_exchange.rate_limited' });
-        await this.events.auditAndOutbox(tx, { ...base, type: 'agent.rate_limited' }, {
+        const payload = { agent_client_id: agent.id, limit_scope: limitScope, computed_limit: limit, window_seconds: 60 };
+        await this.events.auditAndOutbox(tx, { ...base, type: 'oauth.token_exchange.rate_limited' }, {
           tenantId: agent.tenant_id,
           topic: 'webhook',
-          eventType: 'agent.rate_limited',
-          payload: { agent_client_id: agent.id, limit_scope: limitScope, computed_limit: limit, window_seconds: 60 },
+          eventType: 'oauth.token_exchange.rate_limited',
+          payload,
         });
+        await this.events.auditAndOutbox(tx, { ...base, type: 'agent.rate_limited' }, { tenantId: agent.tenant_id, topic: 'webhook', eventType: 'agent.rate_limited', payload });
       });
     }
     return slowDown(r.retryAfterSeconds, 'token exchanges');
   }
 
+  /**
+   * A refused exchange (spec 6 subject_invalid, scope_denied): the audit event and its webhook in
+   * one statement. The payload is the audit metadata (hash prefixes only, never a token).
+   */
   private async audit(agent: AgentClientRow, type: string, severity: Severity, metadata: Record<string, unknown>, userId?: string): Promise<void> {
-    await this.events.audit(this.db, {
-      tenantId: agent.tenant_id,
-      type,
-      actorType: 'agent',
-      actorId: agent.id,
-      targetType: userId ? 'user' : 'agent_client',
-      targetId: userId ?? agent.id,
-      severity,
-      metadata: { agent_client_id: agent.id, ...metadata },
-    });
+    const payload = { agent_client_id: agent.id, ...(userId ? { user_id: userId } : {}), ...metadata };
+    await this.events.auditAndOutbox(
+      this.db,
+      {
+        tenantId: agent.tenant_id,
+        type,
+        actorType: 'agent',
+        actorId: agent.id,
+        targetType: userId ? 'user' : 'agent_client',
+        targetId: userId ?? agent.id,
+        severity,
+        metadata: { agent_client_id: agent.id, ...metadata },
+      },
+      { tenantId: agent.tenant_id, topic: 'webhook', eventType: type, payload },
+    );
   }
+}
+
+/** RFC 6749 section 5.2: the only grant this endpoint serves is token exchange. */
+function assertTokenExchangeGrant(form: FormParams): void {
+  const grantType = form.get('grant_type');
+  if (!grantType) throw new OAuthError('invalid_request', 'grant_type is required');
+  if (grantType !== TOKEN_EXCHANGE_GRANT) throw new OAuthError('unsupported_grant_type', 'Only the token-exchange grant is supported');
 }
 
 function splitScope(s: string): string[] {

@@ -1,0 +1,89 @@
+import { createOAuthClient } from '../../factories/agent.factory';
+import { createTestApp, TestApp } from '../../setup/app';
+import { agentsUrl, as, endUser, registerAgent, Session, tenantOnTier } from '../agents/agents.helpers';
+import { claims, exchangeBody, postToken } from './oauth-helpers';
+
+const AGENT_REVOKED = 'Bearer error="invalid_token", error_description="agent_revoked"';
+
+/**
+ * Edges found by a black-box review: a denylist entry outlives every token it refuses even after
+ * the agent's TTL was lowered; an agent token minted for another audience is not accepted here;
+ * unsupported grant types are unsupported for every client; refused exchanges are webhooks too.
+ */
+describe('token exchange: denylist lifetime, audience, grant types, refusal webhooks', () => {
+  let t: TestApp;
+  let owner: Session;
+  beforeAll(async () => {
+    t = await createTestApp();
+    owner = await tenantOnTier(t, 'pro');
+  });
+  afterAll(() => t.close());
+
+  const agentCreds = (a: Record<string, any>) => ({ id: a.id as string, secret: a.client_secret as string });
+
+  for (const action of ['DELETE', 'kill-tokens'] as const) {
+    it(`${action} after the TTL was lowered: the denylist entry lasts as long as the tokens minted before (spec 5 rule 1)`, async () => {
+      const a = await registerAgent(t, owner, { agent_token_max_ttl_sec: 900 });
+      const user = await endUser(t, owner);
+      const minted = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid', expires_in: '900' })).expect(200);
+      const token = minted.body.access_token as string;
+      const exp = claims(token).exp as number;
+      expect(exp - (claims(token).iat as number)).toBe(900);
+      await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_token_max_ttl_sec: 60 }).expect(200);
+      if (action === 'DELETE') await as(t, owner).delete(agentsUrl(owner, `/${a.id}`)).expect(200);
+      else await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+      const [entry] = await t.db.query<{ until: number }>(`SELECT extract(epoch FROM expires_at)::bigint AS until FROM agent_denylist WHERE agent_client_id = $1`, [a.id]);
+      expect(Number(entry.until)).toBeGreaterThanOrEqual(exp);
+      const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${token}`).expect(401);
+      expect(me.headers['www-authenticate']).toBe(AGENT_REVOKED);
+    });
+  }
+
+  it('an agent that exchanged nothing recently is denylisted for exactly agent_token_max_ttl_sec', async () => {
+    const a = await registerAgent(t, owner, { agent_token_max_ttl_sec: 120 });
+    await as(t, owner).delete(agentsUrl(owner, `/${a.id}`)).expect(200);
+    const [entry] = await t.db.query<{ ttl: number }>(`SELECT round(extract(epoch FROM expires_at - not_before))::int AS ttl FROM agent_denylist WHERE agent_client_id = $1`, [a.id]);
+    expect(entry.ttl).toBe(120);
+  });
+
+  it('an agent token minted for another audience is refused by this service (401); one without an audience is accepted', async () => {
+    const a = await registerAgent(t, owner);
+    const user = await endUser(t, owner);
+    const foreign = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid', audience: 'https://payments.other.example' })).expect(200);
+    expect(claims(foreign.body.access_token).aud).toBe('https://payments.other.example');
+    const refused = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${foreign.body.access_token}`).expect(401);
+    expect(refused.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token"/);
+    const own = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid' })).expect(200);
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${own.body.access_token}`).expect(200);
+  });
+
+  it('a legacy client asking for a grant this server does not serve gets unsupported_grant_type, and no client_unauthorized event', async () => {
+    const legacy = await createOAuthClient(t.db, owner.tenantId);
+    for (const grant of ['client_credentials', 'password', 'authorization_code']) {
+      const r = await postToken(t, legacy, { grant_type: grant }).expect(400);
+      expect(r.body.error).toBe('unsupported_grant_type');
+    }
+    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.client_unauthorized' AND actor_id = $1`, [legacy.id])).toHaveLength(0);
+    // token exchange itself is still refused to it, with the event
+    const user = await endUser(t, owner);
+    expect((await postToken(t, legacy, exchangeBody(user.accessToken)).expect(400)).body.error).toBe('unauthorized_client');
+    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.client_unauthorized' AND actor_id = $1`, [legacy.id])).toHaveLength(1);
+  });
+
+  it('refused exchanges are webhooks as well as audit events (spec 6), with hash prefixes only', async () => {
+    const a = await registerAgent(t, owner, { scopes: ['calendar.read'] });
+    const user = await endUser(t, owner);
+    await postToken(t, agentCreds(a), exchangeBody('not-a-jwt')).expect(400);
+    await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid' })).expect(400);
+    const hooks = await t.db.query<{ event_type: string; payload: Record<string, unknown> }>(
+      `SELECT event_type, payload FROM outbox WHERE topic = 'webhook' AND payload->>'agent_client_id' = $1 ORDER BY id`,
+      [a.id],
+    );
+    const types = hooks.map((h) => h.event_type);
+    expect(types).toEqual(expect.arrayContaining(['oauth.token_exchange.subject_invalid', 'oauth.token_exchange.scope_denied']));
+    const invalid = hooks.find((h) => h.event_type === 'oauth.token_exchange.subject_invalid')!;
+    expect(invalid.payload).toMatchObject({ agent_client_id: a.id, subject_invalid_reason: expect.any(String) });
+    expect(JSON.stringify(hooks)).not.toContain(user.accessToken);
+    expect(JSON.stringify(hooks)).not.toContain('not-a-jwt');
+  });
+});
