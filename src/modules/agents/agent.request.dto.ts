@@ -14,13 +14,11 @@ import {
   Max,
   MaxLength,
   Min,
-  ValidateIf,
   ValidateNested,
 } from 'class-validator';
 import { AGENT_GRANT_TYPES, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
+import { Present } from '../../shared/http/presence';
 
-/** Absent is fine, null is not (fields that cannot be cleared). */
-const Present = () => ValidateIf((_o, v) => v !== undefined);
 
 /** RFC 6749 section 3.3 scope-token: one or more NQCHAR (no space, quote or backslash). */
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;

@@ -127,6 +127,23 @@ describe('input hardening: odd bodies, characters and requests', () => {
     );
   });
 
+  it('null is not "absent": an optional field that cannot be null refuses it (400 naming the field)', async () => {
+    const r = await rawPost('/v1/auth/anonymous', '{"public_metadata":null}', { 'X-API-Key': tenant.apiKey });
+    expectInvalid(r);
+    expect(r.body.errors).toEqual([{ field: 'public_metadata', message: 'public_metadata must not be null' }]);
+    const d = await signupTenant(t);
+    const patch = await t
+      .http()
+      .patch(`/v1/auth/dashboard/tenants/${d.slug}/settings/anonymous`)
+      .set('Cookie', d.cookie)
+      .set('X-CSRF-Token', d.csrf)
+      .send({ anonymous_user_ttl_days: null, default_user_role: null });
+    expectInvalid(patch);
+    expect(patch.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['anonymous_user_ttl_days', 'default_user_role']);
+    const reg = await rawPost('/v1/auth/register', JSON.stringify({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true, date_of_birth: null }), { 'X-API-Key': tenant.apiKey });
+    expectInvalid(reg);
+  });
+
   it('tenant_name is trimmed before its 2-50 length check (spec 2.1)', async () => {
     const signup = (name: string) =>
       rawPost('/v1/onboarding/signup', JSON.stringify({ email: uniqueEmail('owner'), password: STRONG_PASSWORD, tenant_name: name, consent_terms: true, consent_privacy: true }));

@@ -1,7 +1,8 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsEmail, IsIn, IsObject, IsOptional, IsString, Matches, MaxLength, ValidateIf, ValidateNested } from 'class-validator';
+import { IsEmail, IsIn, IsObject, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
 import { OAuthParamsDto } from '../oauth-params';
+import { Present } from '../../../shared/http/presence';
 
 export const EMAIL_OTP_MODES = ['login', 'login_or_create'] as const;
 
@@ -12,20 +13,20 @@ const BINDING_DOC =
 export class UserEmailOtpRequestDto {
   @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
   @ApiPropertyOptional({ enum: EMAIL_OTP_MODES, default: 'login', description: 'login_or_create creates a verified account for a new address' })
-  @ValidateIf((_o, v) => v !== undefined) @IsIn(EMAIL_OTP_MODES)
+  @Present() @IsIn(EMAIL_OTP_MODES)
   mode?: (typeof EMAIL_OTP_MODES)[number];
   @ApiPropertyOptional({ type: OAuthParamsDto, description: 'the authorization request to resume; redirect_uri must be registered for client_id' })
-  @IsOptional() @IsObject() @ValidateNested() @Type(() => OAuthParamsDto)
+  @Present() @IsObject() @ValidateNested() @Type(() => OAuthParamsDto)
   oauth_params?: OAuthParamsDto;
   @ApiPropertyOptional({ description: 'bot-challenge token (Cloudflare Turnstile); required when the tenant requires a captcha for email codes' })
-  @IsOptional() @IsString()
+  @Present() @IsString()
   captcha_token?: string;
-  @ApiPropertyOptional({ maxLength: 64, description: BINDING_DOC }) @IsOptional() @IsString() @MaxLength(64) resume_binding?: string;
+  @ApiPropertyOptional({ maxLength: 64, description: BINDING_DOC }) @Present() @IsString() @MaxLength(64) resume_binding?: string;
 }
 
 /** spec 2.2 UserEmailOtpVerifyRequest */
 export class UserEmailOtpVerifyRequestDto {
   @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
   @ApiProperty({ pattern: '^\\d{6}$' }) @IsString() @Matches(/^\d{6}$/, { message: 'code must be exactly 6 digits' }) code!: string;
-  @ApiPropertyOptional({ maxLength: 64, description: BINDING_DOC }) @IsOptional() @IsString() @MaxLength(64) resume_binding?: string;
+  @ApiPropertyOptional({ maxLength: 64, description: BINDING_DOC }) @Present() @IsString() @MaxLength(64) resume_binding?: string;
 }

@@ -1,7 +1,8 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsEmail, IsObject, IsOptional, IsString, MaxLength, MinLength, ValidateNested } from 'class-validator';
+import { IsEmail, IsObject, IsString, MaxLength, MinLength, ValidateNested } from 'class-validator';
 import { OAuthParamsDto } from '../oauth-params';
+import { Present } from '../../../shared/http/presence';
 
 const BINDING_DOC =
   'opaque value (at most 64 characters) the requesting browser keeps; when given with the request, the verification must present the same value';
@@ -10,13 +11,13 @@ const BINDING_DOC =
 export class UserMagicLinkRequestDto {
   @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
   @ApiPropertyOptional({ type: OAuthParamsDto, description: 'the authorization request to resume; redirect_uri must be registered for client_id' })
-  @IsOptional() @IsObject() @ValidateNested() @Type(() => OAuthParamsDto)
+  @Present() @IsObject() @ValidateNested() @Type(() => OAuthParamsDto)
   oauth_params?: OAuthParamsDto;
-  @ApiPropertyOptional({ maxLength: 64, description: BINDING_DOC }) @IsOptional() @IsString() @MaxLength(64) resume_binding?: string;
+  @ApiPropertyOptional({ maxLength: 64, description: BINDING_DOC }) @Present() @IsString() @MaxLength(64) resume_binding?: string;
 }
 
 /** spec 2.2 UserMagicLinkVerifyRequest */
 export class UserMagicLinkVerifyRequestDto {
   @ApiProperty({ minLength: 1 }) @IsString() @MinLength(1) token!: string;
-  @ApiPropertyOptional({ maxLength: 64, description: BINDING_DOC }) @IsOptional() @IsString() @MaxLength(64) resume_binding?: string;
+  @ApiPropertyOptional({ maxLength: 64, description: BINDING_DOC }) @Present() @IsString() @MaxLength(64) resume_binding?: string;
 }

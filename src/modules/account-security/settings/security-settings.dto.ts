@@ -1,10 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, IsArray, IsBoolean, IsIn, IsInt, IsString, Length, Matches, Max, Min, ValidateIf } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsBoolean, IsIn, IsInt, IsString, Length, Matches, Max, Min } from 'class-validator';
+import { Nullable, Present } from '../../../shared/http/presence';
 
-/** Validated when sent; null is refused (the field is not nullable). */
-const Present = () => ValidateIf((_o, v) => v !== undefined);
-/** Validated when sent and not null (null clears the field). */
-const Nullable = () => ValidateIf((_o, v) => v !== undefined && v !== null);
 
 export const MFA_POLICIES = ['optional', 'required'] as const;
 

@@ -1,11 +1,12 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsOptional, IsString, Length, MaxLength } from 'class-validator';
+import { IsString, Length, MaxLength } from 'class-validator';
+import { Present } from '../../../shared/http/presence';
 
 const HINT_DOC = 'what the step-up is for, shown in the email (e.g. "change your email address")';
 
 /** spec 2.5 StepUpMagicLinkInitiateRequest */
 export class StepUpMagicLinkInitiateRequestDto {
-  @ApiPropertyOptional({ maxLength: 80, description: HINT_DOC }) @IsOptional() @IsString() @MaxLength(80) action_hint?: string;
+  @ApiPropertyOptional({ maxLength: 80, description: HINT_DOC }) @Present() @IsString() @MaxLength(80) action_hint?: string;
 }
 
 /** spec 2.5 StepUpMagicLinkVerifyRequest */
@@ -15,7 +16,7 @@ export class StepUpMagicLinkVerifyRequestDto {
 
 /** spec 2.5 StepUpEmailOtpInitiateRequest */
 export class StepUpEmailOtpInitiateRequestDto {
-  @ApiPropertyOptional({ maxLength: 80, description: HINT_DOC }) @IsOptional() @IsString() @MaxLength(80) action_hint?: string;
+  @ApiPropertyOptional({ maxLength: 80, description: HINT_DOC }) @Present() @IsString() @MaxLength(80) action_hint?: string;
 }
 
 /** spec 2.5 StepUpEmailOtpVerifyRequest */

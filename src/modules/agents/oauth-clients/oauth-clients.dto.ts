@@ -1,11 +1,11 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, ArrayUnique, IsArray, IsIn, IsString, IsUrl, Length, Matches, MaxLength, ValidateIf } from 'class-validator';
+import { ArrayMaxSize, ArrayUnique, IsArray, IsIn, IsString, IsUrl, Length, Matches, MaxLength } from 'class-validator';
 import { CursorQuery } from '../../../shared/db/pagination';
+import { Present } from '../../../shared/http/presence';
 
 /** Grant types of legacy (non-agent) OAuth clients; agent grants live on agent clients (spec 5 rule 2). */
 export const OAUTH_CLIENT_GRANT_TYPES = ['authorization_code', 'refresh_token', 'client_credentials'] as const;
 
-const Present = () => ValidateIf((_o, v) => v !== undefined);
 
 /** Contract "Agents and OAuth": a legacy OAuth client; `client_type: "agent"` is refused before validation. */
 export class CreateOAuthClientRequestDto {

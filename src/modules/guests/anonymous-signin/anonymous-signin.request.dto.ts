@@ -1,5 +1,6 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { IsObject, IsOptional, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { IsObject, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { Present } from '../../../shared/http/presence';
 
 export const PUBLIC_METADATA_MAX_BYTES = 4096;
 
@@ -16,7 +17,7 @@ class JsonSizeConstraint implements ValidatorConstraintInterface {
 /** spec 2.2 AnonymousSigninRequest */
 export class AnonymousSigninRequestDto {
   @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'free-form, returned by /v1/auth/me (max 4 KiB)' })
-  @IsOptional()
+  @Present()
   @IsObject()
   @Validate(JsonSizeConstraint)
   public_metadata?: Record<string, unknown>;

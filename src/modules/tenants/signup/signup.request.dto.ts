@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { Equals, IsBoolean, IsEmail, IsOptional, IsString, Length, MaxLength, MinLength } from 'class-validator';
+import { Equals, IsBoolean, IsEmail, IsString, Length, MaxLength, MinLength } from 'class-validator';
+import { Present } from '../../../shared/http/presence';
 
 /** spec 2.1 Onboarding signup request */
 export class SignupRequestDto {
@@ -12,9 +13,9 @@ export class SignupRequestDto {
   @IsString() @Length(2, 50) tenant_name!: string;
   @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_terms must be true' }) consent_terms!: boolean;
   @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_privacy must be true' }) consent_privacy!: boolean;
-  @ApiPropertyOptional({ default: false }) @IsOptional() @IsBoolean() consent_marketing?: boolean;
+  @ApiPropertyOptional({ default: false }) @Present() @IsBoolean() consent_marketing?: boolean;
   @ApiPropertyOptional({ minLength: 36, description: 'UUID v4 recommended; the same key returns the same answer' })
-  @IsOptional() @IsString() @MinLength(36) @MaxLength(255) idempotency_key?: string;
-  @ApiPropertyOptional({ description: 'honeypot: leave blank' }) @IsOptional() @IsString() @MaxLength(2048) website?: string;
-  @ApiPropertyOptional({ description: 'bot-challenge token (Cloudflare Turnstile)' }) @IsOptional() @IsString() @MaxLength(4096) turnstile_token?: string;
+  @Present() @IsString() @MinLength(36) @MaxLength(255) idempotency_key?: string;
+  @ApiPropertyOptional({ description: 'honeypot: leave blank' }) @Present() @IsString() @MaxLength(2048) website?: string;
+  @ApiPropertyOptional({ description: 'bot-challenge token (Cloudflare Turnstile)' }) @Present() @IsString() @MaxLength(4096) turnstile_token?: string;
 }

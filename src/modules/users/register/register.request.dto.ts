@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Equals, IsBoolean, IsEmail, IsOptional, IsString, Length, Matches, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { Equals, IsBoolean, IsEmail, IsString, Length, Matches, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { Present } from '../../../shared/http/presence';
 
 /** A real calendar date (YYYY-MM-DD), not in the future. */
 @ValidatorConstraint({ name: 'pastDate' })
@@ -21,8 +22,8 @@ export class RegisterRequestDto {
   @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
   @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent must be true' }) consent!: boolean;
   @ApiPropertyOptional({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'required when the tenant has minor protection enabled; stored encrypted, never echoed' })
-  @IsOptional() @IsString() @Matches(/^\d{4}-\d{2}-\d{2}$/, { message: 'date_of_birth must match YYYY-MM-DD' }) @Validate(PastDateConstraint)
+  @Present() @IsString() @Matches(/^\d{4}-\d{2}-\d{2}$/, { message: 'date_of_birth must match YYYY-MM-DD' }) @Validate(PastDateConstraint)
   date_of_birth?: string;
-  @ApiPropertyOptional({ minLength: 1, maxLength: 512 }) @IsOptional() @IsString() @Length(1, 512) age_verification_token?: string;
-  @ApiPropertyOptional({ minLength: 1, maxLength: 512 }) @IsOptional() @IsString() @Length(1, 512) invite_token?: string;
+  @ApiPropertyOptional({ minLength: 1, maxLength: 512 }) @Present() @IsString() @Length(1, 512) age_verification_token?: string;
+  @ApiPropertyOptional({ minLength: 1, maxLength: 512 }) @Present() @IsString() @Length(1, 512) invite_token?: string;
 }
