@@ -24,7 +24,7 @@ import { Present } from '../../shared/http/presence';
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 
 const limit = (key: string) =>
-  ApiPropertyOptional({ minimum: 1, maximum: RATE_LIMIT_OAUTH_AGENT_CEILING, description: `per-minute override of ${key}; hard ceiling RATE_LIMIT_OAUTH_AGENT_CEILING (600)` });
+  ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: RATE_LIMIT_OAUTH_AGENT_CEILING, description: `per-minute override of ${key}; hard ceiling RATE_LIMIT_OAUTH_AGENT_CEILING (600)` });
 
 /** spec 2.10 agent_settings.rate_limits: only these keys, each 1-600 per minute. */
 export class AgentRateLimitsDto {
@@ -41,7 +41,7 @@ export class AgentSettingsDto {
   @Present() @IsObject() @ValidateNested() @Type(() => AgentRateLimitsDto)
   rate_limits?: AgentRateLimitsDto;
 
-  @ApiPropertyOptional({ minimum: 1, maximum: 100000, nullable: true, description: 'null clears it (PATCH)' })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100000, nullable: true, description: 'null clears it (PATCH)' })
   @IsOptional() @IsInt() @Min(1) @Max(100000)
   max_concurrent_tokens?: number | null;
 }
@@ -71,7 +71,7 @@ export class AgentFieldsDto {
   @Present() @IsArray() @ArrayMaxSize(10) @ArrayUnique() @IsString({ each: true }) @MaxLength(200, { each: true })
   grant_types?: string[];
 
-  @ApiPropertyOptional({ minimum: 60, maximum: 900, default: 900 }) @Present() @IsInt() @Min(60) @Max(900) agent_token_max_ttl_sec?: number;
+  @ApiPropertyOptional({ type: 'integer', minimum: 60, maximum: 900, default: 900 }) @Present() @IsInt() @Min(60) @Max(900) agent_token_max_ttl_sec?: number;
 
   @ApiPropertyOptional({ type: AgentSettingsDto })
   @Present() @IsObject() @ValidateNested() @Type(() => AgentSettingsDto)

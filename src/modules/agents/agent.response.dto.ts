@@ -1,4 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { AgentRateLimitsDto } from './agent.request.dto';
 import { AgentRateLimits } from './agents.service';
 
 /** The columns every agent answer is built from. */
@@ -25,8 +26,8 @@ export interface AgentRow {
 }
 
 export class AgentSettingsResponse {
-  @ApiProperty({ description: 'per-minute overrides (spec 2.10 keys); absent keys use the defaults' }) rate_limits!: AgentRateLimits;
-  @ApiProperty({ type: Number, nullable: true }) max_concurrent_tokens!: number | null;
+  @ApiProperty({ type: AgentRateLimitsDto, description: 'per-minute overrides (spec 2.10 keys); absent keys use the defaults' }) rate_limits!: AgentRateLimits;
+  @ApiProperty({ type: 'integer', nullable: true }) max_concurrent_tokens!: number | null;
 }
 
 /** AgentResponse (spec 2.10): the agent client record; `id` is also its OAuth client_id. */
@@ -41,9 +42,9 @@ export class AgentResponse {
   @ApiProperty({ type: [String] }) scopes!: string[];
   @ApiProperty({ type: [String] }) grant_types!: string[];
   @ApiProperty({ type: [String], maxItems: 0 }) redirect_uris!: string[];
-  @ApiProperty({ minimum: 60, maximum: 900 }) agent_token_max_ttl_sec!: number;
+  @ApiProperty({ type: 'integer', minimum: 60, maximum: 900 }) agent_token_max_ttl_sec!: number;
   @ApiProperty({ type: AgentSettingsResponse }) agent_settings!: AgentSettingsResponse;
-  @ApiProperty({ minimum: 1, description: 'incremented on each PATCH' }) agent_metadata_version!: number;
+  @ApiProperty({ type: 'integer', minimum: 1, description: 'incremented on each PATCH' }) agent_metadata_version!: number;
   @ApiProperty({ format: 'date-time' }) created_at!: string;
   @ApiProperty({ format: 'date-time' }) updated_at!: string;
   @ApiProperty({ type: String, format: 'date-time', nullable: true, description: 'set by the disable action (grant types cleared)' }) disabled_at!: string | null;
@@ -60,7 +61,7 @@ export class RevokeAgentResponse {
   @ApiProperty({ format: 'uuid' }) id!: string;
   @ApiProperty() name!: string;
   @ApiProperty({ format: 'date-time', description: 'the first revocation time, unchanged on repeat calls' }) revoked_at!: string;
-  @ApiProperty() agent_metadata_version!: number;
+  @ApiProperty({ type: 'integer' }) agent_metadata_version!: number;
 }
 
 /** kill-tokens answer (contract): tokens issued before `not_before` are refused until `denylisted_until`. */

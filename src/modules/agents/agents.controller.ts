@@ -1,9 +1,10 @@
 import { Body, Controller, Delete, Get, HttpCode, Patch, Post, Query } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
-import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
 import { DashboardAuth } from '../../shared/auth/dashboard.guard';
 import { Page } from '../../shared/db/pagination';
+import { ApiPageResponse, ApiProblems, Problems } from '../../shared/http/api-docs';
 import { AgentActivityQuery } from './agent-activity/agent-activity.query';
 import { AgentActivityRequestDto } from './agent-activity/agent-activity.request.dto';
 import { AgentIdParam } from './agent.errors';
@@ -32,6 +33,8 @@ export class AgentsController {
   @HttpCode(201)
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOperation({ summary: 'Register an agent client (owner, Pro tier or higher); client_secret is shown once' })
+  @ApiCreatedResponse({ type: AgentWithSecretResponse, description: 'the agent plus its client_secret (shown once)' })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'agent/tier_unauthorized', 'agent/invalid_grant_type', 'agent/invalid_field')
   register(@CurrentDashboard() s: DashboardPrincipal, @Body() body: RegisterAgentRequestDto): Promise<AgentWithSecretResponse> {
     return this.commandBus.execute(new RegisterAgentCommand(s, body));
   }
@@ -39,6 +42,8 @@ export class AgentsController {
   @Get()
   @DashboardAuth({ tenant: true })
   @ApiOperation({ summary: 'List agent clients, newest first (revoked ones with include_revoked=true)' })
+  @ApiPageResponse(AgentResponse)
+  @ApiProblems(...Problems.dashboardRead, ...Problems.tenant, ...Problems.list)
   list(@CurrentDashboard() s: DashboardPrincipal, @Query() q: ListAgentsRequestDto): Promise<Page<AgentResponse>> {
     return this.queryBus.execute(new ListAgentsQuery(s.tenant!.id, q.limit ?? 20, q.include_revoked ?? false, q.cursor));
   }
@@ -46,6 +51,8 @@ export class AgentsController {
   @Get(':agentId')
   @DashboardAuth({ tenant: true })
   @ApiOperation({ summary: 'One agent client' })
+  @ApiOkResponse({ type: AgentResponse })
+  @ApiProblems(...Problems.dashboardRead, ...Problems.tenant, 'agent/not_found')
   get(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<AgentResponse> {
     return this.queryBus.execute(new GetAgentQuery(s.tenant!.id, agentId));
   }
@@ -53,6 +60,8 @@ export class AgentsController {
   @Patch(':agentId')
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOperation({ summary: 'Update agent fields (partial); bumps agent_metadata_version; 409 once revoked' })
+  @ApiOkResponse({ type: AgentResponse })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'agent/not_found', 'agent/already_revoked', 'agent/invalid_grant_type', 'agent/invalid_field')
   update(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string, @Body() body: UpdateAgentRequestDto): Promise<AgentResponse> {
     return this.commandBus.execute(new UpdateAgentCommand(s, agentId, body));
   }
@@ -61,6 +70,8 @@ export class AgentsController {
   @HttpCode(200)
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOperation({ summary: 'Replace the client secret (the new one is shown once); 409 once revoked' })
+  @ApiOkResponse({ type: AgentWithSecretResponse, description: 'the agent plus its new client_secret (shown once)' })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'agent/not_found', 'agent/already_revoked')
   rotate(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<AgentWithSecretResponse> {
     return this.commandBus.execute(new RotateAgentSecretCommand(s, agentId));
   }
@@ -69,6 +80,7 @@ export class AgentsController {
   @HttpCode(200)
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOkResponse({ type: RevokeAgentResponse })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'agent/not_found')
   @ApiOperation({ summary: 'Revoke an agent client (final): denylists its tokens, emits agent.revoked, emails the owners; idempotent' })
   revoke(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<RevokeAgentResponse> {
     return this.commandBus.execute(new RevokeAgentCommand(s, agentId));
@@ -78,6 +90,8 @@ export class AgentsController {
   @HttpCode(200)
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOperation({ summary: 'Disable an agent client: clears its grant types (PATCH grant_types enables it again)' })
+  @ApiOkResponse({ type: AgentResponse })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'agent/not_found', 'agent/already_revoked')
   disable(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<AgentResponse> {
     return this.commandBus.execute(new DisableAgentCommand(s, agentId));
   }
@@ -86,6 +100,7 @@ export class AgentsController {
   @HttpCode(200)
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOkResponse({ type: KillAgentTokensResponse })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'agent/not_found', 'agent/already_revoked')
   @ApiOperation({ summary: "Denylist the agent's outstanding tokens without revoking it" })
   killTokens(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<KillAgentTokensResponse> {
     return this.commandBus.execute(new KillAgentTokensCommand(s, agentId));
@@ -94,6 +109,8 @@ export class AgentsController {
   @Get(':agentId/activity')
   @DashboardAuth({ tenant: true })
   @ApiOperation({ summary: "The agent's activity timeline; members see only actions without an acting end user" })
+  @ApiPageResponse(AgentActionResponse)
+  @ApiProblems(...Problems.dashboardRead, ...Problems.tenant, ...Problems.list, 'auth/forbidden', 'agent/not_found')
   activity(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string, @Query() q: AgentActivityRequestDto): Promise<Page<AgentActionResponse>> {
     const filters = { since: q.since, until: q.until, actorUserId: q.actor_user_id, actionType: q.action_type };
     return this.queryBus.execute(new AgentActivityQuery(s.tenant!.id, s.tenant!.role, agentId, q.limit ?? 50, filters, q.cursor));

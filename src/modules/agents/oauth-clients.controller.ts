@@ -1,9 +1,10 @@
 import { Body, Controller, Get, HttpCode, Post, Query, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
-import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
 import { DashboardAuth } from '../../shared/auth/dashboard.guard';
 import { Page } from '../../shared/db/pagination';
+import { ApiPageResponse, ApiProblems, Problems } from '../../shared/http/api-docs';
 import { CreatedOAuthClientResponse, CreateOAuthClientRequestDto, ListOAuthClientsRequestDto, OAuthClientResponse } from './oauth-clients/oauth-clients.dto';
 import { CreateOAuthClientCommand, ListOAuthClientsQuery, RejectAgentClientTypeGuard } from './oauth-clients/oauth-clients.handlers';
 
@@ -22,6 +23,8 @@ export class OAuthClientsController {
   @UseGuards(RejectAgentClientTypeGuard)
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOperation({ summary: 'Register a legacy OAuth client (owner); a confidential client gets client_secret once; client_type agent is 400' })
+  @ApiCreatedResponse({ type: CreatedOAuthClientResponse })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'oauth_client/use_agents_endpoint')
   create(@CurrentDashboard() s: DashboardPrincipal, @Body() body: CreateOAuthClientRequestDto): Promise<CreatedOAuthClientResponse> {
     return this.commandBus.execute(new CreateOAuthClientCommand(s, body));
   }
@@ -29,6 +32,8 @@ export class OAuthClientsController {
   @Get()
   @DashboardAuth({ tenant: true })
   @ApiOperation({ summary: 'List legacy OAuth clients, newest first' })
+  @ApiPageResponse(OAuthClientResponse)
+  @ApiProblems(...Problems.dashboardRead, ...Problems.tenant, ...Problems.list)
   list(@CurrentDashboard() s: DashboardPrincipal, @Query() q: ListOAuthClientsRequestDto): Promise<Page<OAuthClientResponse>> {
     return this.queryBus.execute(new ListOAuthClientsQuery(s.tenant!.id, q.limit ?? 20, q.cursor));
   }

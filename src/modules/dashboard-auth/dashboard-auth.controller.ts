@@ -1,10 +1,11 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Res } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
-import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { ClientInfo, ClientInfoValue, CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
 import { DashboardSessionService } from '../../shared/auth/dashboard-session.service';
 import { DashboardAuth } from '../../shared/auth/dashboard.guard';
+import { ApiProblems, Problems } from '../../shared/http/api-docs';
 import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
 import {
   AcceptInviteRequestDto,
@@ -13,6 +14,7 @@ import {
   DashboardSessionResponse,
   InviteMemberRequestDto,
 } from './dashboard-auth.dto';
+import { DashboardReauthResponseDto, DashboardSessionResponseDto, InviteMemberResponseDto } from './dashboard-auth.response.dto';
 import { AcceptInviteCommand, InviteMemberCommand } from './invites/invite-member.command';
 import { DashboardLoginCommand } from './login/dashboard-login.command';
 import { DashboardReauthCommand } from './reauth.handler';
@@ -28,6 +30,8 @@ export class DashboardAuthController {
   @Post('login')
   @HttpCode(200)
   @ApiOperation({ summary: 'Dashboard sign-in (spec 2.7); sets the session cookie' })
+  @ApiOkResponse({ type: DashboardSessionResponseDto, headers: { 'Set-Cookie': { description: 'the dashboard session cookie (HttpOnly, SameSite=Lax)', schema: { type: 'string' } } } })
+  @ApiProblems(...Problems.input, 'auth/invalid_credentials', 'auth/login_throttled')
   async login(@Body() body: DashboardLoginRequestDto, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<DashboardSessionResponse> {
     const r = await this.commandBus.execute(new DashboardLoginCommand(body.email, body.password, client));
     this.sessions.setCookie(reply, r.sessionToken);
@@ -38,6 +42,8 @@ export class DashboardAuthController {
   @HttpCode(204)
   @DashboardAuth()
   @ApiOperation({ summary: 'End the dashboard session server-side' })
+  @ApiNoContentResponse({ description: 'the session ended; the cookie is cleared' })
+  @ApiProblems(...Problems.dashboardWrite)
   async logout(@CurrentDashboard() session: DashboardPrincipal, @Res({ passthrough: true }) reply: FastifyReply): Promise<void> {
     await this.sessions.revoke(session.sessionId);
     this.sessions.clearCookie(reply);
@@ -46,6 +52,8 @@ export class DashboardAuthController {
   @Get('me')
   @DashboardAuth()
   @ApiOperation({ summary: 'The signed-in dashboard user, memberships and CSRF token' })
+  @ApiOkResponse({ type: DashboardSessionResponseDto })
+  @ApiProblems(...Problems.dashboardRead)
   me(@CurrentDashboard() s: DashboardPrincipal): DashboardSessionResponse {
     return {
       user: { id: s.userId, email: s.email },
@@ -58,6 +66,8 @@ export class DashboardAuthController {
   @HttpCode(200)
   @DashboardAuth()
   @ApiOperation({ summary: 'Confirm the password for sensitive actions (spec 2.7)' })
+  @ApiOkResponse({ type: DashboardReauthResponseDto })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, 'auth/invalid_credentials', 'auth/login_throttled')
   reauth(@CurrentDashboard() s: DashboardPrincipal, @Body() body: DashboardReauthRequestDto, @ClientInfo() client: ClientInfoValue): Promise<{ verified_at: string }> {
     return this.commandBus.execute(new DashboardReauthCommand(s, body.password, client.ip));
   }
@@ -66,6 +76,8 @@ export class DashboardAuthController {
   @HttpCode(201)
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOperation({ summary: 'Invite a member (owner only); the token is also emailed' })
+  @ApiCreatedResponse({ type: InviteMemberResponseDto })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'member/exists', ...Problems.emailPolicy)
   invite(@Param('slug') _slug: string, @CurrentDashboard() s: DashboardPrincipal, @Body() body: InviteMemberRequestDto): Promise<{ invite_token: string }> {
     return this.commandBus.execute(new InviteMemberCommand(s, body.email, body.role));
   }
@@ -74,6 +86,8 @@ export class DashboardAuthController {
   @HttpCode(200)
   @RateLimit({ bucket: 'invite-accept', by: 'ip', limit: (c) => c.RATE_LIMIT_SIGNUP_PER_MIN * 4, windowSeconds: 60 })
   @ApiOperation({ summary: 'Accept an invitation; answers as login' })
+  @ApiOkResponse({ type: DashboardSessionResponseDto, headers: { 'Set-Cookie': { description: 'the dashboard session cookie (HttpOnly, SameSite=Lax)', schema: { type: 'string' } } } })
+  @ApiProblems(...Problems.input, 'invite/invalid', 'auth/invalid_credentials', 'auth/login_throttled', ...Problems.rateLimited)
   async accept(@Body() body: AcceptInviteRequestDto, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<DashboardSessionResponse> {
     const r = await this.commandBus.execute(new AcceptInviteCommand(body.token, body.password, client.ip));
     this.sessions.setCookie(reply, r.sessionToken);

@@ -1,12 +1,14 @@
 import { Body, Controller, Get, Headers, HttpCode, Patch, Post } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
-import { ApiHeader, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { ApiKeyPrincipal, CurrentApiKey, CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
 import { DashboardAuth } from '../../shared/auth/dashboard.guard';
 import { ApiKeyAuth } from '../../shared/auth/guards';
+import { ApiProblems, Problems } from '../../shared/http/api-docs';
 import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
 import { AnonymousSigninCommand } from './anonymous-signin/anonymous-signin.command';
 import { AnonymousSigninRequestDto, AnonymousSigninResponse } from './anonymous-signin/anonymous-signin.request.dto';
+import { AnonymousSettingsResponseDto, AnonymousSigninResponseDto } from './guests.response.dto';
 import { AnonymousSettingsResponse, UpdateAnonymousSettingsDto } from './settings/anonymous-settings.dto';
 import { GetAnonymousSettingsQuery, UpdateAnonymousSettingsCommand } from './settings/anonymous-settings.handlers';
 
@@ -26,6 +28,8 @@ export class GuestsController {
     { bucket: 'anon-key', by: 'api_key', limit: (c) => c.RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR, windowSeconds: 3600, code: 'anonymous/rate_limited' },
   )
   @ApiOperation({ summary: 'Guest sign-in (spec 2.3): an opaque user id, is_anonymous true, aal AAL1' })
+  @ApiCreatedResponse({ type: AnonymousSigninResponseDto, description: 'a guest and its tokens (exactly the fields of spec 2.3)' })
+  @ApiProblems(...Problems.input, ...Problems.apiKey, 'anonymous/disabled', 'anonymous/mau_exhausted', 'anonymous/rate_limited', 'server/unavailable')
   anonymous(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: AnonymousSigninRequestDto): Promise<AnonymousSigninResponse> {
     return this.commandBus.execute(new AnonymousSigninCommand(key, body.public_metadata ?? {}));
   }
@@ -33,6 +37,8 @@ export class GuestsController {
   @Get('v1/auth/dashboard/tenants/:slug/settings/anonymous')
   @DashboardAuth({ tenant: true })
   @ApiOperation({ summary: 'Guest sign-in settings of the tenant' })
+  @ApiOkResponse({ type: AnonymousSettingsResponseDto })
+  @ApiProblems(...Problems.dashboardRead, ...Problems.tenant)
   getSettings(@CurrentDashboard() s: DashboardPrincipal): Promise<AnonymousSettingsResponse> {
     return this.queryBus.execute(new GetAnonymousSettingsQuery(s.tenant!.id));
   }
@@ -40,7 +46,12 @@ export class GuestsController {
   @Patch('v1/auth/dashboard/tenants/:slug/settings/anonymous')
   @DashboardAuth({ tenant: true, owner: true })
   @ApiHeader({ name: 'X-Service-Confirm', required: false, description: 'privileged-default-role: confirms enabling guests with a role broader than read_only' })
-  @ApiOperation({ summary: 'Update guest sign-in settings (owner)' })
+  @ApiOperation({
+    summary: 'Update guest sign-in settings (owner)',
+    description: 'Enabling guests for the first time while default_user_role is broader than read_only needs `X-Service-Confirm: privileged-default-role` (else 409 anonymous/confirmation_required).',
+  })
+  @ApiOkResponse({ type: AnonymousSettingsResponseDto, description: 'the settings after the update' })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'anonymous/confirmation_required')
   patchSettings(
     @CurrentDashboard() s: DashboardPrincipal,
     @Body() body: UpdateAnonymousSettingsDto,

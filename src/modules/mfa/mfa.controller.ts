@@ -1,10 +1,12 @@
 import { Body, Controller, HttpCode, Post } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
-import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiNoContentResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { ApiKeyPrincipal, ClientInfo, ClientInfoValue, CurrentApiKey, CurrentUser, UserPrincipal } from '../../shared/auth/auth-context';
 import { ApiKeyAuth, BearerAuth } from '../../shared/auth/guards';
 import { RequireStepUp } from '../../shared/auth/step-up.guard';
+import { ApiProblems, Problems } from '../../shared/http/api-docs';
 import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import { TokenResponseDto } from '../sessions/sessions.response.dto';
 import { TokenResponse } from '../sessions/sessions.service';
 import { DisableMfaCommand } from './disable-mfa/disable-mfa.command';
 import { MfaDisableRequestDto } from './disable-mfa/disable-mfa.request.dto';
@@ -33,6 +35,7 @@ export class MfaController {
   @MfaEnrollmentAuth()
   @ApiOperation({ summary: 'Start TOTP enrollment: a new seed and its otpauth URL (also accepts the enrollment-only token)' })
   @ApiResponse({ status: 200, type: TotpSetupResponseDto })
+  @ApiProblems('request/invalid', 'auth/invalid_token', 'auth/invalid_api_key', 'auth/tenant_mismatch', 'auth/forbidden', 'server/unavailable', 'mfa/already_enabled')
   setup(@CurrentUser() user: UserPrincipal): Promise<TotpSetupResponseDto> {
     return this.commandBus.execute(new TotpSetupCommand(user));
   }
@@ -42,6 +45,7 @@ export class MfaController {
   @MfaEnrollmentAuth()
   @ApiOperation({ summary: 'Enable TOTP with a code of the new seed; answers 10 single-use recovery codes (shown once)' })
   @ApiResponse({ status: 200, type: RecoveryCodesResponseDto })
+  @ApiProblems(...Problems.input, 'auth/invalid_token', 'auth/invalid_api_key', 'auth/tenant_mismatch', 'auth/forbidden', 'server/unavailable', 'mfa/invalid_code', 'mfa/already_enabled', 'mfa/setup_required', 'auth/login_throttled')
   verifySetup(@CurrentUser() user: UserPrincipal, @Body() body: MfaVerifySetupRequestDto, @ClientInfo() client: ClientInfoValue): Promise<RecoveryCodesResponseDto> {
     return this.commandBus.execute(new VerifyTotpSetupCommand(user, body.code, client));
   }
@@ -51,6 +55,8 @@ export class MfaController {
   @ApiKeyAuth()
   @RateLimit({ bucket: 'mfa-verify', by: 'ip', limit: (c) => c.RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN, windowSeconds: 60 })
   @ApiOperation({ summary: 'Second sign-in step: challenge token plus a TOTP or recovery code; token response with aal AAL2' })
+  @ApiResponse({ status: 200, type: TokenResponseDto, description: 'token response (aal AAL2)' })
+  @ApiProblems(...Problems.input, ...Problems.apiKey, 'mfa/invalid_challenge', 'mfa/invalid_code', 'auth/login_throttled', ...Problems.rateLimited)
   verify(@Body() body: MfaVerifyLoginRequestDto, @CurrentApiKey() key: ApiKeyPrincipal, @ClientInfo() client: ClientInfoValue): Promise<TokenResponse> {
     return this.commandBus.execute(new VerifyMfaLoginCommand(key, body.mfa_challenge_token, body.code, client));
   }
@@ -59,6 +65,8 @@ export class MfaController {
   @HttpCode(204)
   @RequireStepUp(MFA_DISABLE_STEP_UP_MAX_AGE)
   @ApiOperation({ summary: 'Disable TOTP: a step-up no older than 5 minutes, the password and a TOTP or recovery code' })
+  @ApiNoContentResponse({ description: 'MFA is disabled' })
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'mfa/invalid_code', 'auth/forbidden', 'mfa/not_enabled', 'auth/login_throttled', 'auth/step_up_required')
   async disable(@CurrentUser() user: UserPrincipal, @Body() body: MfaDisableRequestDto, @ClientInfo() client: ClientInfoValue): Promise<void> {
     await this.commandBus.execute(new DisableMfaCommand(user, body.code, body.password, client));
   }
@@ -68,6 +76,7 @@ export class MfaController {
   @BearerAuth()
   @ApiOperation({ summary: 'Replace the recovery codes (password and a TOTP code); the old ones stop working' })
   @ApiResponse({ status: 200, type: RecoveryCodesResponseDto })
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'mfa/invalid_code', 'auth/forbidden', 'mfa/not_enabled', 'auth/login_throttled')
   regenerate(@CurrentUser() user: UserPrincipal, @Body() body: MfaRegenerateCodesRequestDto, @ClientInfo() client: ClientInfoValue): Promise<RecoveryCodesResponseDto> {
     return this.commandBus.execute(new RegenerateRecoveryCodesCommand(user, body.code, body.password, client));
   }
@@ -77,6 +86,7 @@ export class MfaController {
   @BearerAuth()
   @ApiOperation({ summary: 'Step-up by password (spec 2.5): a fresh access token with step_up_at and pwd in amr' })
   @ApiResponse({ status: 200, type: StepUpResponseDto })
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'auth/forbidden', 'auth/login_throttled')
   stepUpPassword(@CurrentUser() user: UserPrincipal, @Body() body: StepUpPasswordRequestDto, @ClientInfo() client: ClientInfoValue): Promise<StepUpResponseDto> {
     return this.commandBus.execute(new StepUpPasswordCommand(user, body.password, client));
   }

@@ -20,6 +20,6 @@ export class RecoveryCodesResponseDto {
 export class StepUpResponseDto {
   @ApiProperty({ description: 'access token with `step_up_at` (NumericDate) and the method added to `amr`' })
   access_token!: string;
-  @ApiProperty() expires_in!: number;
+  @ApiProperty({ type: 'integer', description: 'access token lifetime in seconds' }) expires_in!: number;
   @ApiProperty({ enum: ['Bearer'] }) token_type!: 'Bearer';
 }

@@ -23,8 +23,8 @@ const FORM = 'application/x-www-form-urlencoded';
 
 @ApiTags('oauth')
 @Controller('oauth')
-@ApiBadRequestResponse({ type: OAuthErrorDto, description: 'RFC 6749 section 5.2 error' })
-@ApiUnauthorizedResponse({ type: OAuthErrorDto, description: 'invalid_client' })
+@ApiBadRequestResponse({ type: OAuthErrorDto, description: 'RFC 6749 section 5.2 error: invalid_request' })
+@ApiUnauthorizedResponse({ type: OAuthErrorDto, description: 'invalid_client (failed client authentication; WWW-Authenticate: Basic for HTTP Basic callers)' })
 @ApiServiceUnavailableResponse({ type: OAuthErrorDto, description: 'temporarily_unavailable: revocation state or limiter unreachable (fail closed)' })
 export class OAuthController {
   constructor(
@@ -39,6 +39,12 @@ export class OAuthController {
   @ApiConsumes(FORM)
   @ApiBody({ type: TokenExchangeRequestDto })
   @ApiOkResponse({ type: TokenExchangeResponseDto })
+  @ApiBadRequestResponse({
+    type: OAuthErrorDto,
+    description:
+      'RFC 6749 section 5.2 error: invalid_request (malformed or missing parameter, actor_token sent), invalid_grant (subject token invalid or revoked, generic description), ' +
+      'unauthorized_client (not a confidential agent client, tier or grant type not allowed), unsupported_grant_type, invalid_scope, invalid_target (resource sent, bad audience)',
+  })
   @ApiTooManyRequestsResponse({ type: OAuthErrorDto, description: 'slow_down with Retry-After: 60 per minute per agent client (override up to 600), 10 per minute per subject token jti' })
   @ApiOperation({
     summary: 'Token exchange (RFC 8693, spec 4.3): a user access token becomes a narrowed agent token',
@@ -71,7 +77,8 @@ export class OAuthController {
   @ApiConsumes(FORM)
   @ApiBody({ type: TokenRequestDto })
   @ApiHeader({ name: 'X-API-Key', required: false, description: 'instead of client credentials' })
-  @ApiOkResponse({ description: 'revoked, or not a valid token of the tenant (RFC 7009 section 2.2)' })
+  @ApiOkResponse({ description: 'empty body: revoked, or not a valid token of the tenant (RFC 7009 section 2.2)' })
+  @ApiBadRequestResponse({ type: OAuthErrorDto, description: 'RFC 6749 section 5.2 error: invalid_request (token missing), unauthorized_client (the client may not revoke this token)' })
   @ApiOperation({
     summary: 'Token revocation (RFC 7009)',
     description: 'Agent access tokens: by their agent client or the tenant X-API-Key. User access tokens and refresh tokens: by the tenant X-API-Key (a refresh token ends its session).',

@@ -14,7 +14,7 @@ export class TokenExchangeRequestDto {
   @ApiPropertyOptional({ description: 'space-delimited; granted = requested ∩ subject token scope ∩ agent allowlist (default: the subject token scope)' })
   scope?: string;
   @ApiPropertyOptional({ description: 'target service URI, copied into aud (may be repeated)' }) audience?: string;
-  @ApiPropertyOptional({ description: 'requested lifetime in seconds (extension); capped by the agent maximum and 900; default 300' })
+  @ApiPropertyOptional({ type: 'integer', description: 'requested lifetime in seconds (extension); capped by the agent maximum and 900; default 300' })
   expires_in?: number;
   @ApiPropertyOptional({ description: 'with client_secret when not using HTTP Basic (client_secret_post)' }) client_id?: string;
   @ApiPropertyOptional() client_secret?: string;
@@ -27,7 +27,7 @@ export class TokenExchangeResponseDto {
   @ApiProperty() access_token!: string;
   @ApiProperty({ enum: [ACCESS_TOKEN_TYPE] }) issued_token_type!: string;
   @ApiProperty({ enum: ['Bearer'] }) token_type!: string;
-  @ApiProperty({ description: 'seconds' }) expires_in!: number;
+  @ApiProperty({ type: 'integer', description: 'seconds' }) expires_in!: number;
   @ApiProperty({ description: 'granted scope, space-delimited' }) scope!: string;
 }
 
@@ -54,8 +54,8 @@ export class IntrospectionResponseDto {
   @ApiPropertyOptional() scope?: string;
   @ApiPropertyOptional({ description: 'the agent client id (act.sub) of an agent token' }) client_id?: string;
   @ApiPropertyOptional({ enum: ['Bearer'] }) token_type?: string;
-  @ApiPropertyOptional() exp?: number;
-  @ApiPropertyOptional() iat?: number;
+  @ApiPropertyOptional({ type: 'integer', description: 'NumericDate' }) exp?: number;
+  @ApiPropertyOptional({ type: 'integer', description: 'NumericDate' }) iat?: number;
   @ApiPropertyOptional() sub?: string;
   @ApiPropertyOptional({ oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }] }) aud?: string | string[];
   @ApiPropertyOptional() iss?: string;

@@ -1,5 +1,5 @@
 import { Controller, Get, Header, Inject } from '@nestjs/common';
-import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { SigningKeysService } from '../../shared/crypto/signing-keys.service';
 import { TOKEN_EXCHANGE_GRANT } from './oauth.constants';
@@ -8,6 +8,29 @@ import { TOKEN_EXCHANGE_GRANT } from './oauth.constants';
  * Discovery: JWKS, OpenID Provider metadata and RFC 8414 authorization server metadata, listing
  * the token (RFC 8693 exchange), introspection (RFC 7662) and revocation (RFC 7009) endpoints.
  */
+/** OpenID Provider / RFC 8414 metadata, as served (documentation only). */
+const METADATA_SCHEMA = {
+  type: 'object',
+  required: ['issuer', 'jwks_uri', 'token_endpoint', 'grant_types_supported', 'response_types_supported', 'subject_types_supported', 'id_token_signing_alg_values_supported'],
+  properties: {
+    issuer: { type: 'string', format: 'uri' },
+    jwks_uri: { type: 'string', format: 'uri' },
+    token_endpoint: { type: 'string', format: 'uri' },
+    introspection_endpoint: { type: 'string', format: 'uri' },
+    revocation_endpoint: { type: 'string', format: 'uri' },
+    grant_types_supported: { type: 'array', items: { type: 'string' } },
+    token_endpoint_auth_methods_supported: { type: 'array', items: { type: 'string' } },
+    introspection_endpoint_auth_methods_supported: { type: 'array', items: { type: 'string' } },
+    revocation_endpoint_auth_methods_supported: { type: 'array', items: { type: 'string' } },
+    response_types_supported: { type: 'array', items: { type: 'string' } },
+    subject_types_supported: { type: 'array', items: { type: 'string' } },
+    id_token_signing_alg_values_supported: { type: 'array', items: { type: 'string' } },
+    scopes_supported: { type: 'array', items: { type: 'string' } },
+    claims_supported: { type: 'array', items: { type: 'string' } },
+    service_documentation: { type: 'string', format: 'uri' },
+  },
+};
+
 @ApiTags('discovery')
 @Controller('.well-known')
 export class WellKnownController {
@@ -41,6 +64,30 @@ export class WellKnownController {
   @Get('jwks.json')
   @Header('Cache-Control', 'public, max-age=300')
   @ApiOperation({ summary: 'JSON Web Key Set of the access-token signing keys (one entry per kid)' })
+  @ApiOkResponse({
+    description: 'RFC 7517 JWK Set (public RSA keys only)',
+    schema: {
+      type: 'object',
+      required: ['keys'],
+      properties: {
+        keys: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['kty', 'kid', 'use', 'alg', 'n', 'e'],
+            properties: {
+              kty: { type: 'string', enum: ['RSA'] },
+              kid: { type: 'string' },
+              use: { type: 'string', enum: ['sig'] },
+              alg: { type: 'string', enum: ['RS256'] },
+              n: { type: 'string' },
+              e: { type: 'string' },
+            },
+          },
+        },
+      },
+    },
+  })
   jwks() {
     return this.keys.jwks();
   }
@@ -48,6 +95,7 @@ export class WellKnownController {
   @Get('openid-configuration')
   @Header('Cache-Control', 'public, max-age=300')
   @ApiOperation({ summary: 'OpenID Provider metadata' })
+  @ApiOkResponse({ schema: METADATA_SCHEMA })
   openid() {
     return this.metadata;
   }
@@ -55,6 +103,7 @@ export class WellKnownController {
   @Get('oauth-authorization-server')
   @Header('Cache-Control', 'public, max-age=300')
   @ApiOperation({ summary: 'OAuth 2.0 Authorization Server metadata (RFC 8414)' })
+  @ApiOkResponse({ schema: METADATA_SCHEMA })
   oauthServer() {
     return this.metadata;
   }

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Post, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
-import { ApiBearerAuth, ApiOperation, ApiSecurity, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiCreatedResponse, ApiExtraModels, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiSecurity, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import {
   ApiKeyPrincipal,
   ClientInfo,
@@ -10,7 +10,9 @@ import {
   UserPrincipal,
 } from '../../shared/auth/auth-context';
 import { ApiKeyAuth, BearerAuth } from '../../shared/auth/guards';
+import { ApiProblems, Problems } from '../../shared/http/api-docs';
 import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import { TokenResponseDto } from '../sessions/sessions.response.dto';
 import { TokenResponse } from '../sessions/sessions.service';
 import { LoginRequestDto } from './login/login.request.dto';
 import { LoginUserCommand, MfaRequiredResponse } from './login/login-user.command';
@@ -19,6 +21,7 @@ import { GetMeQuery, MeResponse } from './me/get-me.query';
 import { RegisterAuthGuard } from './register/register-auth.guard';
 import { RegisterRequestDto } from './register/register.request.dto';
 import { RegisterUserCommand } from './register/register-user.command';
+import { MeResponseDto, MfaRequiredResponseDto } from './users.response.dto';
 
 @ApiTags('end users')
 @Controller('v1/auth')
@@ -34,7 +37,21 @@ export class UsersController {
   @ApiSecurity('api_key')
   @ApiBearerAuth()
   @RateLimit({ bucket: 'register', by: 'ip', limit: (c) => c.RATE_LIMIT_REGISTER_PER_MIN, windowSeconds: 60 })
-  @ApiOperation({ summary: 'Register an end user; with a guest bearer, claim that guest (same user id)' })
+  @ApiOperation({
+    summary: 'Register an end user; with a guest bearer, claim that guest (same user id)',
+    description: 'The tenant comes from X-API-Key, or from the guest bearer token when one is sent (an X-API-Key sent with it must be of the same tenant).',
+  })
+  @ApiCreatedResponse({ type: TokenResponseDto, description: 'token response of the new (or claimed) user' })
+  @ApiProblems(
+    ...Problems.input,
+    'user/date_of_birth_required',
+    ...Problems.apiKey,
+    ...Problems.bearer,
+    'user/email_exists',
+    'anonymous/already_claimed',
+    ...Problems.emailPolicy,
+    ...Problems.rateLimited,
+  )
   register(
     @Body() body: RegisterRequestDto,
     @CurrentApiKey() key: ApiKeyPrincipal | undefined,
@@ -49,6 +66,12 @@ export class UsersController {
   @HttpCode(200)
   @ApiKeyAuth()
   @ApiOperation({ summary: 'Password sign-in; answers an MFA challenge when MFA applies' })
+  @ApiExtraModels(TokenResponseDto, MfaRequiredResponseDto)
+  @ApiOkResponse({
+    description: 'a token response, or `{mfa_required: true, mfa_challenge_token}` (finish with POST /v1/auth/mfa/verify)',
+    schema: { oneOf: [{ $ref: getSchemaPath(TokenResponseDto) }, { $ref: getSchemaPath(MfaRequiredResponseDto) }] },
+  })
+  @ApiProblems(...Problems.input, ...Problems.apiKey, 'auth/invalid_credentials', 'mfa/enrollment_required', 'auth/login_throttled')
   login(@Body() body: LoginRequestDto, @CurrentApiKey() key: ApiKeyPrincipal, @ClientInfo() client: ClientInfoValue): Promise<TokenResponse | MfaRequiredResponse> {
     return this.commandBus.execute(new LoginUserCommand(key, body.email, body.password, client));
   }
@@ -57,6 +80,8 @@ export class UsersController {
   @HttpCode(204)
   @BearerAuth()
   @ApiOperation({ summary: 'End the current session' })
+  @ApiNoContentResponse({ description: 'the session ended (its refresh tokens stop working)' })
+  @ApiProblems('request/invalid', ...Problems.bearer)
   async logout(@CurrentUser() user: UserPrincipal): Promise<void> {
     await this.commandBus.execute(new LogoutCommand(user));
   }
@@ -64,6 +89,8 @@ export class UsersController {
   @Get('me')
   @BearerAuth()
   @ApiOperation({ summary: 'The current user' })
+  @ApiOkResponse({ type: MeResponseDto })
+  @ApiProblems(...Problems.bearer)
   me(@CurrentUser() user: UserPrincipal): Promise<MeResponse> {
     return this.queryBus.execute(new GetMeQuery(user.tenantId, user.userId, user.claims.role));
   }

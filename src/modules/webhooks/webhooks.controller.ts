@@ -4,6 +4,7 @@ import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, 
 import { CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
 import { DashboardAuth } from '../../shared/auth/dashboard.guard';
 import { Page } from '../../shared/db/pagination';
+import { ApiPageResponse, ApiProblems, Problems } from '../../shared/http/api-docs';
 import { UuidParam } from '../../shared/http/uuid-param';
 import { CreateWebhookCommand } from './create-webhook/create-webhook.command';
 import { CreateWebhookRequestDto } from './create-webhook/create-webhook.request.dto';
@@ -15,6 +16,7 @@ import { ListDeliveriesQueryDto } from './list-deliveries/list-deliveries.reques
 import { ListWebhooksQuery } from './list-webhooks/list-webhooks.query';
 import { ListWebhooksQueryDto } from './list-webhooks/list-webhooks.request.dto';
 import { CreatedWebhookEndpointResponse, WebhookDeliveryResponse, WebhookEndpointResponse } from './webhook-endpoint.entity';
+import { WebhookDeliveryResponseDto } from './webhooks.response.dto';
 
 /** An unknown, malformed or other tenant's endpoint id: the same 404. */
 const EndpointId = () => UuidParam('id', 'webhook/not_found');
@@ -39,6 +41,7 @@ export class WebhooksController {
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOperation({ summary: 'Register a webhook endpoint (owner); `secret` is shown once, never listed', description: DELIVERY_DOC })
   @ApiCreatedResponse({ type: CreatedWebhookEndpointResponse })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'webhook/limit_reached')
   create(@CurrentDashboard() s: DashboardPrincipal, @Body() body: CreateWebhookRequestDto): Promise<CreatedWebhookEndpointResponse> {
     return this.commandBus.execute(new CreateWebhookCommand(s, body));
   }
@@ -46,6 +49,8 @@ export class WebhooksController {
   @Get()
   @DashboardAuth({ tenant: true })
   @ApiOperation({ summary: 'List webhook endpoints (newest first, cursor-paginated); secrets are never listed' })
+  @ApiPageResponse(WebhookEndpointResponse)
+  @ApiProblems(...Problems.dashboardRead, ...Problems.list, ...Problems.tenant)
   list(@CurrentDashboard() s: DashboardPrincipal, @Query() q: ListWebhooksQueryDto): Promise<Page<WebhookEndpointResponse>> {
     return this.queryBus.execute(new ListWebhooksQuery(s.tenant!.id, q.limit ?? 20, q.cursor));
   }
@@ -54,6 +59,7 @@ export class WebhooksController {
   @DashboardAuth({ tenant: true })
   @ApiOperation({ summary: 'Get a webhook endpoint' })
   @ApiOkResponse({ type: WebhookEndpointResponse })
+  @ApiProblems(...Problems.dashboardRead, ...Problems.tenant, 'webhook/not_found')
   get(@CurrentDashboard() s: DashboardPrincipal, @EndpointId() id: string): Promise<WebhookEndpointResponse> {
     return this.queryBus.execute(new GetWebhookQuery(s.tenant!.id, id));
   }
@@ -62,7 +68,8 @@ export class WebhooksController {
   @HttpCode(204)
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOperation({ summary: 'Delete a webhook endpoint and its delivery log (owner); queued deliveries are dropped' })
-  @ApiNoContentResponse()
+  @ApiNoContentResponse({ description: 'deleted' })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'webhook/not_found')
   async remove(@CurrentDashboard() s: DashboardPrincipal, @EndpointId() id: string): Promise<void> {
     await this.commandBus.execute(new DeleteWebhookCommand(s, id));
   }
@@ -72,6 +79,7 @@ export class WebhooksController {
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOperation({ summary: 'Enable an endpoint that was disabled after repeated failures (owner); idempotent' })
   @ApiOkResponse({ type: WebhookEndpointResponse })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'webhook/not_found')
   enable(@CurrentDashboard() s: DashboardPrincipal, @EndpointId() id: string): Promise<WebhookEndpointResponse> {
     return this.commandBus.execute(new EnableWebhookCommand(s, id));
   }
@@ -79,6 +87,8 @@ export class WebhooksController {
   @Get(':id/deliveries')
   @DashboardAuth({ tenant: true })
   @ApiOperation({ summary: "An endpoint's delivery log (newest first, cursor-paginated; optional status filter)" })
+  @ApiPageResponse(WebhookDeliveryResponseDto)
+  @ApiProblems(...Problems.dashboardRead, ...Problems.list, ...Problems.tenant, 'webhook/not_found')
   deliveries(@CurrentDashboard() s: DashboardPrincipal, @EndpointId() id: string, @Query() q: ListDeliveriesQueryDto): Promise<Page<WebhookDeliveryResponse>> {
     return this.queryBus.execute(new ListDeliveriesQuery(s.tenant!.id, id, q.limit ?? 20, q.cursor, q.status));
   }

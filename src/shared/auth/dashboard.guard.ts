@@ -1,6 +1,6 @@
 import { applyDecorators, CanActivate, ExecutionContext, Inject, Injectable, SetMetadata, UseGuards } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { ApiCookieAuth, ApiHeader } from '@nestjs/swagger';
+import { ApiCookieAuth, ApiHeader, ApiParam } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { safeEqual } from '../crypto/tokens';
@@ -74,5 +74,6 @@ export function DashboardAuth(opts: DashboardAuthOptions = {}) {
     UseGuards(DashboardGuard),
     ApiCookieAuth(DASHBOARD_COOKIE),
     ApiHeader({ name: 'X-CSRF-Token', required: false, description: 'required on state-changing requests' }),
+    ...(opts.tenant ? [ApiParam({ name: 'slug', type: String, description: 'tenant slug (a tenant the session is not a member of: 404 tenant/not_found)' })] : []),
   );
 }

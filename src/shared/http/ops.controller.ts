@@ -1,10 +1,17 @@
 import { Controller, Get, Header, Inject } from '@nestjs/common';
-import { ApiExcludeEndpoint, ApiTags } from '@nestjs/swagger';
+import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import Redis from 'ioredis';
 import { Db } from '../db/db.service';
 import { REDIS } from '../redis/redis.module';
+import { ApiProblemResponse } from './api-docs';
 import { metricsRegistry } from './metrics';
+
+const INDICATORS = {
+  type: 'object',
+  additionalProperties: { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['up', 'down'] }, message: { type: 'string' } } },
+  example: { postgres: { status: 'up' }, redis: { status: 'up' } },
+};
 
 /** Operations: liveness, readiness (PostgreSQL and Redis reachable), Prometheus metrics. */
 @ApiTags('operations')
@@ -18,12 +25,24 @@ export class OpsController {
   ) {}
 
   @Get('health')
+  @ApiOperation({ summary: 'Liveness: the process is up' })
+  @ApiOkResponse({ schema: { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['ok'] } } } })
   health_(): { status: 'ok' } {
     return { status: 'ok' };
   }
 
   @Get('ready')
-  @HealthCheck()
+  // the same no-cache header as the default; documented below instead of terminus' schema (a failure is problem+json here)
+  @HealthCheck({ noCache: true, swaggerDocumentation: false })
+  @ApiOperation({ summary: 'Readiness: PostgreSQL and Redis reachable' })
+  @ApiOkResponse({
+    schema: {
+      type: 'object',
+      required: ['status', 'info', 'error', 'details'],
+      properties: { status: { type: 'string', enum: ['ok'] }, info: INDICATORS, error: { type: 'object' }, details: INDICATORS },
+    },
+  })
+  @ApiProblemResponse(503, 'server/error', 'PostgreSQL or Redis is unreachable: problem+json with status 503 and code `server/error`')
   ready() {
     return this.health.check([
       async () => {

@@ -3,6 +3,7 @@ import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { CurrentDashboard, DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { DashboardAuth } from '../../../shared/auth/dashboard.guard';
+import { ApiProblems, Problems } from '../../../shared/http/api-docs';
 import { GetEmailDomainsQuery, PutEmailDomainsCommand } from './email-domains.handlers';
 import { EmailDomainsResponse, PutEmailDomainsDto, SecuritySettingsResponse, UpdateSecuritySettingsDto } from './security-settings.dto';
 import { GetSecuritySettingsQuery, UpdateSecuritySettingsCommand } from './security-settings.handlers';
@@ -20,6 +21,7 @@ export class SecuritySettingsController {
   @DashboardAuth({ tenant: true })
   @ApiOkResponse({ type: SecuritySettingsResponse })
   @ApiOperation({ summary: 'Security settings of the tenant (spec 2.8); the BYOK auth token only as byok_twilio_auth_token_set' })
+  @ApiProblems(...Problems.dashboardRead, ...Problems.tenant)
   getSecurity(@CurrentDashboard() s: DashboardPrincipal): Promise<SecuritySettingsResponse> {
     return this.queryBus.execute(new GetSecuritySettingsQuery(s.tenant!.id));
   }
@@ -28,6 +30,7 @@ export class SecuritySettingsController {
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOkResponse({ type: SecuritySettingsResponse })
   @ApiOperation({ summary: 'Update security settings (owner; spec 2.8, partial, no extra properties)' })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
   patchSecurity(@CurrentDashboard() s: DashboardPrincipal, @Body() body: UpdateSecuritySettingsDto): Promise<SecuritySettingsResponse> {
     return this.commandBus.execute(new UpdateSecuritySettingsCommand(s, body));
   }
@@ -36,6 +39,7 @@ export class SecuritySettingsController {
   @DashboardAuth({ tenant: true })
   @ApiOkResponse({ type: EmailDomainsResponse })
   @ApiOperation({ summary: 'Email domain allowlist and blocklist of the tenant' })
+  @ApiProblems(...Problems.dashboardRead, ...Problems.tenant)
   getEmailDomains(@CurrentDashboard() s: DashboardPrincipal): Promise<EmailDomainsResponse> {
     return this.queryBus.execute(new GetEmailDomainsQuery(s.tenant!.id));
   }
@@ -44,6 +48,7 @@ export class SecuritySettingsController {
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOkResponse({ type: EmailDomainsResponse })
   @ApiOperation({ summary: 'Replace the email domain lists (owner; spec PutEmailDomainsRequest); a domain covers its subdomains' })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
   putEmailDomains(@CurrentDashboard() s: DashboardPrincipal, @Body() body: PutEmailDomainsDto): Promise<EmailDomainsResponse> {
     return this.commandBus.execute(new PutEmailDomainsCommand(s, body));
   }

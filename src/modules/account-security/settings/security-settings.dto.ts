@@ -11,7 +11,7 @@ export class UpdateSecuritySettingsDto {
   @Present() @IsIn(MFA_POLICIES)
   mfa_policy?: (typeof MFA_POLICIES)[number];
 
-  @ApiPropertyOptional({ minimum: 3, maximum: 30 }) @Present() @IsInt() @Min(3) @Max(30) mfa_grace_period_days?: number;
+  @ApiPropertyOptional({ type: 'integer', minimum: 3, maximum: 30 }) @Present() @IsInt() @Min(3) @Max(30) mfa_grace_period_days?: number;
 
   @ApiPropertyOptional() @Present() @IsBoolean() block_disposable_emails?: boolean;
 
@@ -27,7 +27,7 @@ export class UpdateSecuritySettingsDto {
 
   @ApiPropertyOptional() @Present() @IsBoolean() sms_otp_enabled?: boolean;
 
-  @ApiPropertyOptional({ minimum: 0, maximum: 100000 }) @Present() @IsInt() @Min(0) @Max(100000) sms_otp_monthly_cap?: number;
+  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 100000 }) @Present() @IsInt() @Min(0) @Max(100000) sms_otp_monthly_cap?: number;
 
   @ApiPropertyOptional({ type: String, nullable: true, pattern: '^AC[a-f0-9]{32}$', description: 'null clears' })
   @Nullable() @IsString() @Matches(/^AC[a-f0-9]{32}$/, { message: 'byok_twilio_account_sid must match ^AC[a-f0-9]{32}$' })
@@ -54,7 +54,7 @@ export class UpdateSecuritySettingsDto {
 /** The tenant's security settings as read back (the BYOK auth token only as a flag). */
 export class SecuritySettingsResponse {
   @ApiProperty({ enum: MFA_POLICIES }) mfa_policy!: 'optional' | 'required';
-  @ApiProperty() mfa_grace_period_days!: number;
+  @ApiProperty({ type: 'integer' }) mfa_grace_period_days!: number;
   @ApiProperty({ type: String, format: 'date-time', nullable: true, description: 'when mfa_policy last became required (read-only)' })
   mfa_required_since!: string | null;
   @ApiProperty() block_disposable_emails!: boolean;
@@ -62,7 +62,7 @@ export class SecuritySettingsResponse {
   @ApiProperty() automatic_account_linking_enabled!: boolean;
   @ApiProperty() explicit_account_linking_enabled!: boolean;
   @ApiProperty() sms_otp_enabled!: boolean;
-  @ApiProperty() sms_otp_monthly_cap!: number;
+  @ApiProperty({ type: 'integer' }) sms_otp_monthly_cap!: number;
   @ApiProperty({ type: String, nullable: true }) byok_twilio_account_sid!: string | null;
   @ApiProperty({ description: 'whether a BYOK auth token is stored (the token itself is never returned)' }) byok_twilio_auth_token_set!: boolean;
   @ApiProperty({ type: String, nullable: true }) byok_twilio_messaging_service_sid!: string | null;

@@ -27,5 +27,5 @@ export class StepUpEmailOtpVerifyRequestDto {
 /** 202 of a step-up initiation: the mail goes to the account's own address. */
 export class StepUpInitiatedResponse {
   @ApiProperty({ example: 'accepted' }) status!: 'accepted';
-  @ApiProperty({ description: 'seconds the link or code stays valid' }) expires_in!: number;
+  @ApiProperty({ type: 'integer', description: 'seconds the link or code stays valid' }) expires_in!: number;
 }

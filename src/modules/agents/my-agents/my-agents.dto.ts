@@ -11,7 +11,7 @@ export class UserAgentResponse {
   @ApiPropertyOptional({ format: 'uri' }) agent_logo_url?: string;
   @ApiPropertyOptional() agent_class?: string;
   @ApiPropertyOptional({ format: 'date-time' }) last_action_at?: string;
-  @ApiProperty({ minimum: 0 }) action_count!: number;
+  @ApiProperty({ type: 'integer', minimum: 0 }) action_count!: number;
   @ApiPropertyOptional({ format: 'date-time', description: 'set when this user revoked the agent' }) revoked_at?: string;
   @ApiPropertyOptional({ format: 'date-time', description: 'set when a tenant admin revoked the agent' }) agent_revoked_at?: string;
 }

@@ -1,0 +1,136 @@
+import { applyDecorators, Type } from '@nestjs/common';
+import { ApiExtraModels, ApiProperty, ApiPropertyOptional, ApiResponse, getSchemaPath } from '@nestjs/swagger';
+import { ERROR_CATALOG, ErrorCode } from '../errors/error-codes';
+
+// OpenAPI documentation only: nothing here runs on a request.
+
+export const PROBLEM_JSON = 'application/problem+json';
+
+/** One `errors[]` entry of a problem: the offending field (dotted path) and what is wrong with it. */
+export class ProblemFieldErrorDto {
+  @ApiProperty({ example: 'password' }) field!: string;
+  @ApiProperty({ example: 'password must be longer than or equal to 12 characters' }) message!: string;
+}
+
+/** RFC 9457 problem details: the one error body of every non-/oauth endpoint (contract "Conventions"). */
+export class ProblemDto {
+  @ApiProperty({ example: 'about:blank', description: '`about:blank` or a documentation URL' }) type!: string;
+  @ApiProperty({ description: 'the title of the code (stable per code)' }) title!: string;
+  @ApiProperty({ type: 'integer', minimum: 400, maximum: 599, description: 'equals the HTTP status' }) status!: number;
+  @ApiProperty({ enum: Object.keys(ERROR_CATALOG), description: 'stable machine-readable code' }) code!: string;
+  @ApiPropertyOptional({ description: 'human-readable explanation of this occurrence' }) detail?: string;
+  @ApiPropertyOptional({ type: [ProblemFieldErrorDto], description: 'one entry per offending field (validation failures)' }) errors?: ProblemFieldErrorDto[];
+  @ApiProperty({ description: 'the request id, also sent in the X-Request-Id response header' }) request_id!: string;
+  @ApiPropertyOptional({ description: 'mfa/enrollment_required only: an enrollment-only token for POST /v1/auth/mfa/totp/setup and verify-setup' })
+  enrollment_token?: string;
+  @ApiPropertyOptional({ type: 'integer', description: 'mfa/enrollment_required only: seconds the enrollment_token stays valid' })
+  enrollment_token_expires_in?: number;
+}
+
+const RATE_LIMIT_HEADERS = {
+  'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' } },
+  'X-Service-Docs': { description: 'URL of the rate limits documentation', schema: { type: 'string', format: 'uri' } },
+};
+const BEARER_CHALLENGE_HEADERS = {
+  'WWW-Authenticate': { description: 'Bearer challenge (RFC 6750), e.g. `Bearer error="invalid_token"`', schema: { type: 'string' } },
+};
+
+function example(code: ErrorCode, status: number): Record<string, unknown> {
+  const { title } = ERROR_CATALOG[code];
+  return {
+    type: 'about:blank',
+    title,
+    status,
+    code,
+    ...(code === 'request/invalid' ? { detail: 'One or more fields are invalid', errors: [{ field: 'email', message: 'email must be an email' }] } : {}),
+    request_id: '5b0f8d5e-2f43-4d47-9f0a-6f2d1c8e7a10',
+  };
+}
+
+function problemResponse(status: number, codes: ErrorCode[], description?: string) {
+  const headers = {
+    ...(status === 429 ? RATE_LIMIT_HEADERS : {}),
+    ...(codes.includes('auth/invalid_token') ? BEARER_CHALLENGE_HEADERS : {}),
+  };
+  return ApiResponse({
+    status,
+    description: description ?? codes.map((c) => `\`${c}\`: ${ERROR_CATALOG[c].title}`).join('; '),
+    ...(Object.keys(headers).length ? { headers } : {}),
+    content: {
+      [PROBLEM_JSON]: {
+        schema: { $ref: getSchemaPath(ProblemDto) },
+        examples: Object.fromEntries(codes.map((c) => [c, { summary: ERROR_CATALOG[c].title, value: example(c, status) }])),
+      },
+    },
+  });
+}
+
+/**
+ * Documents the errors a route can answer as `application/problem+json` responses with the
+ * shared ProblemDto schema: one response per status, listing its codes in the description and
+ * one example per code. Give every code of a route in one call (a second call for the same
+ * status would replace the first one's content).
+ */
+export function ApiProblems(...codes: ErrorCode[]): MethodDecorator & ClassDecorator {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of new Set(codes)) {
+    const { status } = ERROR_CATALOG[code];
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  const statuses = [...byStatus.keys()].sort((a, b) => a - b);
+  return applyDecorators(ApiExtraModels(ProblemDto), ...statuses.map((s) => problemResponse(s, byStatus.get(s)!)));
+}
+
+/** A problem response whose status differs from its code's catalog status (e.g. readiness: 503 `server/error`). */
+export function ApiProblemResponse(status: number, code: ErrorCode, description: string): MethodDecorator & ClassDecorator {
+  return applyDecorators(ApiExtraModels(ProblemDto), problemResponse(status, [code], description));
+}
+
+/** Code sets shared by many routes (the guards' answers). */
+export const Problems = {
+  /** a JSON body or query DTO: validation (one `errors[]` entry per field) and unparsable JSON */
+  input: ['request/invalid', 'request/malformed_json'] as ErrorCode[],
+  /** a cursor-paginated list query */
+  list: ['request/invalid', 'request/invalid_cursor'] as ErrorCode[],
+  /** X-API-Key */
+  apiKey: ['auth/invalid_api_key'] as ErrorCode[],
+  /** Authorization: Bearer (the revocation state is read fail-closed: 503) */
+  bearer: ['auth/invalid_token', 'auth/tenant_mismatch', 'server/unavailable'] as ErrorCode[],
+  /** a @RateLimit route (the limiter fails closed: 503) */
+  rateLimited: ['rate_limit/exceeded', 'server/unavailable'] as ErrorCode[],
+  /** dashboard session, read (per-session read limit) */
+  dashboardRead: ['auth/unauthorized', 'rate_limit/exceeded', 'server/unavailable'] as ErrorCode[],
+  /** dashboard session, state-changing (X-CSRF-Token, per-session write limit; a body on a route without one is 400) */
+  dashboardWrite: ['request/invalid', 'auth/unauthorized', 'csrf/invalid', 'rate_limit/exceeded', 'server/unavailable'] as ErrorCode[],
+  /** `{slug}` resolved against the session's memberships (no membership: 404) */
+  tenant: ['tenant/not_found'] as ErrorCode[],
+  /** owners write, members read */
+  owner: ['auth/forbidden'] as ErrorCode[],
+  /** the tenant's address policy (422) */
+  emailPolicy: ['email/disposable_blocked', 'email/subaddress_blocked', 'email/domain_not_allowed', 'email/domain_blocked'] as ErrorCode[],
+};
+
+/** `pagination` of every list (contract "Conventions"). */
+export class PaginationDto {
+  @ApiProperty({ type: String, nullable: true, description: 'opaque; pass as `cursor` for the next page (null on the last page)' }) next_cursor!: string | null;
+  @ApiProperty() has_more!: boolean;
+}
+
+/** 200 `{data: Model[], pagination: {next_cursor, has_more}}`. */
+export function ApiPageResponse(model: Type<unknown>, description?: string): MethodDecorator & ClassDecorator {
+  return applyDecorators(
+    ApiExtraModels(model, PaginationDto),
+    ApiResponse({
+      status: 200,
+      description: description ?? `a page of ${model.name}, cursor-paginated`,
+      schema: {
+        type: 'object',
+        required: ['data', 'pagination'],
+        properties: {
+          data: { type: 'array', items: { $ref: getSchemaPath(model) } },
+          pagination: { $ref: getSchemaPath(PaginationDto) },
+        },
+      },
+    }),
+  );
+}

@@ -1,0 +1,189 @@
+import { createTestApp, TestApp } from '../../setup/app';
+
+interface Schema {
+  $ref?: string;
+  type?: string;
+  properties?: Record<string, Schema>;
+  required?: string[];
+  items?: Schema;
+  allOf?: Schema[];
+  oneOf?: Schema[];
+}
+interface Response {
+  description?: string;
+  content?: Record<string, { schema?: Schema; examples?: Record<string, { value: { code?: string; status?: number } }> }>;
+}
+interface Operation {
+  parameters?: { name: string; in: string; required?: boolean; schema?: Schema }[];
+  responses: Record<string, Response>;
+}
+interface OpenApiDoc {
+  openapi: string;
+  paths: Record<string, Record<string, Operation>>;
+  components: { schemas: Record<string, Schema> };
+}
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'];
+const PROBLEM_JSON = 'application/problem+json';
+
+/** The OpenAPI document: every response and error of every operation documented (contract "Operations"). */
+describe('platform: the OpenAPI document', () => {
+  let t: TestApp;
+  let doc: OpenApiDoc;
+  beforeAll(async () => {
+    t = await createTestApp();
+    doc = (await t.http().get('/openapi.json').expect(200)).body;
+  });
+  afterAll(() => t.close());
+
+  const operations = (): [string, string, Operation][] =>
+    Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.entries(item)
+        .filter(([m]) => METHODS.includes(m))
+        .map(([m, op]) => [path, m, op] as [string, string, Operation]),
+    );
+
+  /** Follows $ref, allOf and oneOf (first branch) down to a schema with properties. */
+  const resolve = (s: Schema | undefined): Schema => {
+    if (!s) return {};
+    if (s.$ref) return resolve(doc.components.schemas[s.$ref.replace('#/components/schemas/', '')]);
+    if (s.allOf) {
+      const parts = s.allOf.map(resolve);
+      return {
+        type: 'object',
+        properties: Object.assign({}, ...parts.map((p) => p.properties ?? {}), s.properties ?? {}),
+        required: [...parts.flatMap((p) => p.required ?? []), ...(s.required ?? [])],
+      };
+    }
+    return s;
+  };
+
+  const jsonSchema = (r: Response | undefined): Schema => resolve(r?.content?.['application/json']?.schema);
+
+  it('is an OpenAPI 3 document with operations', () => {
+    expect(doc.openapi).toMatch(/^3\./);
+    expect(operations().length).toBeGreaterThan(50);
+  });
+
+  it('documents a success response for every operation: a 2xx with content, or an explicit no-content answer', () => {
+    const missing = operations()
+      .filter(([, , op]) => {
+        const ok = Object.entries(op.responses ?? {}).filter(([s]) => /^2\d\d$/.test(s));
+        return !ok.some(([s, r]) => (r.content && Object.keys(r.content).length > 0) || s === '204' || /empty body/i.test(r.description ?? ''));
+      })
+      .map(([p, m]) => `${m.toUpperCase()} ${p}`);
+    expect(missing).toEqual([]);
+  });
+
+  it('declares every path parameter of every operation (string or declared type)', () => {
+    const problems: string[] = [];
+    for (const [path, m, op] of operations()) {
+      const names = [...path.matchAll(/\{([^}]+)\}/g)].map((x) => x[1]);
+      for (const name of names) {
+        const p = op.parameters?.filter((x) => x.in === 'path' && x.name === name) ?? [];
+        if (p.length !== 1 || !p[0].required || !p[0].schema?.type) problems.push(`${m.toUpperCase()} ${path}: {${name}}`);
+      }
+    }
+    expect(problems).toEqual([]);
+    const slug = doc.paths['/v1/auth/dashboard/tenants/{slug}/settings/anonymous'].get.parameters?.find((x) => x.name === 'slug');
+    expect(slug).toMatchObject({ in: 'path', required: true, schema: { type: 'string' } });
+  });
+
+  it('documents guest sign-in: 201 with the spec 2.3 fields, errors 401, 403 and 429', () => {
+    const op = doc.paths['/v1/auth/anonymous'].post;
+    const body = jsonSchema(op.responses['201']);
+    for (const f of ['access_token', 'refresh_token', 'expires_in', 'token_type', 'user']) expect(body.required).toContain(f);
+    expect(body.properties?.expires_in.type).toBe('integer');
+    const user = resolve(body.properties?.user);
+    expect(Object.keys(user.properties ?? {}).sort()).toEqual(['created_at', 'id', 'is_anonymous']);
+    expect(user.required?.sort()).toEqual(['created_at', 'id', 'is_anonymous']);
+    for (const s of ['401', '403', '429']) expect(op.responses[s]?.content?.[PROBLEM_JSON]).toBeDefined();
+    const codes = (s: string) => Object.keys(op.responses[s].content![PROBLEM_JSON].examples ?? {});
+    expect(codes('401')).toContain('auth/invalid_api_key');
+    expect(codes('403')).toEqual(expect.arrayContaining(['anonymous/disabled', 'anonymous/mau_exhausted']));
+    expect(codes('429')).toContain('anonymous/rate_limited');
+    expect(op.responses['403'].description).toMatch(/anonymous\/disabled/);
+    expect(Object.keys((op.responses['429'] as { headers?: object }).headers ?? {})).toEqual(expect.arrayContaining(['Retry-After', 'X-Service-Docs']));
+  });
+
+  it('documents the token responses of register, login, refresh and the current user', () => {
+    const tokenFields = ['access_token', 'refresh_token', 'expires_in', 'token_type', 'user'];
+    const register = jsonSchema(doc.paths['/v1/auth/register'].post.responses['201']);
+    const refresh = jsonSchema(doc.paths['/v1/auth/refresh'].post.responses['200']);
+    for (const s of [register, refresh]) {
+      expect(s.required).toEqual(expect.arrayContaining(tokenFields));
+      expect(Object.keys(resolve(s.properties?.user).properties ?? {})).toEqual(
+        expect.arrayContaining(['id', 'email', 'email_verified', 'is_anonymous', 'created_at']),
+      );
+    }
+    const login = doc.paths['/v1/auth/login'].post.responses['200'].content!['application/json'].schema!;
+    const branches = (login.oneOf ?? []).map(resolve);
+    expect(branches.some((b) => b.required?.includes('access_token'))).toBe(true);
+    expect(branches.some((b) => b.required?.includes('mfa_challenge_token'))).toBe(true);
+    const me = jsonSchema(doc.paths['/v1/auth/me'].get.responses['200']);
+    expect(me.required).toEqual(
+      expect.arrayContaining(['id', 'email', 'email_verified', 'is_anonymous', 'role', 'created_at', 'last_sign_in_at']),
+    );
+    expect(doc.paths['/v1/auth/me'].get.responses['401'].content?.[PROBLEM_JSON]).toBeDefined();
+  });
+
+  it('documents the anonymous settings: integer retention, PATCH 409 confirmation_required', () => {
+    const path = doc.paths['/v1/auth/dashboard/tenants/{slug}/settings/anonymous'];
+    for (const op of [path.get, path.patch]) {
+      const s = jsonSchema(op.responses['200']);
+      expect(s.required).toEqual(expect.arrayContaining(['anonymous_signins_enabled', 'anonymous_user_ttl_days', 'default_user_role']));
+      expect(s.properties?.anonymous_user_ttl_days.type).toBe('integer');
+    }
+    expect(doc.components.schemas.UpdateAnonymousSettingsDto.properties?.anonymous_user_ttl_days.type).toBe('integer');
+    const conflict = path.patch.responses['409'];
+    expect(conflict?.content?.[PROBLEM_JSON]).toBeDefined();
+    expect(Object.keys(conflict.content![PROBLEM_JSON].examples ?? {})).toContain('anonymous/confirmation_required');
+    expect(path.patch.responses['403']?.content?.[PROBLEM_JSON]).toBeDefined();
+  });
+
+  it('answers errors of non-/oauth routes as problem+json with the shared schema, /oauth errors in the RFC 6749 envelope', () => {
+    const wrong: string[] = [];
+    for (const [path, m, op] of operations()) {
+      for (const [status, r] of Object.entries(op.responses)) {
+        if (!/^[45]\d\d$/.test(status)) continue;
+        const types = Object.keys(r.content ?? {});
+        const where = `${m.toUpperCase()} ${path} ${status}`;
+        if (path.startsWith('/oauth/')) {
+          if (types.join() !== 'application/json' || r.content!['application/json'].schema?.$ref !== '#/components/schemas/OAuthErrorDto') wrong.push(where);
+        } else {
+          const c = r.content?.[PROBLEM_JSON];
+          if (types.join() !== PROBLEM_JSON || c?.schema?.$ref !== '#/components/schemas/ProblemDto') wrong.push(where);
+          // each example is keyed by its code and carries the status it is listed under
+          else for (const [code, ex] of Object.entries(c.examples ?? {})) if (ex.value.code !== code || String(ex.value.status) !== status) wrong.push(`${where} ${code}`);
+        }
+      }
+    }
+    expect(wrong).toEqual([]);
+    const problem = doc.components.schemas.ProblemDto;
+    expect(problem.required).toEqual(expect.arrayContaining(['type', 'title', 'status', 'code', 'request_id']));
+    expect(problem.properties?.status.type).toBe('integer');
+    expect(Object.keys(doc.components.schemas.OAuthErrorDto.properties ?? {})).toEqual(expect.arrayContaining(['error', 'error_description']));
+  });
+
+  it('documents at least one error for every authenticated or input-taking operation', () => {
+    const bare = operations()
+      .filter(([path]) => !['/health', '/.well-known/jwks.json', '/.well-known/openid-configuration', '/.well-known/oauth-authorization-server'].includes(path))
+      .filter(([, , op]) => !Object.keys(op.responses).some((s) => /^[45]\d\d$/.test(s)))
+      .map(([p, m]) => `${m.toUpperCase()} ${p}`);
+    expect(bare).toEqual([]);
+  });
+
+  it('types integer fields as integer in the response schemas', () => {
+    const s = doc.components.schemas;
+    expect(s.AgentResponse.properties?.agent_token_max_ttl_sec.type).toBe('integer');
+    expect(s.AgentResponse.properties?.agent_metadata_version.type).toBe('integer');
+    expect(s.SecuritySettingsResponse.properties?.mfa_grace_period_days.type).toBe('integer');
+    expect(s.TokenExchangeResponseDto.properties?.expires_in.type).toBe('integer');
+    const numbers = Object.entries(s).flatMap(([name, schema]) =>
+      Object.entries(schema.properties ?? {})
+        .filter(([, p]) => p.type === 'number')
+        .map(([prop]) => `${name}.${prop}`),
+    );
+    expect(numbers).toEqual([]);
+  });
+});
