@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { hashPrefix } from '../../shared/crypto/tokens';
 import { Db, Queryable } from '../../shared/db/db.service';
 import type { AgentRow } from './agent.response.dto';
+import { insertRowSql } from '../../shared/db/insert-row.sql';
 
 /** Keys of `agent_settings.rate_limits` (spec 2.10). */
 export const AGENT_RATE_LIMIT_KEYS = [
@@ -51,6 +52,11 @@ export interface AgentActionInput {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+const ACTION_COLUMNS = [
+  ['tenant_id', 'uuid'], ['agent_client_id', 'uuid'], ['action', 'text'], ['actor_user_id', 'uuid'], ['resource', 'text'], ['method_or_event', 'text'],
+  ['jti', 'text'], ['scope_used', 'text'], ['ip_hash_prefix', 'text'], ['user_agent_hash_prefix', 'text'],
+] as const;
+
 /**
  * What the agents module offers other modules (the token endpoint): client lookup and the
  * activity timeline writer. The agents module owns agent_clients and agent_actions.
@@ -86,12 +92,10 @@ export class AgentsService {
     await q.query(sql, params);
   }
 
-  /** The INSERT of recordAction with parameters numbered from `from`, to compose into a CTE. */
-  recordActionSql(a: AgentActionInput, from: number): [string, unknown[]] {
-    const p = (i: number) => `$${from + i}`;
+  /** The INSERT of recordAction with parameters numbered from `from`, to compose into a CTE; `when`: see insertRowSql. */
+  recordActionSql(a: AgentActionInput, from: number, when?: string): [string, unknown[]] {
     return [
-      `INSERT INTO agent_actions (tenant_id, agent_client_id, action, actor_user_id, resource, method_or_event, jti, scope_used, ip_hash_prefix, user_agent_hash_prefix)
-       VALUES (${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, ${p(7)}, ${p(8)}, ${p(9)})`,
+      insertRowSql('agent_actions', ACTION_COLUMNS, from, when),
       [
         a.tenantId,
         a.agentClientId,

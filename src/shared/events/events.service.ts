@@ -1,6 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { Queryable } from '../db/db.service';
 import { EnvelopeCipher } from '../crypto/envelope-cipher';
+import { insertRowSql } from '../db/insert-row.sql';
+
+const AUDIT_COLUMNS = [
+  ['tenant_id', 'uuid'], ['type', 'text'], ['severity', 'text'], ['actor_type', 'text'], ['actor_id', 'text'], ['target_type', 'text'], ['target_id', 'text'], ['metadata', 'jsonb'],
+] as const;
+const OUTBOX_COLUMNS = [['tenant_id', 'uuid'], ['topic', 'text'], ['event_type', 'text'], ['payload', 'jsonb'], ['secret_enc', 'text']] as const;
 
 export type Severity = 'info' | 'low' | 'medium' | 'high';
 
@@ -52,20 +58,17 @@ export class EventsService {
     await tx.query(`WITH a AS (${a} RETURNING 1) ${o}`, [...ap, ...op]);
   }
 
-  /** INSERT of one audit row with parameters numbered from `from` (to compose CTEs). */
-  auditSql(e: AuditEvent, from: number): [string, unknown[]] {
-    const p = (i: number) => `$${from + i}`;
+  /** INSERT of one audit row with parameters numbered from `from` (to compose CTEs); `when`: see insertRowSql. */
+  auditSql(e: AuditEvent, from: number, when?: string): [string, unknown[]] {
     return [
-      `INSERT INTO audit_events (tenant_id, type, severity, actor_type, actor_id, target_type, target_id, metadata)
-       VALUES (${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, ${p(7)})`,
+      insertRowSql('audit_events', AUDIT_COLUMNS, from, when),
       [e.tenantId, e.type, e.severity ?? 'info', e.actorType, e.actorId ?? null, e.targetType ?? null, e.targetId ?? null, JSON.stringify(e.metadata ?? {})],
     ];
   }
 
-  outboxSql(m: OutboxMessage, from: number): [string, unknown[]] {
-    const p = (i: number) => `$${from + i}`;
+  outboxSql(m: OutboxMessage, from: number, when?: string): [string, unknown[]] {
     return [
-      `INSERT INTO outbox (tenant_id, topic, event_type, payload, secret_enc) VALUES (${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)})`,
+      insertRowSql('outbox', OUTBOX_COLUMNS, from, when),
       [m.tenantId, m.topic, m.eventType, JSON.stringify(m.payload), m.secret ? this.cipher.encrypt(JSON.stringify(m.secret)) : null],
     ];
   }

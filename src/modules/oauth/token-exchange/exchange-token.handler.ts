@@ -226,7 +226,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
   }
 
   /**
-   * One transaction: the audit event, the webhook (outbox) and the activity row, committed only
+   * One statement: the audit event, the webhook (outbox) and the activity row, written only
    * if the agent is still active and holds the grant, the subject's session is live and the user
    * has not withdrawn the agent at that instant (spec 3.2, 3.3: a revoke that has returned is
    * never followed by an issuance; PostgreSQL decides, so a Redis flush changes nothing).
@@ -294,10 +294,9 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     );
     const params = [agent.id, TOKEN_EXCHANGE_GRANT, subject.sid, subject.sub, agent.tenant_id, ...auditParams, ...outboxParams, ...actionParams];
     try {
-      await this.db.tx(async (tx) => {
-        const [flags] = await tx.query<IssueFlags>(this.issueSql, params, 'oauth_token_exchange_issue');
-        if (!flags.agent_active || !flags.grant_ok || !flags.session_ok || !flags.pair_ok) throw new IssueRaceLost(flags);
-      });
+      // one statement (atomic on its own): the rows are written only when every guard holds
+      const [flags] = await this.db.query<IssueFlags>(this.issueSql, params, 'oauth_token_exchange_issue');
+      if (!flags.agent_active || !flags.grant_ok || !flags.session_ok || !flags.pair_ok) throw new IssueRaceLost(flags);
     } catch (e) {
       if (!(e instanceof IssueRaceLost)) throw e;
       if (!e.flags.agent_active) throw invalidClient(caller.method);
@@ -311,14 +310,16 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
   }
 
   /**
-   * The statement of `issue`: guard flags read in the same snapshot as the inserts (a revoke
-   * committed before it starts is seen; one committing later is later than this issuance).
+   * The statement of `issue`: guard flags read in the same snapshot as the inserts, which are
+   * conditional on them (a revoke committed before it starts is seen; one committing later is
+   * later than this issuance). No explicit transaction: no BEGIN and COMMIT round trips.
    */
   private buildIssueSql(): string {
     const dummy: AuditEvent = { tenantId: null, type: '', actorType: 'agent' };
-    const [auditSql, ap] = this.events.auditSql(dummy, 6);
-    const [outboxSql, op] = this.events.outboxSql({ tenantId: null, topic: '', eventType: '', payload: {} }, 6 + ap.length);
-    const [actionSql] = this.agents.recordActionSql({ tenantId: '', agentClientId: '', action: '' }, 6 + ap.length + op.length);
+    const ok = '(SELECT agent_active AND grant_ok AND session_ok AND pair_ok FROM g)';
+    const [auditSql, ap] = this.events.auditSql(dummy, 6, ok);
+    const [outboxSql, op] = this.events.outboxSql({ tenantId: null, topic: '', eventType: '', payload: {} }, 6 + ap.length, ok);
+    const [actionSql] = this.agents.recordActionSql({ tenantId: '', agentClientId: '', action: '' }, 6 + ap.length + op.length, ok);
     return `WITH g AS (
          SELECT COALESCE((SELECT revoked_at IS NULL FROM agent_clients WHERE id = $1), false) AS agent_active,
                 COALESCE((SELECT disabled_at IS NULL AND $2 = ANY (grant_types) FROM agent_clients WHERE id = $1), false) AS grant_ok,
