@@ -119,6 +119,18 @@ describe('onboarding signup (spec 2.1)', () => {
     expect(users).toHaveLength(1);
   });
 
+  it('a replay without the password is no replay: the key alone never hands out the owner session (409, no cookie)', async () => {
+    const body = { ...valid(), idempotency_key: randomUUID() };
+    const first = await signup(body).expect(201);
+    const attacker = await signup({ ...body, password: 'attacker guess 0000 xyz' }).expect(409);
+    expect(attacker.body.code).toBe('idempotency/conflict');
+    expect(attacker.headers['set-cookie']).toBeUndefined();
+    expect(JSON.stringify(attacker.body)).not.toContain(first.body.csrf_token);
+    // the client that really sent it can still retry
+    const retry = await signup(body).expect(201);
+    expect(retry.body).toEqual(first.body);
+  });
+
   it('refuses the same idempotency_key with a different request (409)', async () => {
     const key = randomUUID();
     await signup({ ...valid(), idempotency_key: key }).expect(201);

@@ -45,9 +45,18 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     }
     // the password stays out of the stored request fingerprint (a fast hash of it would be crackable)
     const hash = requestHash(body as unknown as Record<string, unknown>, ['turnstile_token', 'idempotency_key', 'password']);
-    // hashed only by the request that creates: a replay costs no argon2 work
     const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, hash, async (tx) => this.create(tx, body, await this.hasher.hash(body.password)));
+    // A replay hands out the owner's session again: only to a request that proves the password
+    // (checked against the stored argon2 hash; the key alone is not a credential). A wrong one
+    // is the same 409 as any other request that differs from the first.
+    if (r.replayed && !(await this.passwordMatches(r.body.user.id, body.password))) throw new AppError('idempotency/conflict');
     return { body: r.body, sessionToken: r.secret?.session };
+  }
+
+  private async passwordMatches(userId: string, password: string): Promise<boolean> {
+    const [u] = await this.db.query<{ password_hash: string | null }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [userId]);
+    if (!u?.password_hash) return this.hasher.verifyDummy(password);
+    return this.hasher.verify(u.password_hash, password);
   }
 
   private async create(tx: Queryable, body: SignupCommand['body'], passwordHash: string) {
