@@ -6,6 +6,7 @@ import { RateLimitedError } from '../errors/app-error';
 import { hashPrefix } from '../crypto/tokens';
 import { RATE_LIMIT_RULES, RateLimitRule } from './rate-limit.decorator';
 import { RateLimitService } from './rate-limit.service';
+import { addressKey } from './address-key';
 
 /** Enforces the @RateLimit rules of a route; every rule counts, the longest wait is reported. */
 @Injectable()
@@ -22,7 +23,7 @@ export class RateLimitGuard implements CanActivate {
     const req = ctx.switchToHttp().getRequest<FastifyRequest>();
     const results = await Promise.all(
       rules.map(async (rule) => {
-        const subject = rule.by === 'ip' ? req.ip : hashPrefix(String(req.headers['x-api-key'] ?? ''));
+        const subject = rule.by === 'ip' ? addressKey(req.ip) : hashPrefix(String(req.headers['x-api-key'] ?? ''));
         const r = await this.limiter.hit(rule.bucket, `${rule.by}:${subject}`, rule.limit(this.config), rule.windowSeconds);
         return { rule, r };
       }),

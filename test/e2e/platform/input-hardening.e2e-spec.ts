@@ -164,6 +164,19 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(last!.headers['x-service-docs']).toBe('http://auth.test.example/docs#rate-limits');
   });
 
+  it('per-address limits count an IPv6 client by its /64 and an IPv4 client in any spelling', async () => {
+    const register = (ip: string) => t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', ip).send({});
+    const group = () => ((Math.random() * 0xffff) | 0).toString(16);
+    const prefix = `2001:db8:${group()}:${group()}`;
+    for (let i = 1; i <= 5; i++) expect((await register(`${prefix}:${i.toString(16)}::${i}`)).status).toBe(400);
+    const sixth = await register(`${prefix}:ffff:ffff:ffff:fffe`);
+    expect(sixth.status).toBe(429);
+    expect(sixth.headers['retry-after']).toBeTruthy();
+    const v4 = randomIp();
+    for (let i = 0; i < 5; i++) expect((await register(i % 2 ? `::ffff:${v4}` : v4)).status).toBe(400);
+    expect((await register(`::FFFF:${v4}`)).status).toBe(429);
+  });
+
   it('a path segment over 100 characters reaches the route (problem+json), not a bare 414', async () => {
     const d = await signupTenant(t);
     const r = await t.http().get(`/v1/auth/dashboard/tenants/${'a'.repeat(300)}/api-keys`).set('Cookie', d.cookie);

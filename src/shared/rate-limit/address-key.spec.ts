@@ -1,0 +1,24 @@
+import { addressKey } from './address-key';
+
+describe('addressKey: one spelling per client for per-address limits', () => {
+  it('keeps IPv4 addresses and unwraps IPv4-mapped IPv6', () => {
+    expect(addressKey('203.0.113.7')).toBe('203.0.113.7');
+    expect(addressKey('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    expect(addressKey('::FFFF:cb00:7107')).toBe('203.0.113.7');
+  });
+
+  it('counts an IPv6 client by its /64, whatever the spelling', () => {
+    const key = '2001:db8:85a3:1::/64';
+    for (const a of ['2001:db8:85a3:1::1', '2001:0DB8:85A3:0001:0000:0000:0000:0001', '2001:db8:85a3:1:ffff:ffff:ffff:fffe', '2001:db8:85a3:1:0:0:0:abcd']) {
+      expect(addressKey(a)).toBe(key);
+    }
+    expect(addressKey('2001:db8:85a3:2::1')).not.toBe(key);
+    expect(addressKey('::1')).toBe('0:0:0:0::/64');
+    expect(addressKey('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+  });
+
+  it('leaves anything that is not an address as given', () => {
+    expect(addressKey('unknown')).toBe('unknown');
+    expect(addressKey('')).toBe('');
+  });
+});

@@ -1,0 +1,31 @@
+import { isIPv4, isIPv6 } from 'node:net';
+
+/**
+ * The client a per-address limit counts, in one spelling: an IPv4 address as is (also when it
+ * arrives IPv4-mapped, `::ffff:a.b.c.d`), an IPv6 address as its /64 (the smallest allocation a
+ * subscriber gets: one host can rotate through 2^64 addresses, so counting single addresses
+ * would let it walk past every limit). Zero-padding, case and `::` compression do not matter:
+ * the address is parsed by the WHATWG URL parser. Anything else is used as given.
+ */
+export function addressKey(ip: string): string {
+  if (isIPv4(ip)) return ip;
+  if (!isIPv6(ip)) return ip;
+  const groups = expandIPv6(new URL(`http://[${ip.split('%')[0]}]/`).hostname.slice(1, -1));
+  if (!groups) return ip.toLowerCase();
+  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+    return [groups[6] >> 8, groups[6] & 0xff, groups[7] >> 8, groups[7] & 0xff].join('.');
+  }
+  return `${groups.slice(0, 4).map((g) => g.toString(16)).join(':')}::/64`;
+}
+
+/** Eight 16-bit groups of a canonical IPv6 text (hex groups, at most one `::`, no dotted quad). */
+function expandIPv6(text: string): number[] | undefined {
+  const [head, tail, extra] = text.split('::');
+  if (extra !== undefined) return undefined;
+  const h = head ? head.split(':') : [];
+  const t = tail === undefined ? [] : tail ? tail.split(':') : [];
+  const missing = 8 - h.length - t.length;
+  if (tail === undefined ? missing !== 0 : missing < 1) return undefined;
+  const parts = [...h, ...Array<string>(tail === undefined ? 0 : missing).fill('0'), ...t].map((g) => parseInt(g, 16));
+  return parts.length === 8 && parts.every((n) => Number.isInteger(n) && n >= 0 && n <= 0xffff) ? parts : undefined;
+}
