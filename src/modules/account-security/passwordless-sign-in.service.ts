@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ApiKeyPrincipal } from '../../shared/auth/auth-context';
+import { TokenRevocationService } from '../../shared/auth/token-revocation.service';
 import { UserProfileCache } from '../../shared/cache/user-profile.cache';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { EventsService } from '../../shared/events/events.service';
@@ -10,6 +11,9 @@ import { LoginPolicy } from '../users/login-policy.service';
 
 /** A passwordless sign-in answers a token response (with the resumed oauth_params, if any) or an MFA challenge. */
 export type PasswordlessResponse = (TokenResponse & { oauth_params?: Record<string, string> }) | MfaRequiredResponse;
+
+/** A signed-in user, with the sessions proveEmail ended (refused at once once its transaction committed). */
+export type ProvenUser = SessionUser & { endedSessions?: string[] };
 
 interface UserRow {
   id: string;
@@ -32,26 +36,38 @@ export class PasswordlessSignIn {
     private readonly events: EventsService,
     private readonly loginPolicy: LoginPolicy,
     private readonly profiles: UserProfileCache,
+    private readonly revocation: TokenRevocationService,
   ) {}
 
   /**
    * Marks the address verified for a user that still has it (a token or code for an address the
    * user no longer has proves nothing: undefined).
+   *
+   * The first proof of mailbox control for an account nobody had verified also clears what was
+   * set on it without that proof (pre-account-takeover defence): the password and every session.
+   * Whoever registered the address before its owner keeps no way in; the owner signs in by this
+   * link or code and sets a password by reset. MFA factors stay: a second factor enrolled before
+   * verification is still asked for (an attacker's factor locks the owner out, which support
+   * can undo, rather than letting a mailbox alone skip a real owner's factor). The ended
+   * sessions are refused at once by `finish` (after this transaction commits).
    */
-  async proveEmail(tx: Queryable, tenantId: string, userId: string, emailNormalized: string, method: string): Promise<SessionUser | undefined> {
-    const [u] = await tx.query<UserRow & { was_verified: boolean }>(
-      `WITH o AS (SELECT id, email_verified FROM users
+  async proveEmail(tx: Queryable, tenantId: string, userId: string, emailNormalized: string, method: string): Promise<ProvenUser | undefined> {
+    const [u] = await tx.query<UserRow & { was_verified: boolean; had_password: boolean }>(
+      `WITH o AS (SELECT id, email_verified, password_hash IS NOT NULL AS had_password FROM users
                    WHERE id = $1 AND tenant_id = $2 AND email_normalized = $3 AND NOT is_anonymous FOR UPDATE)
-       UPDATE users u SET email_verified = true, updated_at = now() FROM o WHERE u.id = o.id
-       RETURNING u.id, u.tenant_id, u.email, u.role, u.created_at, o.email_verified AS was_verified`,
+       UPDATE users u SET email_verified = true, updated_at = now(),
+              password_hash = CASE WHEN o.email_verified THEN u.password_hash END
+         FROM o WHERE u.id = o.id
+       RETURNING u.id, u.tenant_id, u.email, u.role, u.created_at, o.email_verified AS was_verified, o.had_password`,
       [userId, tenantId, emailNormalized],
       'passwordless_prove_email',
     );
     if (!u) return undefined;
-    if (!u.was_verified) {
-      await this.events.audit(tx, { tenantId, type: 'user.email_verified', actorType: 'user', actorId: u.id, targetType: 'user', targetId: u.id, metadata: { method } });
-    }
-    return toSessionUser(u);
+    if (u.was_verified) return toSessionUser(u);
+    const ended = await this.sessions.revokeUserSessions(tx, u.id, 'unverified_credentials_cleared');
+    const cleared = { password: u.had_password, sessions: ended.length };
+    await this.events.audit(tx, { tenantId, type: 'user.email_verified', actorType: 'user', actorId: u.id, targetType: 'user', targetId: u.id, metadata: { method, cleared_unverified: cleared } });
+    return { ...toSessionUser(u), endedSessions: ended };
   }
 
   /**
@@ -85,10 +101,11 @@ export class PasswordlessSignIn {
 
   /** Applies the login policy (MFA) and starts the session: amr names the method (RFC 8176 where it has a value). */
   async finish(
-    user: SessionUser,
+    user: ProvenUser,
     o: { key: ApiKeyPrincipal; method: string; amr: string[]; oauthParams?: Record<string, string> | null },
   ): Promise<PasswordlessResponse> {
     // the caller's transaction (proveEmail) has committed: email_verified; then last_sign_in_at
+    if (user.endedSessions?.length) await this.revocation.markSessionsRevoked(user.endedSessions);
     try {
       return await this.signIn(user, o);
     } finally {

@@ -72,6 +72,30 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
     expect(signed.body.refresh_token).toEqual(expect.any(String));
   });
 
+  it('pre-account-takeover: the first code sign-in into an account nobody verified ends its sessions and clears its password', async () => {
+    // someone registers the owner's address with their own password, and keeps the tokens
+    const squatter = await register(w.t, tenant.apiKey);
+    const code = await requestCode(squatter.email);
+    const owner = await verify({ email: squatter.email, code }).expect(200);
+    expect(claims(owner.body.access_token)).toMatchObject({ sub: squatter.id, email_verified: true });
+    // the squatter keeps no way in: sessions ended (access and refresh), password gone
+    await w.t.http().get('/v1/auth/me').set('Authorization', `Bearer ${squatter.access}`).expect(401);
+    await post(w.t, '/v1/auth/refresh', tenant.apiKey, { refresh_token: squatter.refresh }).expect(401);
+    expect((await post(w.t, '/v1/auth/login', tenant.apiKey, { email: squatter.email, password: squatter.password }).expect(401)).body.code).toBe('auth/invalid_credentials');
+    // the owner's session works
+    await w.t.http().get('/v1/auth/me').set('Authorization', `Bearer ${owner.body.access_token}`).expect(200);
+    const [audit] = await w.t.db.query<{ metadata: Record<string, unknown> }>(`SELECT metadata FROM audit_events WHERE type = 'user.email_verified' AND target_id = $1`, [squatter.id]);
+    expect(audit.metadata).toMatchObject({ method: 'email_otp', cleared_unverified: { password: true, sessions: 1 } });
+  });
+
+  it('an account whose address was already verified keeps its password and sessions on a code sign-in', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    await w.t.db.query(`UPDATE users SET email_verified = true WHERE id = $1`, [u.id]);
+    await verify({ email: u.email, code: await requestCode(u.email) }).expect(200);
+    await w.t.http().get('/v1/auth/me').set('Authorization', `Bearer ${u.access}`).expect(200);
+    await post(w.t, '/v1/auth/login', tenant.apiKey, { email: u.email, password: u.password }).expect(200);
+  });
+
   it('mode login for an unknown address: the same 202 body, no mail, and no code can work', async () => {
     const known = await register(w.t, tenant.apiKey);
     const unknown = uniqueEmail('nobody');
