@@ -102,6 +102,9 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
   fastify.addHook('onSend', (req, reply, payload, done) => {
     reply.headers(securityHeaders);
     reply.header('X-Request-Id', req.id);
+    // answers carry tokens, secrets and personal data: never stored by a cache (RFC 6749 section
+    // 5.1 for token responses) unless a route says otherwise (JWKS, discovery)
+    if (!reply.hasHeader('cache-control')) reply.header('Cache-Control', 'no-store');
     done(null, payload);
   });
   if (config.METRICS_ENABLED) installMetrics(fastify);

@@ -34,4 +34,9 @@ export class TenantFlags {
     if (!f.email_otp_enabled) throw new AppError('email_otp/disabled', 'Email code sign-in is not enabled for this application');
     return f;
   }
+
+  /** The same switch for a step-up by link or code: a method the tenant has off is off for step-up too. */
+  async requireChannel(tenantId: string, channel: 'magic_link' | 'email_otp'): Promise<PasswordlessFlags> {
+    return channel === 'magic_link' ? this.requireMagicLink(tenantId) : this.requireEmailOtp(tenantId);
+  }
 }

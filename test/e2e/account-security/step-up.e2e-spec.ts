@@ -55,6 +55,15 @@ describe('account security: step-up by magic link and email code (spec 2.5)', ()
     expect(c.step_up_at).toBeLessThanOrEqual(c.iat as number);
   };
 
+  it('a method the tenant has switched off is off for step-up too: 403 magic_link/disabled, email_otp/disabled, nothing mailed', async () => {
+    const u = await register(w.t, other.apiKey);
+    expect((await bearerPost(w.t, '/v1/auth/step-up/magic-link', u.access, {}).expect(403)).body.code).toBe('magic_link/disabled');
+    expect((await bearerPost(w.t, '/v1/auth/step-up/email-otp', u.access, {}).expect(403)).body.code).toBe('email_otp/disabled');
+    expect((await bearerPost(w.t, '/v1/auth/step-up/email-otp/verify', u.access, { otp: '123456' }).expect(403)).body.code).toBe('email_otp/disabled');
+    const mails = await w.t.db.query(`SELECT 1 FROM outbox WHERE topic = 'email' AND lower(payload->>'to') = lower($1) AND event_type IN ('email.magic_link', 'email.email_otp')`, [u.email]);
+    expect(mails).toHaveLength(0);
+  });
+
   describe('magic link', () => {
     it('mails a link for this session (tenant name, action hint); verify answers a fresh access token with amr + "email" and step_up_at', async () => {
       const u = await register(w.t, tenant.apiKey);

@@ -177,6 +177,15 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect((await register(`::FFFF:${v4}`)).status).toBe(429);
   });
 
+  it('answers carrying tokens or personal data are Cache-Control: no-store; the public key documents stay cacheable', async () => {
+    const reg = await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);
+    expect(reg.headers['cache-control']).toBe('no-store');
+    const refreshed = await t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).send({ refresh_token: reg.body.refresh_token }).expect(200);
+    expect(refreshed.headers['cache-control']).toBe('no-store');
+    expect((await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${refreshed.body.access_token}`).expect(200)).headers['cache-control']).toBe('no-store');
+    expect((await t.http().get('/.well-known/jwks.json').expect(200)).headers['cache-control']).toBe('public, max-age=300');
+  });
+
   it('a path segment over 100 characters reaches the route (problem+json), not a bare 414', async () => {
     const d = await signupTenant(t);
     const r = await t.http().get(`/v1/auth/dashboard/tenants/${'a'.repeat(300)}/api-keys`).set('Cookie', d.cookie);

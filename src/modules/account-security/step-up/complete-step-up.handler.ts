@@ -8,6 +8,7 @@ import { EmailCodes } from '../email-codes.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { CompleteStepUpCommand } from './step-up.commands';
 import { StepUpService } from './step-up.service';
+import { TenantFlags } from '../tenant-flags';
 
 /**
  * A step-up link works once, only for the session that asked and the address it was sent to
@@ -21,6 +22,7 @@ export class CompleteStepUpHandler implements ICommandHandler<CompleteStepUpComm
   constructor(
     private readonly db: Db,
     private readonly stepUp: StepUpService,
+    private readonly flags: TenantFlags,
     private readonly tokens: OneTimeTokens,
     private readonly codes: EmailCodes,
     private readonly stepUpTokens: StepUpTokenService,
@@ -28,6 +30,7 @@ export class CompleteStepUpHandler implements ICommandHandler<CompleteStepUpComm
 
   async execute(cmd: CompleteStepUpCommand): Promise<StepUpResponseDto> {
     const s = await this.stepUp.subject(cmd.user);
+    await this.flags.requireChannel(s.tenantId, cmd.channel);
     if (cmd.channel === 'magic_link') {
       const found = await this.tokens.find(this.db, s.tenantId, 'step_up_magic_link', cmd.secret);
       if (!found || found.user_id !== s.userId || found.session_id !== s.sessionId || found.email_normalized !== s.emailNormalized) {

@@ -9,6 +9,7 @@ import { OneTimeTokens } from '../one-time-tokens.service';
 import { InitiateStepUpCommand } from './step-up.commands';
 import { StepUpInitiatedResponse } from './step-up.request.dto';
 import { StepUpService } from './step-up.service';
+import { TenantFlags } from '../tenant-flags';
 
 /**
  * spec 2.5 step-up by magic link or email code: a link (15 minutes) or 6-digit code (10
@@ -20,6 +21,7 @@ export class InitiateStepUpHandler implements ICommandHandler<InitiateStepUpComm
   constructor(
     private readonly db: Db,
     private readonly stepUp: StepUpService,
+    private readonly flags: TenantFlags,
     private readonly limits: MailLimits,
     private readonly tokens: OneTimeTokens,
     private readonly codes: EmailCodes,
@@ -30,6 +32,7 @@ export class InitiateStepUpHandler implements ICommandHandler<InitiateStepUpComm
   async execute(cmd: InitiateStepUpCommand): Promise<StepUpInitiatedResponse> {
     const s = await this.stepUp.subject(cmd.user);
     const tenantId = s.tenantId;
+    await this.flags.requireChannel(tenantId, cmd.channel);
     await this.limits.enforce(`step-up-${cmd.channel}`, tenantId, s.emailNormalized, cmd.client.ip);
     const hint = cmd.actionHint?.replace(/[\r\n\t]+/g, ' ').trim() || undefined;
     const link = cmd.channel === 'magic_link';

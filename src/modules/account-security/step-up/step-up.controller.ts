@@ -27,7 +27,7 @@ export class StepUpController {
   @BearerAuth()
   @ApiAcceptedResponse({ type: StepUpInitiatedResponse })
   @ApiOperation({ summary: "Mail a step-up link (15 minutes) for this session to the account's address" })
-  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/forbidden', ...Problems.rateLimited)
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/forbidden', ...Problems.rateLimited, 'magic_link/disabled')
   magicLink(@CurrentUser() user: UserPrincipal, @Body() body: StepUpMagicLinkInitiateRequestDto, @ClientInfo() client: ClientInfoValue): Promise<StepUpInitiatedResponse> {
     return this.commandBus.execute(new InitiateStepUpCommand('magic_link', user, body.action_hint, client));
   }
@@ -38,7 +38,7 @@ export class StepUpController {
   @RateLimit(VERIFY_PER_IP)
   @ApiOkResponse({ type: StepUpResponse })
   @ApiOperation({ summary: 'Complete the step-up with the link token: a fresh access token (amr + "email", step_up_at)' })
-  @ApiProblems(...Problems.input, 'token/invalid', ...Problems.bearer, 'auth/forbidden', ...Problems.rateLimited)
+  @ApiProblems(...Problems.input, 'token/invalid', ...Problems.bearer, 'auth/forbidden', ...Problems.rateLimited, 'magic_link/disabled')
   verifyMagicLink(@CurrentUser() user: UserPrincipal, @Body() body: StepUpMagicLinkVerifyRequestDto): Promise<StepUpResponse> {
     return this.commandBus.execute(new CompleteStepUpCommand('magic_link', user, body.token));
   }
@@ -48,7 +48,7 @@ export class StepUpController {
   @BearerAuth()
   @ApiAcceptedResponse({ type: StepUpInitiatedResponse })
   @ApiOperation({ summary: "Mail a 6-digit step-up code (10 minutes, 5 attempts) for this session to the account's address" })
-  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/forbidden', ...Problems.rateLimited)
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/forbidden', ...Problems.rateLimited, 'email_otp/disabled')
   emailOtp(@CurrentUser() user: UserPrincipal, @Body() body: StepUpEmailOtpInitiateRequestDto, @ClientInfo() client: ClientInfoValue): Promise<StepUpInitiatedResponse> {
     return this.commandBus.execute(new InitiateStepUpCommand('email_otp', user, body.action_hint, client));
   }
@@ -59,7 +59,7 @@ export class StepUpController {
   @RateLimit(VERIFY_PER_IP)
   @ApiOkResponse({ type: StepUpResponse })
   @ApiOperation({ summary: 'Complete the step-up with the code: a fresh access token (amr + "otp", step_up_at)' })
-  @ApiProblems(...Problems.input, ...Problems.bearer, 'otp/invalid', 'auth/forbidden', ...Problems.rateLimited)
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'otp/invalid', 'auth/forbidden', ...Problems.rateLimited, 'email_otp/disabled')
   verifyEmailOtp(@CurrentUser() user: UserPrincipal, @Body() body: StepUpEmailOtpVerifyRequestDto): Promise<StepUpResponse> {
     return this.commandBus.execute(new CompleteStepUpCommand('email_otp', user, body.otp));
   }
