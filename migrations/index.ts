@@ -7,6 +7,7 @@ import { Mfa1763810000000 } from './1763810000000-mfa';
 import { Webhooks1763910000000 } from './1763910000000-webhooks';
 import { SweepIndexes1764000000000 } from './1764000000000-sweep-indexes';
 import { SessionSweepIndex1764100000000 } from './1764100000000-session-sweep-index';
+import { MfaChallengeOauthParams1764200000000 } from './1764200000000-mfa-challenge-oauth-params';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -19,4 +20,5 @@ export const ALL_MIGRATIONS = [
   AccountSecurity1763800000000,
   SweepIndexes1764000000000,
   SessionSweepIndex1764100000000,
+  MfaChallengeOauthParams1764200000000,
 ];

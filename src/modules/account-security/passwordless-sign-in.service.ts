@@ -117,7 +117,7 @@ export class PasswordlessSignIn {
     user: SessionUser,
     o: { key: ApiKeyPrincipal; method: string; amr: string[]; oauthParams?: Record<string, string> | null },
   ): Promise<PasswordlessResponse> {
-    const decision = await this.loginPolicy.afterPassword(user, { amr: o.amr });
+    const decision = await this.loginPolicy.afterPassword(user, { amr: o.amr, oauthParams: o.oauthParams });
     if (decision.challenge) return decision.challenge;
     return this.db.tx(async (tx) => {
       await tx.query(`WITH ${activityCtes('$1', { signIn: true })} SELECT 1`, [user.id], 'passwordless_login_touch');

@@ -18,6 +18,8 @@ export const MFA_CHALLENGE_MAX_ATTEMPTS = 5;
  */
 export interface FirstFactor {
   amr?: string[];
+  /** a passwordless sign-in's authorization request, answered by POST /v1/auth/mfa/verify */
+  oauthParams?: Record<string, string> | null;
 }
 
 interface PolicyRow {
@@ -61,7 +63,7 @@ export class MfaLoginPolicy implements OnModuleInit {
       'mfa_login_policy',
     );
     if (!p) return undefined;
-    if (p.mfa_enabled) return { challenge: { mfa_required: true, mfa_challenge_token: await this.createChallenge(user, firstFactor?.amr) } };
+    if (p.mfa_enabled) return { challenge: { mfa_required: true, mfa_challenge_token: await this.createChallenge(user, firstFactor?.amr, firstFactor?.oauthParams) } };
     const state = enrollmentState(
       { mfaPolicy: p.mfa_policy, graceDays: p.mfa_grace_period_days, requiredSince: p.mfa_required_since, tenantCreatedAt: p.tenant_created_at },
       new Date(user.created_at),
@@ -82,14 +84,14 @@ export class MfaLoginPolicy implements OnModuleInit {
     });
   }
 
-  private async createChallenge(user: SessionUser, firstFactorAmr: string[] = ['pwd']): Promise<string> {
+  private async createChallenge(user: SessionUser, firstFactorAmr: string[] = ['pwd'], oauthParams?: Record<string, string> | null): Promise<string> {
     const token = randomToken();
     // the user's expired challenges are dropped on the way (nothing else reads them)
     await this.db.query(
       `WITH gc AS (DELETE FROM mfa_challenges WHERE user_id = $2 AND expires_at < now())
-       INSERT INTO mfa_challenges (token_hash, tenant_id, user_id, kind, expires_at, first_factor_amr)
-       VALUES ($1, $3, $2, 'login', now() + make_interval(secs => $4), $5)`,
-      [sha256Hex(token), user.id, user.tenant_id, MFA_CHALLENGE_TTL_SECONDS, firstFactorAmr],
+       INSERT INTO mfa_challenges (token_hash, tenant_id, user_id, kind, expires_at, first_factor_amr, oauth_params)
+       VALUES ($1, $3, $2, 'login', now() + make_interval(secs => $4), $5, $6)`,
+      [sha256Hex(token), user.id, user.tenant_id, MFA_CHALLENGE_TTL_SECONDS, firstFactorAmr, oauthParams ? JSON.stringify(oauthParams) : null],
       'mfa_challenge_create',
     );
     return token;

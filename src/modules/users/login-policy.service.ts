@@ -12,6 +12,8 @@ export interface LoginDecision {
 /** How the user proved the first factor (RFC 8176 amr values, e.g. ['pwd'] or ['email']). */
 export interface FirstFactorContext {
   amr: string[];
+  /** the authorization request a passwordless sign-in resumes: kept on an MFA challenge and answered after it */
+  oauthParams?: Record<string, string> | null;
 }
 
 type Hook = (user: SessionUser, ctx?: FirstFactorContext) => Promise<LoginDecision | undefined>;

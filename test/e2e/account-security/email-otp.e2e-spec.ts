@@ -210,6 +210,18 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
     expect(claims(done.body.access_token)).toMatchObject({ aal: 'AAL2', amr: expect.arrayContaining(['otp']) });
   });
 
+  it('an email code then a TOTP code: amr says both factors ("otp" and "mfa", RFC 8176), aal AAL2', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    await w.t.db.query(`UPDATE users SET email_verified = true WHERE id = $1`, [u.id]);
+    const setup = await bearerPost(w.t, '/v1/auth/mfa/totp/setup', u.access, {}).expect(200);
+    await bearerPost(w.t, '/v1/auth/mfa/totp/verify-setup', u.access, { code: authenticator.generate(setup.body.secret) }).expect(200);
+    const res = await verify({ email: u.email, code: await requestCode(u.email) }).expect(200);
+    // the enrollment used this time step's code: accept it once more for the test
+    await w.t.db.query(`UPDATE user_mfa_factors SET last_used_step = 0 WHERE user_id = $1`, [u.id]);
+    const done = await post(w.t, '/v1/auth/mfa/verify', tenant.apiKey, { mfa_challenge_token: res.body.mfa_challenge_token, code: authenticator.generate(setup.body.secret) }).expect(200);
+    expect(claims(done.body.access_token)).toMatchObject({ aal: 'AAL2', amr: ['otp', 'mfa'] });
+  });
+
   describe('tenant address policy under login_or_create', () => {
     let strict: TenantWithKey;
     beforeAll(async () => {

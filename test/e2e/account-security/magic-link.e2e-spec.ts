@@ -158,6 +158,23 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
       expect((await verify({ token: native }).expect(200)).body.oauth_params).toEqual({ client_id: clientId, redirect_uri: 'com.example.app:/oauth' });
     });
 
+    it('a user with MFA: the challenge keeps them and POST /v1/auth/mfa/verify answers them with the AAL2 tokens', async () => {
+      const u = await register(w.t, tenant.apiKey);
+      await w.t.db.query(`UPDATE users SET email_verified = true WHERE id = $1`, [u.id]); // keeps its password (see pre-account-takeover)
+      const setup = await bearerPost(w.t, '/v1/auth/mfa/totp/setup', u.access, {}).expect(200);
+      const enabled = await bearerPost(w.t, '/v1/auth/mfa/totp/verify-setup', u.access, { code: authenticator.generate(setup.body.secret) }).expect(200);
+      const token = await requestToken(u.email, { oauth_params: params() });
+      const challenged = await verify({ token }).expect(200);
+      expect(challenged.body).toEqual({ mfa_required: true, mfa_challenge_token: expect.any(String) });
+      const done = await post(w.t, '/v1/auth/mfa/verify', tenant.apiKey, { mfa_challenge_token: challenged.body.mfa_challenge_token, code: enabled.body.recovery_codes[0] }).expect(200);
+      expect(done.body.oauth_params).toEqual(params());
+      expect(claims(done.body.access_token)).toMatchObject({ sub: u.id, aal: 'AAL2', amr: expect.arrayContaining(['email']) });
+      // a password sign-in's MFA answer has no oauth_params
+      const pwd = await post(w.t, '/v1/auth/login', tenant.apiKey, { email: u.email, password: u.password }).expect(200);
+      const plain = await post(w.t, '/v1/auth/mfa/verify', tenant.apiKey, { mfa_challenge_token: pwd.body.mfa_challenge_token, code: enabled.body.recovery_codes[1] }).expect(200);
+      expect(plain.body.oauth_params).toBeUndefined();
+    });
+
     it.each([
       ['a redirect_uri not registered for the client', () => params({ redirect_uri: 'https://evil.example.test/callback' })],
       ['a registered URI with another path', () => params({ redirect_uri: `${REDIRECT}/more` })],

@@ -10,7 +10,7 @@ import { SessionsService, SessionUser, TokenResponse } from '../../sessions/sess
 import { MfaFactorsService } from '../mfa-factors.service';
 import { MFA_CHALLENGE_MAX_ATTEMPTS } from '../mfa-login-policy.service';
 import { mfaThrottleRealm } from '../mfa-throttle';
-import { VerifyMfaLoginCommand } from './verify-mfa-login.command';
+import { MfaVerifyResponse, VerifyMfaLoginCommand } from './verify-mfa-login.command';
 
 class WrongCode extends Error {}
 
@@ -23,7 +23,7 @@ class WrongCode extends Error {}
  * remaining attempts. Failures also count in the kernel's failed-credential throttle per user.
  */
 @CommandHandler(VerifyMfaLoginCommand)
-export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginCommand, TokenResponse> {
+export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginCommand, MfaVerifyResponse> {
   constructor(
     private readonly db: Db,
     private readonly factors: MfaFactorsService,
@@ -33,11 +33,11 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
     private readonly profiles: UserProfileCache,
   ) {}
 
-  async execute(cmd: VerifyMfaLoginCommand): Promise<TokenResponse> {
+  async execute(cmd: VerifyMfaLoginCommand): Promise<MfaVerifyResponse> {
     const tenantId = cmd.apiKey.tenantId;
     const tokenHash = sha256Hex(cmd.challengeToken);
-    const [challenge] = await this.db.query<{ id: string; user_id: string; first_factor_amr: string[] }>(
-      `SELECT id, user_id, first_factor_amr FROM mfa_challenges
+    const [challenge] = await this.db.query<{ id: string; user_id: string; first_factor_amr: string[]; oauth_params: Record<string, string> | null }>(
+      `SELECT id, user_id, first_factor_amr, oauth_params FROM mfa_challenges
         WHERE token_hash = $1 AND tenant_id = $2 AND kind = 'login' AND used_at IS NULL AND expires_at > now() AND attempts < $3`,
       [tokenHash, tenantId, MFA_CHALLENGE_MAX_ATTEMPTS],
       'mfa_challenge_find',
@@ -66,7 +66,9 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
           [challenge.user_id, tenantId],
         );
         if (!user) throw new AppError('mfa/invalid_challenge');
-        const amr = [...new Set([...challenge.first_factor_amr, method])];
+        // the first factor's amr plus the second's; when both have the same value (an email code,
+        // then a TOTP code: "otp" twice) "mfa" (RFC 8176) says there were two
+        const amr = challenge.first_factor_amr.includes(method) ? [...new Set([...challenge.first_factor_amr, 'mfa'])] : [...challenge.first_factor_amr, method];
         await this.events.audit(tx, {
           tenantId,
           type: 'user.signed_in',
@@ -85,7 +87,8 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
       });
       await this.profiles.invalidate([challenge.user_id]); // last_sign_in_at
       await this.throttle.recordSuccess(realm, challenge.user_id, cmd.client.ip);
-      return tokens;
+      // a passwordless sign-in that resumes an authorization request answers its oauth_params here
+      return challenge.oauth_params ? { ...tokens, oauth_params: challenge.oauth_params } : tokens;
     } catch (e) {
       if (!(e instanceof WrongCode)) throw e;
       await this.throttle.recordFailure(realm, challenge.user_id, cmd.client.ip);
