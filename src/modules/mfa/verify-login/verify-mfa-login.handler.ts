@@ -6,7 +6,7 @@ import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { activityCtes } from '../../sessions/activity.sql';
-import { SessionsService, SessionUser, TokenResponse } from '../../sessions/sessions.service';
+import { SessionsService, SessionUser } from '../../sessions/sessions.service';
 import { MfaFactorsService } from '../mfa-factors.service';
 import { MFA_CHALLENGE_MAX_ATTEMPTS } from '../mfa-login-policy.service';
 import { mfaThrottleRealm } from '../mfa-throttle';
