@@ -8,6 +8,7 @@ import { Webhooks1763910000000 } from './1763910000000-webhooks';
 import { SweepIndexes1764000000000 } from './1764000000000-sweep-indexes';
 import { SessionSweepIndex1764100000000 } from './1764100000000-session-sweep-index';
 import { MfaChallengeOauthParams1764200000000 } from './1764200000000-mfa-challenge-oauth-params';
+import { PasswordProven1764300000000 } from './1764300000000-password-proven';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -21,4 +22,5 @@ export const ALL_MIGRATIONS = [
   SweepIndexes1764000000000,
   SessionSweepIndex1764100000000,
   MfaChallengeOauthParams1764200000000,
+  PasswordProven1764300000000,
 ];

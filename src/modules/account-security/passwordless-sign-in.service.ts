@@ -44,7 +44,9 @@ export class PasswordlessSignIn {
    * user no longer has proves nothing: undefined).
    *
    * The first proof of mailbox control for an account nobody had verified also clears what was
-   * set on it without that proof (pre-account-takeover defence): the password and every session.
+   * set on it without that proof (pre-account-takeover defence): the password and every session,
+   * unless the mailbox owner set the password by reset (`password_proven`; the reset ended the
+   * earlier sessions).
    * Whoever registered the address before its owner keeps no way in; the owner signs in by this
    * link or code and sets a password by reset. MFA factors stay: a second factor enrolled before
    * verification is still asked for (an attacker's factor locks the owner out, which support
@@ -52,19 +54,20 @@ export class PasswordlessSignIn {
    * sessions are refused at once by `finish` (after this transaction commits).
    */
   async proveEmail(tx: Queryable, tenantId: string, userId: string, emailNormalized: string, method: string): Promise<ProvenUser | undefined> {
-    const [u] = await tx.query<UserRow & { was_verified: boolean; had_password: boolean }>(
-      `WITH o AS (SELECT id, email_verified, password_hash IS NOT NULL AS had_password FROM users
+    const [u] = await tx.query<UserRow & { was_verified: boolean; had_password: boolean; password_proven: boolean }>(
+      `WITH o AS (SELECT id, email_verified, password_proven, password_hash IS NOT NULL AND NOT password_proven AS had_password FROM users
                    WHERE id = $1 AND tenant_id = $2 AND email_normalized = $3 AND NOT is_anonymous FOR UPDATE)
        UPDATE users u SET email_verified = true, updated_at = now(),
-              password_hash = CASE WHEN o.email_verified THEN u.password_hash END
+              password_hash = CASE WHEN o.email_verified OR u.password_proven THEN u.password_hash END
          FROM o WHERE u.id = o.id
-       RETURNING u.id, u.tenant_id, u.email, u.role, u.created_at, o.email_verified AS was_verified, o.had_password`,
+       RETURNING u.id, u.tenant_id, u.email, u.role, u.created_at, o.email_verified AS was_verified, o.had_password, o.password_proven`,
       [userId, tenantId, emailNormalized],
       'passwordless_prove_email',
     );
     if (!u) return undefined;
     if (u.was_verified) return toSessionUser(u);
-    const ended = await this.sessions.revokeUserSessions(tx, u.id, 'unverified_credentials_cleared');
+    // a password the mailbox owner set by reset: that reset already ended every earlier session
+    const ended = u.password_proven ? [] : await this.sessions.revokeUserSessions(tx, u.id, 'unverified_credentials_cleared');
     const cleared = { password: u.had_password, sessions: ended.length };
     await this.events.audit(tx, { tenantId, type: 'user.email_verified', actorType: 'user', actorId: u.id, targetType: 'user', targetId: u.id, metadata: { method, cleared_unverified: cleared } });
     return { ...toSessionUser(u), endedSessions: ended };

@@ -5,6 +5,7 @@ import { randomIp, uniqueEmail } from '../../setup/app';
 import {
   bearerPost,
   claims,
+  linkToken,
   mailCode,
   MailWorld,
   outboxTo,
@@ -86,6 +87,19 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
     await w.t.http().get('/v1/auth/me').set('Authorization', `Bearer ${owner.body.access_token}`).expect(200);
     const [audit] = await w.t.db.query<{ metadata: Record<string, unknown> }>(`SELECT metadata FROM audit_events WHERE type = 'user.email_verified' AND target_id = $1`, [squatter.id]);
     expect(audit.metadata).toMatchObject({ method: 'email_otp', cleared_unverified: { password: true, sessions: 1 } });
+  });
+
+  it('a password the mailbox owner set by reset is kept (and its sessions) by the first code sign-in', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    await post(w.t, '/v1/auth/password/forgot', tenant.apiKey, { email: u.email }).expect(202);
+    const resetMail = await w.nextMail((m) => m.to.includes(u.email) && m.subject.startsWith('Reset your'));
+    const token = linkToken(resetMail, '/reset-password');
+    const newPassword = 'a brand new passphrase 42';
+    await post(w.t, '/v1/auth/password/reset', tenant.apiKey, { token, password: newPassword }).expect(204);
+    const session = await post(w.t, '/v1/auth/login', tenant.apiKey, { email: u.email, password: newPassword }).expect(200);
+    await verify({ email: u.email, code: await requestCode(u.email) }).expect(200);
+    await post(w.t, '/v1/auth/login', tenant.apiKey, { email: u.email, password: newPassword }).expect(200);
+    await w.t.http().get('/v1/auth/me').set('Authorization', `Bearer ${session.body.access_token}`).expect(200);
   });
 
   it('an account whose address was already verified keeps its password and sessions on a code sign-in', async () => {

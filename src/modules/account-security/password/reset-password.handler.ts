@@ -17,7 +17,8 @@ import { ResetPasswordCommand } from './password.commands';
  *
  * A reset does not mark the address verified: email_verified changes only through the
  * verification link or a passwordless sign-in, so a reset link can never stand in for a
- * verification (a token of one kind never counts as another).
+ * verification (a token of one kind never counts as another). It does mark the password as set
+ * by the mailbox owner (`password_proven`), so a later first passwordless sign-in keeps it.
  */
 @CommandHandler(ResetPasswordCommand)
 export class ResetPasswordHandler implements ICommandHandler<ResetPasswordCommand, void> {
@@ -40,7 +41,7 @@ export class ResetPasswordHandler implements ICommandHandler<ResetPasswordComman
       const row = await this.tokens.consume(tx, tenantId, 'password_reset', cmd.token);
       if (!row) throw new AppError('token/invalid');
       const [u] = await tx.query<{ id: string; email: string }>(
-        `UPDATE users SET password_hash = $4, updated_at = now()
+        `UPDATE users SET password_hash = $4, password_proven = true, updated_at = now()
           WHERE id = $1 AND tenant_id = $2 AND email_normalized = $3 AND NOT is_anonymous RETURNING id, email`,
         [row.user_id, tenantId, row.email_normalized, passwordHash],
       );

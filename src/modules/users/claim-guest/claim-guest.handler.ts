@@ -29,7 +29,7 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
     try {
       const tokens = await this.db.tx(async (tx) => {
         const [user] = await tx.query<{ id: string; role: string; created_at: Date; user_scopes: string; email_verified: boolean; tenant_name: string }>(
-          `UPDATE users u SET email = $3, email_normalized = $4, password_hash = COALESCE($5, u.password_hash),
+          `UPDATE users u SET email = $3, email_normalized = $4, password_hash = COALESCE($5, u.password_hash), password_proven = CASE WHEN $5::text IS NULL THEN u.password_proven ELSE false END,
                   date_of_birth_enc = COALESCE($6, u.date_of_birth_enc), email_verified = $7, is_anonymous = false,
                   claimed_at = now(), consent_at = now(), last_sign_in_at = now(), last_active_at = now(), updated_at = now(),
                   role = t.default_user_role
