@@ -4,7 +4,7 @@ import fastifyCors from '@fastify/cors';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import helmet, { HelmetOptions } from 'helmet';
 import { Logger } from 'nestjs-pino';
 import { ApiModule } from './api.module';
@@ -12,6 +12,7 @@ import { AppConfig } from './config/config';
 import { getConfig } from './config/config.module';
 import { EnvelopeCipher } from './shared/crypto/envelope-cipher';
 import { setCursorKey } from './shared/db/pagination';
+import { renderError } from './shared/errors/problem';
 import { createValidationPipe } from './shared/errors/validation.pipe';
 import { installBodyParsers } from './shared/http/body-parsers';
 import { installMetrics } from './shared/http/metrics';
@@ -60,6 +61,11 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
     // a long path segment reaches the route's own validation (400/404 problem+json), not Fastify's bare 414
     routerOptions: { maxParamLength: 2048 },
     clientErrorHandler: answerClientError,
+    // a malformed or over-long URL never reaches routing: the one error envelope all the same
+    frameworkErrors: (error: Error, request: FastifyRequest, reply: FastifyReply) => {
+      const r = renderError(error, request.url, String(request.id));
+      void reply.status(r.status).headers({ ...r.headers, 'X-Request-Id': String(request.id) }).type(r.contentType).send(r.body);
+    },
     logger: false,
     // X-Request-Id: the caller's when well-formed, else a new UUID; copied onto the raw
     // request so the pino request logger and error logs carry the same id.

@@ -1,5 +1,6 @@
 import { DynamicModule, INestApplicationContext, Module, Provider, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { APP_CONFIG, AppConfig } from './config/config';
 import { GuestPurgeService } from './modules/guests/purge/guest-purge.service';
 import { ApiKeyCache } from './shared/cache/api-key.cache';
 import { ExpiredRowsSweeper } from './shared/maintenance/expired-rows.sweeper';
@@ -93,6 +94,10 @@ export const COMMANDS: CliCommand[] = [
     description: 'requires (or not) a verified captcha_token on email-OTP requests of a tenant (needs TURNSTILE_SECRET)',
     run: async ({ app, args, io }) => {
       if (args.length !== 2) throw new CliUsageError('tenants:email-otp-captcha needs <slug> <on|off>');
+      // on without a secret would leave every email-code request of the tenant unanswerable (503)
+      if (args[1] === 'on' && !app.get<AppConfig>(APP_CONFIG).TURNSTILE_SECRET) {
+        throw new CliUsageError('tenants:email-otp-captcha on needs TURNSTILE_SECRET set for the API (captcha tokens are verified with it); set it first');
+      }
       const id = await setEmailOtpCaptcha(app, args[0], args[1]);
       io.out(`tenant ${args[0]} (${id}): email OTP captcha ${args[1]}`);
     },

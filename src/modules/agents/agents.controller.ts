@@ -31,10 +31,10 @@ export class AgentsController {
 
   @Post()
   @HttpCode(201)
-  @DashboardAuth({ tenant: true, owner: true })
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOperation({ summary: 'Register an agent client (owner, Pro tier or higher); client_secret is shown once' })
   @ApiCreatedResponse({ type: AgentWithSecretResponse, description: 'the agent plus its client_secret (shown once)' })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'agent/tier_unauthorized', 'agent/invalid_grant_type', 'agent/invalid_field')
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'agent/tier_unauthorized', 'agent/invalid_grant_type', 'agent/invalid_field')
   register(@CurrentDashboard() s: DashboardPrincipal, @Body() body: RegisterAgentRequestDto): Promise<AgentWithSecretResponse> {
     return this.commandBus.execute(new RegisterAgentCommand(s, body));
   }
@@ -68,10 +68,10 @@ export class AgentsController {
 
   @Post(':agentId/rotate-secret')
   @HttpCode(200)
-  @DashboardAuth({ tenant: true, owner: true })
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOperation({ summary: 'Replace the client secret (the new one is shown once); 409 once revoked' })
   @ApiOkResponse({ type: AgentWithSecretResponse, description: 'the agent plus its new client_secret (shown once)' })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'agent/not_found', 'agent/already_revoked')
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'agent/not_found', 'agent/already_revoked')
   rotate(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<AgentWithSecretResponse> {
     return this.commandBus.execute(new RotateAgentSecretCommand(s, agentId));
   }

@@ -21,10 +21,10 @@ export class ApiKeysController {
 
   @Post()
   @HttpCode(201)
-  @DashboardAuth({ tenant: true, owner: true })
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOperation({ summary: 'Create an API key (owner); `key` is shown once, only its hash is stored' })
   @ApiCreatedResponse({ type: CreatedApiKeyResponseDto })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
   create(@CurrentDashboard() s: DashboardPrincipal, @Body() body: CreateApiKeyRequestDto): Promise<Omit<ApiKeyResponse, 'revoked_at'> & { key: string }> {
     return this.commandBus.execute(new CreateApiKeyCommand(s, body.name));
   }

@@ -74,10 +74,10 @@ export class DashboardAuthController {
 
   @Post('tenants/:slug/members')
   @HttpCode(201)
-  @DashboardAuth({ tenant: true, owner: true })
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOperation({ summary: 'Invite a member (owner only); the token is also emailed' })
   @ApiCreatedResponse({ type: InviteMemberResponseDto })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'member/exists', ...Problems.emailPolicy)
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'member/exists', ...Problems.emailPolicy)
   invite(@Param('slug') _slug: string, @CurrentDashboard() s: DashboardPrincipal, @Body() body: InviteMemberRequestDto): Promise<{ invite_token: string }> {
     return this.commandBus.execute(new InviteMemberCommand(s, body.email, body.role));
   }

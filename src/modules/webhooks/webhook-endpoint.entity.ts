@@ -24,7 +24,7 @@ export class WebhookEndpointResponse {
   @ApiProperty({ format: 'date-time' }) created_at!: string;
   @ApiProperty({ format: 'date-time', nullable: true, type: String, description: 'set when the endpoint was disabled after repeated failed deliveries' })
   disabled_at!: string | null;
-  @ApiProperty({ enum: ['repeated_failures'], nullable: true, type: String }) disabled_reason!: string | null;
+  @ApiProperty({ enum: ['repeated_failures', null], nullable: true, type: String }) disabled_reason!: string | null;
 }
 
 /** The creation answer: the endpoint plus its signing secret, shown this once. */

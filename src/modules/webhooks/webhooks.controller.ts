@@ -38,10 +38,10 @@ export class WebhooksController {
 
   @Post()
   @HttpCode(201)
-  @DashboardAuth({ tenant: true, owner: true })
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOperation({ summary: 'Register a webhook endpoint (owner); `secret` is shown once, never listed', description: DELIVERY_DOC })
   @ApiCreatedResponse({ type: CreatedWebhookEndpointResponse })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'webhook/limit_reached')
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'webhook/limit_reached')
   create(@CurrentDashboard() s: DashboardPrincipal, @Body() body: CreateWebhookRequestDto): Promise<CreatedWebhookEndpointResponse> {
     return this.commandBus.execute(new CreateWebhookCommand(s, body));
   }

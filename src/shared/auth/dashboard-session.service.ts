@@ -43,7 +43,7 @@ export class DashboardSessionService {
   /** The live session of a cookie token (idle and absolute timeouts applied), or undefined. */
   async find(token: string): Promise<DashboardPrincipal | undefined> {
     const rows = await this.db.query<SessionRow>(
-      `SELECT s.id, s.user_id, u.email, s.csrf_token, s.reauth_at, s.last_seen_at,
+      `SELECT s.id, s.user_id, u.email, s.csrf_token, COALESCE(s.reauth_at, s.created_at) AS reauth_at, s.last_seen_at,
               COALESCE((SELECT json_agg(json_build_object('tenant_id', t.id, 'tenant_slug', t.slug, 'role', m.role) ORDER BY t.slug)
                           FROM tenant_members m JOIN tenants t ON t.id = m.tenant_id WHERE m.user_id = s.user_id), '[]') AS memberships
          FROM dashboard_sessions s JOIN dashboard_users u ON u.id = s.user_id
@@ -54,8 +54,9 @@ export class DashboardSessionService {
     );
     const r = rows[0];
     if (!r) return undefined;
-    // sliding idle timeout, written at most once a minute
-    if (Date.now() - r.last_seen_at.getTime() > 60_000) {
+    // sliding idle timeout, written at most once a minute (or a quarter of a short idle timeout,
+    // so activity always extends it)
+    if (Date.now() - r.last_seen_at.getTime() > Math.min(60_000, (this.config.DASHBOARD_SESSION_IDLE_SECONDS * 1000) / 4)) {
       await this.db.query(`UPDATE dashboard_sessions SET last_seen_at = now() WHERE id = $1`, [r.id]);
     }
     return { userId: r.user_id, email: r.email, sessionId: r.id, csrfToken: r.csrf_token, reauthAt: r.reauth_at, memberships: r.memberships };
@@ -75,7 +76,7 @@ export class DashboardSessionService {
       path: '/',
       httpOnly: true,
       sameSite: 'lax',
-      secure: this.config.NODE_ENV === 'production',
+      secure: this.config.NODE_ENV !== 'development', // contract: Secure outside development
       maxAge: this.config.DASHBOARD_SESSION_ABSOLUTE_SECONDS,
     });
   }

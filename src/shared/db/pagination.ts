@@ -2,6 +2,7 @@ import { createHmac, timingSafeEqual } from 'crypto';
 import { Transform } from 'class-transformer';
 import { IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
 import { AppError } from '../errors/app-error';
+import { ApiPropertyOptional } from '@nestjs/swagger';
 
 /** Every list answers this shape (contract "Conventions"). */
 export interface Page<T> {
@@ -52,6 +53,6 @@ const toInt = ({ value }: { value: unknown }) => (value === undefined || value =
 
 /** Query DTO base for cursor-paginated lists; subclasses narrow the limit range. */
 export class CursorQuery {
-  @IsOptional() @IsString() cursor?: string;
-  @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(100) limit?: number;
+  @ApiPropertyOptional({ description: 'opaque: the next_cursor of the previous page' }) @IsOptional() @IsString() cursor?: string;
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 }) @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(100) limit?: number;
 }

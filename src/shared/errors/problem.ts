@@ -76,6 +76,8 @@ function fromFrameworkError(err: { statusCode?: number; code?: string; message?:
   )
     return new AppError('request/malformed_json');
   if (status === 404) return new AppError('request/not_found');
+  if (err.code === 'FST_ERR_BAD_URL') return new AppError('request/invalid', 'The URL is not valid (a malformed percent-encoding)');
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return new AppError('request/invalid', 'A path segment is too long', { status: 414 });
   if (err.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return new AppError('request/invalid', 'Invalid Content-Length');
   return undefined;
 }

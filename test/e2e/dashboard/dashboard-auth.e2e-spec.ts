@@ -190,3 +190,61 @@ describe('dashboard sessions: timeouts and the per-account limit', () => {
     await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', home).send({ email: victim.email, password: victim.password }).expect(200);
   });
 });
+
+describe('dashboard: re-authentication for credential-minting actions, short idle timeouts', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ DASHBOARD_SESSION_IDLE_SECONDS: '60' });
+  });
+  afterAll(() => t.close());
+
+  it('creating an API key, a member invite, an agent, an agent secret or a webhook needs a sign-in or reauth within DASHBOARD_REAUTH_MAX_AGE_SECONDS', async () => {
+    const d = await signupTenant(t);
+    await t.db.query(`UPDATE tenants SET tier = 'pro' WHERE id = $1`, [d.tenantId]);
+    await t.tenantChanged(d.tenantId);
+    const as = (method: 'post', path: string, body: object) =>
+      t.http()[method](`/v1/auth/dashboard/tenants/${d.slug}${path}`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).set('X-Forwarded-For', randomIp()).send(body);
+    // just signed in: fresh enough
+    await as('post', '/api-keys', { name: 'fresh' }).expect(201);
+    // ten minutes later, without a reauth
+    await t.db.query(`UPDATE dashboard_sessions SET created_at = now() - interval '10 minutes', reauth_at = NULL WHERE user_id = $1`, [d.userId]);
+    const attempts: [string, object][] = [
+      ['/api-keys', { name: 'late' }],
+      ['/members', { email: uniqueEmail('invitee'), role: 'owner' }],
+      ['/agents', { name: 'late agent', scopes: ['openid'] }],
+      ['/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['*'] }],
+    ];
+    for (const [path, body] of attempts) {
+      const r = await as('post', path, body).expect(403);
+      expect(r.body.code).toBe('auth/reauth_required');
+    }
+    expect(await t.db.query(`SELECT 1 FROM api_keys WHERE tenant_id = $1 AND name = 'late'`, [d.tenantId])).toHaveLength(0);
+    // reading, revoking and the like stay possible
+    await t.http().get(`/v1/auth/dashboard/tenants/${d.slug}/api-keys`).set('Cookie', d.cookie).expect(200);
+    await t.http().post('/v1/auth/dashboard/reauth').set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ password: d.password }).expect(200);
+    for (const [path, body] of attempts) {
+      const r = await as('post', path, body);
+      expect([path, r.status, r.body.errors ?? r.body.code]).toEqual([path, 201, undefined]);
+    }
+    const [agent] = await t.db.query<{ id: string }>(`SELECT id FROM agent_clients WHERE tenant_id = $1`, [d.tenantId]);
+    await t.db.query(`UPDATE dashboard_sessions SET reauth_at = now() - interval '10 minutes' WHERE user_id = $1`, [d.userId]);
+    expect((await as('post', `/agents/${agent.id}/rotate-secret`, {}).expect(403)).body.code).toBe('auth/reauth_required');
+  });
+
+  it('the session cookie is HttpOnly, SameSite=Lax and Secure outside development (contract)', async () => {
+    const res = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp())
+      .send({ email: uniqueEmail('owner'), password: STRONG_PASSWORD, tenant_name: 'Cookie Flags', consent_terms: true, consent_privacy: true }).expect(201);
+    const cookie = ([] as string[]).concat(res.headers['set-cookie'] ?? []).find((c) => c.startsWith('authp_dashboard='))!;
+    expect(cookie).toMatch(/; HttpOnly/i);
+    expect(cookie).toMatch(/; Secure/i);
+    expect(cookie).toMatch(/; SameSite=Lax/i);
+  });
+
+  it('a 60 s idle timeout still slides: activity is recorded every 15 s at most', async () => {
+    const d = await signupTenant(t);
+    await t.db.query(`UPDATE dashboard_sessions SET last_seen_at = now() - interval '20 seconds' WHERE user_id = $1`, [d.userId]);
+    await t.http().get('/v1/auth/dashboard/me').set('Cookie', d.cookie).expect(200);
+    const [row] = await t.db.query<{ age: number }>(`SELECT extract(epoch FROM now() - last_seen_at) AS age FROM dashboard_sessions WHERE user_id = $1`, [d.userId]);
+    expect(Number(row.age)).toBeLessThan(5);
+  });
+});

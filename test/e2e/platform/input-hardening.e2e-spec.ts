@@ -193,6 +193,15 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
   });
 
+  it('a malformed percent-encoding or a path segment over 2,048 characters is answered in the one envelope', async () => {
+    for (const path of ['/health/%ff', '/v1/auth/dashboard/tenants/%C0%AE/api-keys']) {
+      const r = await t.http().get(path);
+      expectInvalid(r);
+    }
+    const long = await t.http().get(`/v1/auth/dashboard/tenants/${'a'.repeat(9000)}/api-keys`);
+    expectInvalid(long, 414);
+  });
+
   it('a request the HTTP parser refuses (control character in a header) gets problem+json with X-Request-Id', async () => {
     const server = t.app.getHttpServer();
     if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));

@@ -89,6 +89,13 @@ describe('platform: the OpenAPI document', () => {
     expect(slug).toMatchObject({ in: 'path', required: true, schema: { type: 'string' } });
   });
 
+  it('declares cursor and limit on every cursor-paginated list', () => {
+    for (const path of ['/v1/auth/dashboard/tenants/{slug}/api-keys', '/v1/auth/dashboard/tenants/{slug}/webhooks', '/v1/auth/dashboard/tenants/{slug}/webhooks/{id}/deliveries', '/v1/auth/dashboard/tenants/{slug}/agents']) {
+      const names = (doc.paths[path].get.parameters ?? []).filter((x) => x.in === 'query').map((x) => x.name);
+      expect([path, names]).toEqual([path, expect.arrayContaining(['cursor', 'limit'])]);
+    }
+  });
+
   it('documents guest sign-in: 201 with the spec 2.3 fields, errors 401, 403 and 429', () => {
     const op = doc.paths['/v1/auth/anonymous'].post;
     const body = jsonSchema(op.responses['201']);

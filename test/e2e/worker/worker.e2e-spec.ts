@@ -247,10 +247,25 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
       expect(audit).toEqual([{ actor_type: 'system', metadata: { from: 'free', to: 'enterprise', via: 'cli' } }]);
     });
 
+    it('tenants:email-otp-captcha refuses "on" while TURNSTILE_SECRET is unset (every email-code request would fail)', async () => {
+      const t = await createTenant(db);
+      const io = captureIo();
+      expect(await runCli(['tenants:email-otp-captcha', t.slug, 'on'], io)).toBe(1);
+      expect([...io.stdout, ...io.stderr].join('\n')).toMatch(/TURNSTILE_SECRET/);
+      expect((await db.query<{ r: boolean }>(`SELECT email_otp_captcha_required AS r FROM tenants WHERE id = $1`, [t.id]))[0].r).toBe(false);
+    });
+
     it('tenants:email-otp-captcha turns the email-OTP captcha requirement on and off', async () => {
       const t = await createTenant(db);
       const io = captureIo();
-      expect(await runCli(['tenants:email-otp-captcha', t.slug, 'on'], io)).toBe(0);
+      process.env.TURNSTILE_SECRET = 'test-secret';
+      resetConfigForTests();
+      try {
+        expect(await runCli(['tenants:email-otp-captcha', t.slug, 'on'], io)).toBe(0);
+      } finally {
+        delete process.env.TURNSTILE_SECRET;
+        resetConfigForTests();
+      }
       expect((await db.query<{ r: boolean }>(`SELECT email_otp_captcha_required AS r FROM tenants WHERE id = $1`, [t.id]))[0].r).toBe(true);
       expect(await runCli(['tenants:email-otp-captcha', t.slug, 'off'], io)).toBe(0);
       expect((await db.query<{ r: boolean }>(`SELECT email_otp_captcha_required AS r FROM tenants WHERE id = $1`, [t.id]))[0].r).toBe(false);
