@@ -12,7 +12,8 @@ import { AppConfig } from './config/config';
 import { getConfig } from './config/config.module';
 import { EnvelopeCipher } from './shared/crypto/envelope-cipher';
 import { setCursorKey } from './shared/db/pagination';
-import { renderError } from './shared/errors/problem';
+import { AppError } from './shared/errors/app-error';
+import { renderError, sendRendered } from './shared/errors/problem';
 import { createValidationPipe } from './shared/errors/validation.pipe';
 import { installBodyParsers } from './shared/http/body-parsers';
 import { installMetrics } from './shared/http/metrics';
@@ -45,7 +46,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
   const reason = status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request';
   const id = randomUUID();
-  const body = JSON.stringify({ type: 'about:blank', title: 'The request is invalid', status, code: 'request/invalid', detail: 'The HTTP request could not be parsed', request_id: id });
+  const body = JSON.stringify(renderError(new AppError('request/invalid', 'The HTTP request could not be parsed', { status }), '/', id).body);
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
       `X-Request-Id: ${id}\r\nConnection: close\r\n\r\n${body}`,
@@ -61,11 +62,10 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
     // a long path segment reaches the route's own validation (400/404 problem+json), not Fastify's bare 414
     routerOptions: { maxParamLength: 2048 },
     clientErrorHandler: answerClientError,
-    // a malformed or over-long URL never reaches routing: the one error envelope all the same
-    frameworkErrors: (error: Error, request: FastifyRequest, reply: FastifyReply) => {
-      const r = renderError(error, request.url, String(request.id));
-      void reply.status(r.status).headers({ ...r.headers, 'X-Request-Id': String(request.id) }).type(r.contentType).send(r.body);
-    },
+    // a malformed or over-long URL never reaches routing (nor the onSend hook): the one error
+    // envelope all the same, with its request id
+    frameworkErrors: (error: Error, request: FastifyRequest, reply: FastifyReply) =>
+      sendRendered(reply.header('X-Request-Id', String(request.id)), renderError(error, request.url, String(request.id))),
     logger: false,
     // X-Request-Id: the caller's when well-formed, else a new UUID; copied onto the raw
     // request so the pino request logger and error logs carry the same id.

@@ -45,10 +45,9 @@ export class PasswordlessSignIn {
    *
    * The first proof of mailbox control for an account nobody had verified also clears what was
    * set on it without that proof (pre-account-takeover defence): the password and every session,
-   * unless the mailbox owner set the password by reset (`password_proven`; the reset ended the
-   * earlier sessions).
-   * Whoever registered the address before its owner keeps no way in; the owner signs in by this
-   * link or code and sets a password by reset. MFA factors stay: a second factor enrolled before
+   * unless the mailbox owner set the password by reset (`password_proven`; that reset already
+   * ended the earlier sessions). Whoever registered the address before its owner keeps no way
+   * in; the owner signs in by this link or code and sets a password by reset. MFA factors stay: a second factor enrolled before
    * verification is still asked for (an attacker's factor locks the owner out, which support
    * can undo, rather than letting a mailbox alone skip a real owner's factor). The ended
    * sessions are refused at once by `finish` (after this transaction commits).
@@ -58,7 +57,7 @@ export class PasswordlessSignIn {
       `WITH o AS (SELECT id, email_verified, password_proven, password_hash IS NOT NULL AND NOT password_proven AS had_password FROM users
                    WHERE id = $1 AND tenant_id = $2 AND email_normalized = $3 AND NOT is_anonymous FOR UPDATE)
        UPDATE users u SET email_verified = true, updated_at = now(),
-              password_hash = CASE WHEN o.email_verified OR u.password_proven THEN u.password_hash END
+              password_hash = CASE WHEN o.email_verified OR o.password_proven THEN u.password_hash END
          FROM o WHERE u.id = o.id
        RETURNING u.id, u.tenant_id, u.email, u.role, u.created_at, o.email_verified AS was_verified, o.had_password, o.password_proven`,
       [userId, tenantId, emailNormalized],

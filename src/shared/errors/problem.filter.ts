@@ -1,7 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter, Inject } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { APP_CONFIG, AppConfig } from '../../config/config';
-import { renderError } from './problem';
+import { renderError, sendRendered } from './problem';
 
 /** The one global exception filter: every error leaves as problem+json (or RFC 6749 under /oauth). */
 @Catch()
@@ -15,6 +15,6 @@ export class ProblemFilter implements ExceptionFilter {
     const rendered = renderError(exception, req.url, String(req.id));
     if (rendered.status === 429 && !rendered.headers['X-Service-Docs'])
       rendered.headers['X-Service-Docs'] = this.config.RATE_LIMIT_DOCS_URL;
-    void reply.status(rendered.status).headers(rendered.headers).type(rendered.contentType).send(rendered.body);
+    sendRendered(reply, rendered);
   }
 }

@@ -1,5 +1,6 @@
 import { HttpException, Logger, ValidationError } from '@nestjs/common';
 import { errorCodes } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import { AppError, FieldError } from './app-error';
 import { ERROR_CATALOG, ErrorCode } from './error-codes';
 import { OAuthError } from './oauth-error';
@@ -22,6 +23,10 @@ export interface RenderedError {
 }
 
 const logger = new Logger('Errors');
+
+/** The OAuth endpoints (RFC 6749): form bodies, and errors in the RFC 6749 envelope instead of problem+json. */
+export const OAUTH_PATH_PREFIX = '/oauth/';
+export const isOAuthPath = (url: string): boolean => url.startsWith(OAUTH_PATH_PREFIX);
 
 /** Fastify's own messages for a body that is not JSON (FST_ERR_CTP_INVALID_JSON_BODY, ..._EMPTY_JSON_BODY). */
 const BODY_PARSE_MESSAGES = new Set([new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY().message, new errorCodes.FST_ERR_CTP_EMPTY_JSON_BODY().message]);
@@ -84,7 +89,7 @@ function fromFrameworkError(err: { statusCode?: number; code?: string; message?:
 
 /** Maps any thrown value to the one error envelope (problem+json, or RFC 6749 under /oauth). */
 export function renderError(err: unknown, url: string, requestId?: string): RenderedError {
-  const isOAuth = url.startsWith('/oauth/');
+  const isOAuth = isOAuthPath(url);
   if (err instanceof OAuthError) {
     return {
       status: err.status,
@@ -140,6 +145,11 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
     headers: appErr.options.headers ?? {},
     body: body as unknown as Record<string, unknown>,
   };
+}
+
+/** Sends a rendered error (the global filter, Fastify's framework errors). */
+export function sendRendered(reply: FastifyReply, r: RenderedError): void {
+  void reply.status(r.status).headers(r.headers).type(r.contentType).send(r.body);
 }
 
 export { ERROR_CATALOG };

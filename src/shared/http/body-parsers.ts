@@ -2,12 +2,14 @@ import { parse as parseQueryString } from 'node:querystring';
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../errors/app-error';
 import { OAuthError } from '../errors/oauth-error';
+import { isOAuthPath } from '../errors/problem';
+
+/** Only the OAuth endpoints take form (and text) bodies (RFC 6749); everything else is JSON (spec 2). */
+const notJson = () => new AppError('request/unsupported_media_type', 'Request bodies are JSON (application/json)');
 
 /** Deepest object/array nesting a request body may have (public_metadata included). */
 export const MAX_BODY_DEPTH = 32;
 
-/** Only the OAuth endpoints take form bodies (RFC 6749); everything else is JSON (spec 2). */
-const FORM_PATHS = '/oauth/';
 
 /**
  * Why a parsed body cannot be processed, or undefined when it can: nesting deeper than
@@ -66,7 +68,7 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
   // answers it in the OAuth envelope (400 invalid_request, RFC 6749 section 5.2)
   fastify.removeContentTypeParser('text/plain');
   fastify.addContentTypeParser('text/plain', { parseAs: 'string', bodyLimit }, (req, body, done) => {
-    if (!req.url.startsWith(FORM_PATHS)) return done(new AppError('request/unsupported_media_type', 'Request bodies are JSON (application/json)'), undefined);
+    if (!isOAuthPath(req.url)) return done(notJson(), undefined);
     done(null, body);
   });
   fastify.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (req, body, done) => {
@@ -81,7 +83,7 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
     });
   });
   fastify.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit }, (req, body, done) => {
-    if (!req.url.startsWith(FORM_PATHS)) return done(new AppError('request/unsupported_media_type', 'Request bodies are JSON (application/json)'), undefined);
+    if (!isOAuthPath(req.url)) return done(notJson(), undefined);
     const value = parseQueryString(String(body));
     if (bodyFault(value)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'), undefined);
     done(null, value);

@@ -3,6 +3,7 @@ import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../errors/app-error';
+import { isOAuthPath } from '../errors/problem';
 
 /** Handlers that declare a @Body() parameter, by handler function (computed once each). */
 const takesBody = new WeakMap<object, boolean>();
@@ -34,7 +35,7 @@ export class NoBodyGuard implements CanActivate {
   canActivate(ctx: ExecutionContext): boolean {
     if (ctx.getType() !== 'http') return true;
     const req = ctx.switchToHttp().getRequest<FastifyRequest>();
-    if (isEmpty(req.body) || declaresBody(ctx) || req.url.startsWith('/oauth/')) return true;
+    if (isEmpty(req.body) || declaresBody(ctx) || isOAuthPath(req.url)) return true;
     throw new AppError('request/invalid', 'This endpoint takes no request body', { errors: [{ field: 'body', message: 'this endpoint takes no request body' }] });
   }
 }
