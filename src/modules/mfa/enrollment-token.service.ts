@@ -24,9 +24,9 @@ export class EnrollmentTokenService {
     return `${this.jwt.audience}/v1/auth/mfa/totp`;
   }
 
-  issue(user: SessionUser): { token: string; expiresIn: number } {
+  async issue(user: SessionUser): Promise<{ token: string; expiresIn: number }> {
     const ttl = this.config.MFA_ENROLLMENT_TOKEN_TTL_SECONDS;
-    const { token } = this.jwt.sign(
+    const { token } = await this.jwt.sign(
       {
         aud: this.audience,
         sub: user.id,

@@ -71,13 +71,13 @@ export class MfaLoginPolicy implements OnModuleInit {
     if (state.kind === 'grace') {
       return { extraClaims: { mfa_enrollment_required: true, mfa_enrollment_deadline: Math.floor(state.deadline.getTime() / 1000) } };
     }
-    if (state.kind === 'enforced') throw this.enrollmentRequired(user);
+    if (state.kind === 'enforced') throw await this.enrollmentRequired(user);
     return undefined;
   }
 
   /** 403 mfa/enrollment_required with an enrollment-only token (sign-in and refresh alike). */
-  private enrollmentRequired(user: SessionUser): AppError {
-    const { token, expiresIn } = this.enrollmentTokens.issue(user);
+  private async enrollmentRequired(user: SessionUser): Promise<AppError> {
+    const { token, expiresIn } = await this.enrollmentTokens.issue(user);
     return new AppError('mfa/enrollment_required', 'The tenant requires MFA: enroll TOTP with the enrollment_token, then sign in again', {
       extensions: { enrollment_token: token, enrollment_token_expires_in: expiresIn },
       headers: { 'Cache-Control': 'no-store' },

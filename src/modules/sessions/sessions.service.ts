@@ -100,7 +100,7 @@ export class SessionsService {
       [sessionId, user.tenant_id, user.id, aal, opts.amr, opts.apiKeyId ?? null, refreshId, sha256Hex(secret), this.config.REFRESH_TOKEN_TTL_SECONDS],
       'session_start',
     );
-    return { ...this.mint(user, scope, sessionId, opts.amr, aal, opts.extraClaims), refresh_token: `${refreshId}:${secret}`, sessionId };
+    return { ...(await this.mint(user, scope, sessionId, opts.amr, aal, opts.extraClaims)), refresh_token: `${refreshId}:${secret}`, sessionId };
   }
 
   /**
@@ -122,12 +122,12 @@ export class SessionsService {
       [sessionId, user.id, opts.amr, aal, refreshId, user.tenant_id, sha256Hex(secret), this.config.REFRESH_TOKEN_TTL_SECONDS],
     );
     if (!rows.length) return this.start(tx, user, scope, opts);
-    return { ...this.mint(user, scope, sessionId, opts.amr, aal, opts.extraClaims), refresh_token: `${refreshId}:${secret}` };
+    return { ...(await this.mint(user, scope, sessionId, opts.amr, aal, opts.extraClaims)), refresh_token: `${refreshId}:${secret}` };
   }
 
   /** Signs an access token for a user in a session (also used by step-up and MFA). */
-  mint(user: SessionUser, scope: string, sessionId: string, amr: string[], aal: Aal, extra: Record<string, unknown> = {}): Omit<TokenResponse, 'refresh_token'> {
-    const { token } = this.jwt.sign({
+  async mint(user: SessionUser, scope: string, sessionId: string, amr: string[], aal: Aal, extra: Record<string, unknown> = {}): Promise<Omit<TokenResponse, 'refresh_token'>> {
+    const { token } = await this.jwt.sign({
       sub: user.id,
       tenant_id: user.tenant_id,
       sid: sessionId,
@@ -198,7 +198,7 @@ export class SessionsService {
     );
     if (row?.rotated_now) {
       return {
-        ...this.mint({ ...row, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, enrollmentClaims(row)),
+        ...(await this.mint({ ...row, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, enrollmentClaims(row))),
         refresh_token: `${newId}:${newSecret}`,
       };
     }
@@ -209,9 +209,9 @@ export class SessionsService {
     // refresh token stays as it was, so nothing is lost; sign-in answers the same). Reuse
     // detection still comes first: a replayed token ends the session whatever the policy.
     const enforced = row.mfa_enrollment_deadline !== null && new Date(row.mfa_enrollment_deadline).getTime() <= Date.now();
-    const refuseEnrollment = () => this.enrollmentRefusal?.({ ...row, id: row.user_id }) ?? new AppError('mfa/enrollment_required');
+    const refuseEnrollment = async () => (await this.enrollmentRefusal?.({ ...row, id: row.user_id })) ?? new AppError('mfa/enrollment_required');
     if (!row.rotated_at) {
-      if (enforced) throw refuseEnrollment();
+      if (enforced) throw await refuseEnrollment();
       // lost a race with a parallel rotation of the same token: the grace rule decides
       if (this.config.REFRESH_REUSE_GRACE_SECONDS > 0) return this.refresh(tenantId, presented);
       throw new AppError('auth/invalid_refresh_token');
@@ -221,7 +221,7 @@ export class SessionsService {
       await this.revokeSession(row.session_id, 'refresh_token_reuse');
       throw new AppError('auth/invalid_refresh_token', 'Refresh token reuse detected; the session has ended');
     }
-    if (enforced) throw refuseEnrollment();
+    if (enforced) throw await refuseEnrollment();
     // the grace case: the parent stays rotated and a sibling is issued for the same session
     const { rows } = await this.db.exec<{ ok: boolean }>(
       `WITH rot AS (
@@ -241,19 +241,19 @@ export class SessionsService {
     if (!rows[0]?.ok) throw new AppError('auth/invalid_refresh_token');
     const user: SessionUser = row;
     return {
-      ...this.mint({ ...user, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, enrollmentClaims(row)),
+      ...(await this.mint({ ...user, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, enrollmentClaims(row))),
       refresh_token: `${newId}:${newSecret}`,
     };
   }
 
-  private enrollmentRefusal?: (user: SessionUser) => Error;
+  private enrollmentRefusal?: (user: SessionUser) => Promise<Error>;
 
   /**
    * What a refresh answers once the user's MFA enrollment grace is over (spec 2.8): the MFA
    * module registers the same 403 `mfa/enrollment_required` with an enrollment-only token that
    * sign-in answers, so a session started before the deadline cannot outlive the policy.
    */
-  onEnrollmentEnforced(refusal: (user: SessionUser) => Error): void {
+  onEnrollmentEnforced(refusal: (user: SessionUser) => Promise<Error>): void {
     this.enrollmentRefusal = refusal;
   }
 

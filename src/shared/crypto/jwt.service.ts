@@ -1,4 +1,4 @@
-import { randomUUID } from 'crypto';
+import { randomUUID, sign as rsaSign } from 'crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import * as jwt from 'jsonwebtoken';
 import { APP_CONFIG, AppConfig } from '../../config/config';
@@ -44,7 +44,14 @@ export class JwtService {
     return this.config.TOKEN_AUDIENCE;
   }
 
-  sign(claims: ClaimsInput, ttlSeconds = this.config.ACCESS_TOKEN_TTL_SECONDS): { token: string; claims: AccessClaims } {
+  /**
+   * Signs an RS256 access token. The RSA operation runs in libuv's threadpool (crypto.sign with a
+   * callback), not on the event loop: it is the largest CPU cost of every sign-in, refresh and
+   * exchange, and off the loop it proceeds on another core while this process serves other
+   * requests. The compact JWS is the one jsonwebtoken writes (header alg, typ, kid; RFC 7515
+   * section 7.1); jsonwebtoken verifies it (jwt.service.spec.ts checks both directions).
+   */
+  async sign(claims: ClaimsInput, ttlSeconds = this.config.ACCESS_TOKEN_TTL_SECONDS): Promise<{ token: string; claims: AccessClaims }> {
     const { kid, key } = this.keys.signingKey();
     const iat = Math.floor(Date.now() / 1000);
     const full: AccessClaims = {
@@ -55,8 +62,11 @@ export class JwtService {
       exp: iat + ttlSeconds,
       jti: randomUUID(),
     } as AccessClaims;
-    const token = jwt.sign(full, key, { algorithm: 'RS256', keyid: kid });
-    return { token, claims: full };
+    const input = `${base64url(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid }))}.${base64url(JSON.stringify(full))}`;
+    const signature = await new Promise<Buffer>((resolve, reject) =>
+      rsaSign('sha256', Buffer.from(input), key, (err, sig) => (err ? reject(err) : resolve(sig))),
+    );
+    return { token: `${input}.${signature.toString('base64url')}`, claims: full };
   }
 
   /**
@@ -102,6 +112,8 @@ export class JwtService {
     }
   }
 }
+
+const base64url = (json: string): string => Buffer.from(json).toString('base64url');
 
 const VERIFIED_CACHE_TTL_MS = 30_000;
 const VERIFIED_CACHE_MAX = 20_000;

@@ -124,7 +124,7 @@ describe('agent revocation, denylist and kill-tokens (spec 3.2, 5 rule 1, 6)', (
   describe('spec 5 rule 1: the bearer guard consults the denylist', () => {
     it('accepts an agent token of an active agent and refuses it with 401 agent_revoked once the agent is revoked', async () => {
       const a = await registerAgent(t, owner);
-      const { token } = agentToken(t, user, a.id);
+      const { token } = await agentToken(t, user, a.id);
       const ok = await bearerCall(t, token).expect(200);
       expect(ok.body.id).toBe(user.userId);
       // the bearer check above cached "no entry" for this agent: the revoke must override it at once
@@ -138,7 +138,7 @@ describe('agent revocation, denylist and kill-tokens (spec 3.2, 5 rule 1, 6)', (
 
     it('still answers agent_revoked after this test file’s Redis keys were deleted (PostgreSQL is the source of truth)', async () => {
       const a = await registerAgent(t, owner, { agent_token_max_ttl_sec: 300 });
-      const { token } = agentToken(t, user, a.id);
+      const { token } = await agentToken(t, user, a.id);
       await as(t, owner).delete(agentsUrl(owner, `/${a.id}`)).expect(200);
       expect(await redis.get(`${PREFIX}${denylistKey(a.id)}`)).toBe('all');
       expect(await flushTestPrefix(redis)).toBeGreaterThan(0);
@@ -157,7 +157,7 @@ describe('agent revocation, denylist and kill-tokens (spec 3.2, 5 rule 1, 6)', (
 
     it('a slow writer holding an older reading never weakens the cached state (revoke > kill > none)', async () => {
       const a = await registerAgent(t, owner);
-      const { token } = agentToken(t, user, a.id);
+      const { token } = await agentToken(t, user, a.id);
       const appRedis = t.app.get<Redis>(REDIS);
       const key = denylistKey(a.id);
       const merge = (state: string, ttl = 30) => appRedis.eval(DENYLIST_MERGE_SCRIPT, 1, key, state, String(ttl));
@@ -181,7 +181,7 @@ describe('agent revocation, denylist and kill-tokens (spec 3.2, 5 rule 1, 6)', (
       const revoked = await registerAgent(t, owner);
       const active = await registerAgent(t, owner);
       await as(t, owner).delete(agentsUrl(owner, `/${revoked.id}`)).expect(200);
-      await bearerCall(t, agentToken(t, user, active.id).token).expect(200);
+      await bearerCall(t, (await agentToken(t, user, active.id)).token).expect(200);
       await bearerCall(t, user.accessToken).expect(200);
     });
   });
@@ -189,12 +189,12 @@ describe('agent revocation, denylist and kill-tokens (spec 3.2, 5 rule 1, 6)', (
   describe('kill-tokens: outstanding tokens refused, the agent stays usable', () => {
     it('refuses tokens issued before the kill, accepts tokens issued after it, also after a Redis flush', async () => {
       const a = await registerAgent(t, owner, { agent_token_max_ttl_sec: 300 });
-      const before = agentToken(t, user, a.id).token;
+      const before = (await agentToken(t, user, a.id)).token;
       await bearerCall(t, before).expect(200);
       await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
       expect((await bearerCall(t, before).expect(401)).headers['www-authenticate']).toBe(AGENT_REVOKED);
       await nextSecond();
-      const after = agentToken(t, user, a.id).token;
+      const after = (await agentToken(t, user, a.id)).token;
       await bearerCall(t, after).expect(200);
       await flushTestPrefix(redis);
       expect((await bearerCall(t, before).expect(401)).headers['www-authenticate']).toBe(AGENT_REVOKED);
@@ -213,7 +213,7 @@ describe('agent revocation, denylist and kill-tokens (spec 3.2, 5 rule 1, 6)', (
       const a = await registerAgent(t, owner);
       await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
       await nextSecond();
-      const between = agentToken(t, user, a.id).token;
+      const between = (await agentToken(t, user, a.id)).token;
       await bearerCall(t, between).expect(200);
       await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
       expect((await bearerCall(t, between).expect(401)).headers['www-authenticate']).toBe(AGENT_REVOKED);
@@ -226,7 +226,7 @@ describe('agent revocation, denylist and kill-tokens (spec 3.2, 5 rule 1, 6)', (
   describe('expired entries', () => {
     it('stop refusing once expires_at passed (the tokens they covered have expired)', async () => {
       const a = await registerAgent(t, owner, { agent_token_max_ttl_sec: 60 });
-      const { token } = agentToken(t, user, a.id, 600);
+      const { token } = await agentToken(t, user, a.id, 600);
       await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
       await bearerCall(t, token).expect(401);
       await t.db.query(`UPDATE agent_denylist SET expires_at = now() - interval '1 second' WHERE agent_client_id = $1`, [a.id]);
@@ -238,7 +238,7 @@ describe('agent revocation, denylist and kill-tokens (spec 3.2, 5 rule 1, 6)', (
   describe('Redis unreachable: the denylist check fails closed', () => {
     it('answers 503 for agent tokens and throws from isDenied', async () => {
       const a = await registerAgent(t, owner);
-      const { token } = agentToken(t, user, a.id);
+      const { token } = await agentToken(t, user, a.id);
       const down = await createTestApp({ REDIS_URL: 'redis://127.0.0.1:1' });
       try {
         const res = await down.http().get('/v1/auth/me').set('Authorization', `Bearer ${token}`);

@@ -91,8 +91,8 @@ export async function endUser(t: TestApp, d: DashboardFixture | Session): Promis
 }
 
 /** An agent token as the token exchange mints it without an audience (contract "Tokens"): sub = user, act.sub = agent, no sid, aud = this service. */
-export function agentToken(t: TestApp, user: { userId: string; tenantId: string }, agentId: string, ttl = 300): { token: string; iat: number } {
-  const { token, claims } = t.app.get(JwtService).sign(
+export async function agentToken(t: TestApp, user: { userId: string; tenantId: string }, agentId: string, ttl = 300): Promise<{ token: string; iat: number }> {
+  const { token, claims } = await t.app.get(JwtService).sign(
     {
       sub: user.userId,
       tenant_id: user.tenantId,

@@ -90,7 +90,7 @@ describe('agents API, end user (spec 4.5, 3.3, RestoreMyAgentResponse)', () => {
     it('requires a bearer token of the user (agent tokens may not manage agents)', async () => {
       expect((await t.http().get('/v1/users/me/agents').expect(401)).headers['www-authenticate']).toMatch(/^Bearer/);
       const a = await registerAgent(t, owner);
-      const { token } = agentToken(t, alice, a.id);
+      const { token } = await agentToken(t, alice, a.id);
       const res = await t.http().get('/v1/users/me/agents').set('Authorization', `Bearer ${token}`).expect(403);
       expect(res.body.code).toBe('auth/forbidden');
       await t.http().post(`/v1/users/me/agents/${a.id}/restore`).set('Authorization', `Bearer ${token}`).expect(403);
@@ -101,7 +101,7 @@ describe('agents API, end user (spec 4.5, 3.3, RestoreMyAgentResponse)', () => {
   describe('spec 3.3: DELETE /v1/users/me/agents/{agentClientId}', () => {
     it('row 1: records the withdrawal (gdpr_art_7_withdrawal) for this (tenant, user, agent); issuance is refused, issued tokens stay valid', async () => {
       const a = await registerAgent(t, owner);
-      const issued = agentToken(t, alice, a.id).token;
+      const issued = (await agentToken(t, alice, a.id)).token;
       expect(await denylist.isUserRevoked(owner.tenantId, alice.userId, a.id)).toBe(false);
       const res = await me(alice, `/${a.id}`).delete().expect(200);
       expect(res.body).toEqual({ agent_client_id: a.id, revoked_at: expect.any(String), reason: 'gdpr_art_7_withdrawal' });

@@ -325,7 +325,7 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       const claims = claimsOf(session.access_token);
       const { iss: _i, aud: _a, exp: _e, iat: _t, jti: _j, ...rest } = claims;
       const input = { ...rest, step_up_at: Math.floor(Date.now() / 1000) - 301 } as unknown as Parameters<JwtService['sign']>[0];
-      const { token } = t.app.get(JwtService).sign(input);
+      const { token } = await t.app.get(JwtService).sign(input);
       const res = await api.disable(token, { code: '123456', password: STRONG_PASSWORD }).expect(403);
       expect(res.body.code).toBe('auth/step_up_required');
     });

@@ -72,7 +72,7 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       // a resource server of another tenant learns nothing
       expect(await client.tokenIntrospection(otherCfg, tok)).toEqual({ active: false });
       expect((await introspectWithKey(tok, other.apiKey).expect(200)).body).toEqual({ active: false });
-      const expired = t.app.get(JwtService).sign({ sub: user.id, tenant_id: tenant.id, scope: 'openid', amr: ['pwd'], aal: 'AAL1', role: 'member', is_anonymous: false } as never, -10).token;
+      const expired = (await t.app.get(JwtService).sign({ sub: user.id, tenant_id: tenant.id, scope: 'openid', amr: ['pwd'], aal: 'AAL1', role: 'member', is_anonymous: false } as never, -10)).token;
       for (const bad of ['nope', expired, `${tok.slice(0, -4)}AAAA`, `${(await session()).refresh_token}`]) {
         expect(await client.tokenIntrospection(config, bad)).toEqual({ active: false });
       }

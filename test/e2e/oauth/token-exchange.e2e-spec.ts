@@ -44,11 +44,11 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
 
   /** A fresh subject token of `user` (new session, new jti: the per-jti limit stays out of the way). */
   const subject = async (u: RegisteredUser = user) => (await login(t, tenant, u.email)).access_token;
-  const sign = (extra: Record<string, unknown>, ttl?: number) =>
-    t.app.get(JwtService).sign(
+  const sign = async (extra: Record<string, unknown>, ttl?: number) =>
+    (await t.app.get(JwtService).sign(
       { sub: user.id, tenant_id: tenant.id, sid: randomUUID(), scope: 'openid profile email', amr: ['pwd'], aal: 'AAL1', role: 'member', is_anonymous: false, ...extra } as never,
       ttl,
-    ).token;
+    )).token;
 
   describe('success', () => {
     it('issues an agent token (client_secret_basic): the contract claims, no refresh or id token', async () => {
@@ -236,9 +236,9 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
     });
 
     it('wrong issuer, wrong audience, expired', async () => {
-      await expectRejected(sign({ iss: 'https://evil.example' }), 'wrong_issuer');
-      await expectRejected(sign({ aud: 'https://someone-else.example' }), 'wrong_audience');
-      await expectRejected(sign({}, -60), 'expired');
+      await expectRejected(await sign({ iss: 'https://evil.example' }), 'wrong_issuer');
+      await expectRejected(await sign({ aud: 'https://someone-else.example' }), 'wrong_audience');
+      await expectRejected(await sign({}, -60), 'expired');
     });
 
     it("tenant_id not the client's tenant", async () => {
@@ -250,8 +250,8 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
     });
 
     it('M2M tokens, tokens already carrying act (no chain delegation), impersonated tokens', async () => {
-      await expectRejected(sign({ m2m: true }), 'm2m_token');
-      await expectRejected(sign({ imp: { sub: randomUUID() } }), 'impersonated_token');
+      await expectRejected(await sign({ m2m: true }), 'm2m_token');
+      await expectRejected(await sign({ imp: { sub: randomUUID() } }), 'impersonated_token');
       const agentToken = (await exchange(config, await subject())).access_token;
       await expectRejected(agentToken, 'already_delegated');
     });

@@ -67,7 +67,7 @@ export class AnonymousSigninHandler implements ICommandHandler<AnonymousSigninCo
     if (!rows.length) throw new AppError('anonymous/mau_exhausted');
     const createdAt = rows[0].created_at;
     const user = { id: userId, tenant_id: apiKey.tenantId, email: null, email_verified: false, is_anonymous: true, role: t.defaultUserRole, created_at: createdAt };
-    const minted = this.sessions.mint(user, t.userScopes, sessionId, ['anonymous'], 'AAL1');
+    const minted = await this.sessions.mint(user, t.userScopes, sessionId, ['anonymous'], 'AAL1');
     return {
       access_token: minted.access_token,
       refresh_token: `${refreshId}:${secret}`,

@@ -49,7 +49,7 @@ export class StepUpTokenService {
     const amr = [...new Set([...row.amr, method])];
     const stepUpAt = Math.floor(Date.now() / 1000);
     const carried = Object.fromEntries(Object.entries(user.claims).filter(([k]) => !NOT_CARRIED.has(k)));
-    const minted = this.sessions.mint(row, user.claims.scope, user.sessionId, amr, row.aal, { ...carried, step_up_at: stepUpAt });
+    const minted = await this.sessions.mint(row, user.claims.scope, user.sessionId, amr, row.aal, { ...carried, step_up_at: stepUpAt });
     await this.events.audit(this.db, {
       tenantId: user.tenantId,
       type: 'user.step_up',

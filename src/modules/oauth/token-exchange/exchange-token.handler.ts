@@ -168,7 +168,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
 
     // RFC 8693 section 4.1: the actor is the authenticated client; contract "Tokens": no sid, amr + tx
     const amr = Array.isArray(subject.amr) ? subject.amr.filter((m) => typeof m === 'string') : [];
-    const { token, claims } = this.jwt.sign(
+    const { token, claims } = await this.jwt.sign(
       {
         sub: subject.sub,
         tenant_id: agent.tenant_id,
