@@ -12,7 +12,7 @@ check_services "$BENCH_ADMIN_URL"
 db="authp_bench_$(date +%s)"
 psql "$BENCH_ADMIN_URL" -qc "CREATE DATABASE $db"
 export DATABASE_URL="${BENCH_ADMIN_URL%/*}/$db"
-export NODE_ENV=development LOG_LEVEL=warn PORT=3101 API_WORKERS=2 TRUST_PROXY=loopback
+export NODE_ENV=development LOG_LEVEL=warn PORT=3101 API_WORKERS="${BENCH_API_WORKERS:-2}" TRUST_PROXY=loopback
 export REDIS_KEY_PREFIX="authp_bench_$(date +%s):" KEY_ENCRYPTION_KEY="$(node -e "console.log(require('crypto').randomBytes(32).toString('base64'))")"
 export PUBLIC_BASE_URL=http://127.0.0.1:3101 DATABASE_POOL_SIZE=20
 npm run build --silent
