@@ -4,6 +4,7 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { TokenRevocationService } from '../../shared/auth/token-revocation.service';
 import { Aal, JwtService } from '../../shared/crypto/jwt.service';
 import { randomToken, safeEqual, sha256Hex } from '../../shared/crypto/tokens';
+import { Batcher } from '../../shared/db/batcher';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
 import { activityCtes } from './activity.sql';
@@ -69,6 +70,15 @@ interface RefreshRow {
   mfa_enrollment_deadline: Date | null;
 }
 
+/** A presented refresh token (id, tenant, SHA-256 of its secret) and the child to issue for it. */
+interface Rotation {
+  id: string;
+  tenantId: string;
+  presentedHash: string;
+  newId: string;
+  newHash: string;
+}
+
 const REFRESH_SHAPE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}):([A-Za-z0-9_-]{43})$/;
 
 /**
@@ -83,7 +93,11 @@ export class SessionsService {
     private readonly jwt: JwtService,
     private readonly revocation: TokenRevocationService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {}
+  ) {
+    this.rotator = new Batcher((items) => this.rotateMany(items), async (item) => (await this.rotateMany([item]))[0], { name: 'refresh_rotate', maxBatch: 64, maxInFlight: 2 });
+  }
+
+  private readonly rotator: Batcher<Rotation, (RefreshRow & { rotated_now: boolean }) | undefined>;
 
   /** Starts a session in the caller's transaction and returns the token response. */
   async start(tx: Queryable, user: SessionUser, scope: string, opts: SessionOptions): Promise<TokenResponse & { sessionId: string }> {
@@ -154,48 +168,11 @@ export class SessionsService {
     const [, id, secret] = m;
     const newId = randomUUID();
     const newSecret = randomToken();
-    // Common case in one statement: look the token up and, when it is live and not yet rotated,
-    // rotate it (conditional on rotated_at IS NULL: of two parallel rotations one wins) and issue
-    // the child. Anything else (unknown, wrong secret, reuse, the grace rule) is decided below.
-    const [row] = await this.db.query<RefreshRow & { rotated_now: boolean }>(
-      `WITH cur AS (
-         SELECT rt.id, rt.secret_hash, rt.session_id, rt.rotated_at, rt.revoked_at, rt.expires_at < now() AS expired,
-                s.revoked_at AS session_revoked_at, s.aal, s.amr,
-                u.id AS user_id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.created_at,
-                -- a guest's tokens carry the tenant's default role of the day, until registration (spec 5 rule 5)
-                CASE WHEN u.is_anonymous THEN t.default_user_role ELSE u.role END AS role,
-                t.user_scopes,
-                (u.is_anonymous AND ck.revoked_at IS NOT NULL) AS creator_key_revoked,
-                (rt.rotated_at IS NOT NULL AND EXISTS (
-                   SELECT 1 FROM refresh_tokens c WHERE c.parent_id = rt.id AND c.rotated_at IS NOT NULL)) AS child_rotated,
-                (rt.rotated_at IS NOT NULL AND rt.rotated_at > now() - make_interval(secs => $3)) AS grace_ok,
-                CASE WHEN t.mfa_policy <> 'required' OR u.is_anonymous THEN NULL
-                     WHEN EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = u.id AND f.enabled_at IS NOT NULL) THEN NULL
-                     ELSE greatest(coalesce(t.mfa_required_since, t.created_at), u.created_at) + make_interval(secs => t.mfa_grace_period_days * 86400)
-                END AS mfa_enrollment_deadline
-           FROM refresh_tokens rt
-           JOIN user_sessions s ON s.id = rt.session_id
-           JOIN users u ON u.id = rt.user_id
-           JOIN tenants t ON t.id = rt.tenant_id
-           LEFT JOIN api_keys ck ON ck.id = u.created_by_api_key_id
-          WHERE rt.id = $1 AND rt.tenant_id = $2
-       ), rot AS (
-         UPDATE refresh_tokens r SET rotated_at = now()
-           FROM cur
-          WHERE r.id = cur.id AND r.rotated_at IS NULL AND r.revoked_at IS NULL AND cur.secret_hash = $4
-            AND cur.session_revoked_at IS NULL AND NOT cur.expired AND NOT cur.creator_key_revoked
-            AND (cur.mfa_enrollment_deadline IS NULL OR cur.mfa_enrollment_deadline > now())
-          RETURNING r.session_id, r.tenant_id, r.user_id
-       ), ins AS (
-         INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, parent_id, expires_at)
-         SELECT $5, session_id, tenant_id, user_id, $6, $1, now() + make_interval(secs => $7) FROM rot RETURNING user_id
-       ), ses AS (
-         UPDATE user_sessions SET refreshed_at = now() WHERE id = (SELECT session_id FROM rot) AND revoked_at IS NULL RETURNING id
-       ), ${activityCtes('(SELECT user_id FROM ins)')}
-       SELECT cur.*, (EXISTS (SELECT 1 FROM ins) AND EXISTS (SELECT 1 FROM ses)) AS rotated_now FROM cur`,
-      [id, tenantId, this.config.REFRESH_REUSE_GRACE_SECONDS, sha256Hex(secret), newId, sha256Hex(newSecret), this.config.REFRESH_TOKEN_TTL_SECONDS],
-      'refresh_rotate_fast',
-    );
+    // Common case in one statement, shared by concurrent refreshes (see rotateMany): look the token
+    // up and, when it is live and not yet rotated, rotate it (conditional on rotated_at IS NULL: of
+    // two parallel rotations one wins) and issue the child. Anything else (unknown, wrong secret,
+    // reuse, the grace rule) is decided below.
+    const row = await this.rotator.submit({ id, tenantId, presentedHash: sha256Hex(secret), newId, newHash: sha256Hex(newSecret) });
     if (row?.rotated_now) {
       return {
         ...(await this.mint({ ...row, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, enrollmentClaims(row))),
@@ -244,6 +221,82 @@ export class SessionsService {
       ...(await this.mint({ ...user, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, enrollmentClaims(row))),
       refresh_token: `${newId}:${newSecret}`,
     };
+  }
+
+  /**
+   * The fast path of refresh for several presented tokens in one statement: each token's row (and
+   * its session, user, tenant) with `rotated_now` when this statement rotated it and issued its
+   * child. A token presented twice in one batch goes again in a batch of its own after this one,
+   * so it meets the outcome of the first (rotated: the grace rule decides), never a second child.
+   */
+  private async rotateMany(items: Rotation[]): Promise<((RefreshRow & { rotated_now: boolean }) | undefined)[]> {
+    const seen = new Set<string>();
+    const first: Rotation[] = [];
+    const again: number[] = [];
+    items.forEach((it, k) => {
+      if (seen.has(it.id)) again.push(k);
+      else {
+        seen.add(it.id);
+        first.push(it);
+      }
+    });
+    const rows = await this.db.query<RefreshRow & { rotated_now: boolean }>(
+      `WITH i AS (
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[]) AS i(id, tenant_id, presented_hash, new_id, new_hash)
+       ), cur AS (
+         SELECT i.presented_hash, i.new_id, i.new_hash,
+                rt.id, rt.secret_hash, rt.session_id, rt.rotated_at, rt.revoked_at, rt.expires_at < now() AS expired,
+                s.revoked_at AS session_revoked_at, s.aal, s.amr,
+                u.id AS user_id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.created_at,
+                -- a guest's tokens carry the tenant's default role of the day, until registration (spec 5 rule 5)
+                CASE WHEN u.is_anonymous THEN t.default_user_role ELSE u.role END AS role,
+                t.user_scopes,
+                (u.is_anonymous AND ck.revoked_at IS NOT NULL) AS creator_key_revoked,
+                (rt.rotated_at IS NOT NULL AND EXISTS (
+                   SELECT 1 FROM refresh_tokens c WHERE c.parent_id = rt.id AND c.rotated_at IS NOT NULL)) AS child_rotated,
+                (rt.rotated_at IS NOT NULL AND rt.rotated_at > now() - make_interval(secs => $6)) AS grace_ok,
+                CASE WHEN t.mfa_policy <> 'required' OR u.is_anonymous THEN NULL
+                     WHEN EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = u.id AND f.enabled_at IS NOT NULL) THEN NULL
+                     ELSE greatest(coalesce(t.mfa_required_since, t.created_at), u.created_at) + make_interval(secs => t.mfa_grace_period_days * 86400)
+                END AS mfa_enrollment_deadline
+           FROM i
+           JOIN refresh_tokens rt ON rt.id = i.id AND rt.tenant_id = i.tenant_id
+           JOIN user_sessions s ON s.id = rt.session_id
+           JOIN users u ON u.id = rt.user_id
+           JOIN tenants t ON t.id = rt.tenant_id
+           LEFT JOIN api_keys ck ON ck.id = u.created_by_api_key_id
+       ), rot AS (
+         UPDATE refresh_tokens r SET rotated_at = now()
+           FROM cur
+          WHERE r.id = cur.id AND r.rotated_at IS NULL AND r.revoked_at IS NULL AND cur.secret_hash = cur.presented_hash
+            AND cur.session_revoked_at IS NULL AND NOT cur.expired AND NOT cur.creator_key_revoked
+            AND (cur.mfa_enrollment_deadline IS NULL OR cur.mfa_enrollment_deadline > now())
+          RETURNING r.id, r.session_id, r.tenant_id, r.user_id
+       ), ins AS (
+         INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, parent_id, expires_at)
+         SELECT cur.new_id, rot.session_id, rot.tenant_id, rot.user_id, cur.new_hash, rot.id, now() + make_interval(secs => $7)
+           FROM rot JOIN cur ON cur.id = rot.id
+         RETURNING parent_id, user_id
+       ), ses AS (
+         UPDATE user_sessions SET refreshed_at = now() WHERE id IN (SELECT session_id FROM rot) AND revoked_at IS NULL RETURNING id
+       ), ${activityCtes('ANY(ARRAY(SELECT user_id FROM ins))')}
+       SELECT cur.*, (ins.parent_id IS NOT NULL AND ses.id IS NOT NULL) AS rotated_now
+         FROM cur LEFT JOIN ins ON ins.parent_id = cur.id LEFT JOIN ses ON ses.id = cur.session_id`,
+      [
+        first.map((r) => r.id),
+        first.map((r) => r.tenantId),
+        first.map((r) => r.presentedHash),
+        first.map((r) => r.newId),
+        first.map((r) => r.newHash),
+        this.config.REFRESH_REUSE_GRACE_SECONDS,
+        this.config.REFRESH_TOKEN_TTL_SECONDS,
+      ],
+      'refresh_rotate_batch',
+    );
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const out = items.map((it) => byId.get(it.id));
+    for (const k of again) out[k] = (await this.rotateMany([items[k]]))[0];
+    return out;
   }
 
   private enrollmentRefusal?: (user: SessionUser) => Promise<Error>;
