@@ -281,6 +281,11 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       const st = (await login(t, tenant, u.email)).access_token;
       await t.http().delete(`/v1/users/me/agents/${mine.id}`).set('Authorization', `Bearer ${st}`).expect(200);
       await expectRejected(st, 'agent_revoked_by_user', 'Subject token revoked', mine, cfg);
+      // the withdrawal answers first, also when no requested scope could be granted anyway
+      const f = await oauthFailure(exchange(cfg, st, { scope: 'admin:everything' }));
+      expect(f).toMatchObject({ status: 400, error: 'invalid_grant', error_description: 'Subject token revoked' });
+      // nothing was issued for the pair while it was withdrawn
+      expect(await t.db.query(`SELECT 1 FROM agent_actions WHERE agent_client_id = $1 AND actor_user_id = $2 AND created_at > now() - interval '1 minute' AND action = 'token_exchange'`, [mine.id, u.id])).toHaveLength(1);
       // other agents of the same user are unaffected
       await exchange(config, st);
       await t.http().post(`/v1/users/me/agents/${mine.id}/restore`).set('Authorization', `Bearer ${st}`).expect(200);

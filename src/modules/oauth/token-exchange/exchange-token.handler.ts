@@ -127,13 +127,13 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       throw e;
     }
 
-    // spec 8 per-jti limit; spec 4.3 revocation (session, revoked jti); spec 3.3 the user's
-    // withdrawal; spec 3.2 denylist. All fail closed when Redis is unreachable.
+    // spec 8 per-jti limit; spec 4.3 revocation (session, revoked jti); spec 3.2 denylist. All
+    // fail closed when Redis is unreachable. The user's withdrawal (spec 3.3) is a guard of the
+    // issuing statement itself (pair_ok), read in PostgreSQL in the same snapshot as the writes.
     const nowSec = Math.floor(Date.now() / 1000);
-    const [perJti, revokedReason, userRevoked, denied] = await Promise.all([
+    const [perJti, revokedReason, denied] = await Promise.all([
       this.limiter.hit('token_exchange_jti', `jti:${subject.jti}`, TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, 60),
       this.revocation.revokedReason(subject),
-      this.denylist.isUserRevoked(agent.tenant_id, subject.sub, agent.id),
       this.denylist.isDenied(agent.id, nowSec),
     ]);
     if (!perJti.allowed) throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, perJti, form, subject.jti);
@@ -147,7 +147,6 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       const reason: SubjectInvalidReason = revokedReason === 'session_revoked' ? 'session_revoked' : 'token_revoked';
       throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
     }
-    if (userRevoked) throw await this.subjectInvalid(agent, new SubjectTokenRejected('agent_revoked_by_user', subject.jti, subject.sub));
 
     // RFC 8693 section 2.1 scope, RFC 6749 section 3.3: requested ∩ subject ∩ agent allowlist
     const subjectScope = splitScope(typeof subject.scope === 'string' ? subject.scope : '');
@@ -155,6 +154,10 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const have = new Set(subjectScope);
     const granted = dedupe(req.scope ?? subjectScope).filter((s) => have.has(s) && allow.has(s));
     if (!granted.length) {
+      // a withdrawn pair answers as such whatever the scope (the issuing statement says so otherwise)
+      if (await this.denylist.isUserRevoked(agent.tenant_id, subject.sub, agent.id)) {
+        throw await this.subjectInvalid(agent, new SubjectTokenRejected('agent_revoked_by_user', subject.jti, subject.sub));
+      }
       await this.audit(agent, 'oauth.token_exchange.scope_denied', 'low', {
         subject_token_jti_hash_prefix: hashPrefix(subject.jti),
         requested_scope: (req.scope ?? subjectScope).join(' '),
