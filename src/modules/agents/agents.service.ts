@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { hashPrefix } from '../../shared/crypto/tokens';
 import { Db, Queryable } from '../../shared/db/db.service';
 import type { AgentRow } from './agent.response.dto';
-import { insertRowSql } from '../../shared/db/insert-row.sql';
+import { insertRowSql, insertRowsSql, transpose } from '../../shared/db/insert-row.sql';
 
 /** Keys of `agent_settings.rate_limits` (spec 2.10). */
 export const AGENT_RATE_LIMIT_KEYS = [
@@ -94,20 +94,26 @@ export class AgentsService {
 
   /** The INSERT of recordAction with parameters numbered from `from`, to compose into a CTE; `when`: see insertRowSql. */
   recordActionSql(a: AgentActionInput, from: number, when?: string): [string, unknown[]] {
-    return [
-      insertRowSql('agent_actions', ACTION_COLUMNS, from, when),
-      [
-        a.tenantId,
-        a.agentClientId,
-        a.action,
-        a.actorUserId ?? null,
-        a.resource ?? null,
-        a.methodOrEvent ?? null,
-        a.jti ?? null,
-        a.scopeUsed ?? null,
-        a.ip ? hashPrefix(a.ip) : null,
-        a.userAgent ? hashPrefix(a.userAgent) : null,
-      ],
-    ];
+    return [insertRowSql('agent_actions', ACTION_COLUMNS, from, when), actionValues(a)];
   }
+
+  /** The INSERT of several agent_actions rows (one array parameter per column); `when`: see insertRowsSql. */
+  recordActionsSql(actions: AgentActionInput[], from: number, when?: string): [string, unknown[]] {
+    return [insertRowsSql('agent_actions', ACTION_COLUMNS, from, when), transpose(actions.map(actionValues), ACTION_COLUMNS.length)];
+  }
+}
+
+function actionValues(a: AgentActionInput): unknown[] {
+  return [
+    a.tenantId,
+    a.agentClientId,
+    a.action,
+    a.actorUserId ?? null,
+    a.resource ?? null,
+    a.methodOrEvent ?? null,
+    a.jti ?? null,
+    a.scopeUsed ?? null,
+    a.ip ? hashPrefix(a.ip) : null,
+    a.userAgent ? hashPrefix(a.userAgent) : null,
+  ];
 }

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Queryable } from '../db/db.service';
 import { EnvelopeCipher } from '../crypto/envelope-cipher';
-import { insertRowSql } from '../db/insert-row.sql';
+import { insertRowSql, insertRowsSql, transpose } from '../db/insert-row.sql';
 
 const AUDIT_COLUMNS = [
   ['tenant_id', 'uuid'], ['type', 'text'], ['severity', 'text'], ['actor_type', 'text'], ['actor_id', 'text'], ['target_type', 'text'], ['target_id', 'text'], ['metadata', 'jsonb'],
@@ -60,16 +60,28 @@ export class EventsService {
 
   /** INSERT of one audit row with parameters numbered from `from` (to compose CTEs); `when`: see insertRowSql. */
   auditSql(e: AuditEvent, from: number, when?: string): [string, unknown[]] {
-    return [
-      insertRowSql('audit_events', AUDIT_COLUMNS, from, when),
-      [e.tenantId, e.type, e.severity ?? 'info', e.actorType, e.actorId ?? null, e.targetType ?? null, e.targetId ?? null, JSON.stringify(e.metadata ?? {})],
-    ];
+    return [insertRowSql('audit_events', AUDIT_COLUMNS, from, when), auditValues(e)];
+  }
+
+  /** INSERT of several audit rows (one array parameter per column); `when`: see insertRowsSql. */
+  auditRowsSql(events: AuditEvent[], from: number, when?: string): [string, unknown[]] {
+    return [insertRowsSql('audit_events', AUDIT_COLUMNS, from, when), transpose(events.map(auditValues), AUDIT_COLUMNS.length)];
   }
 
   outboxSql(m: OutboxMessage, from: number, when?: string): [string, unknown[]] {
-    return [
-      insertRowSql('outbox', OUTBOX_COLUMNS, from, when),
-      [m.tenantId, m.topic, m.eventType, JSON.stringify(m.payload), m.secret ? this.cipher.encrypt(JSON.stringify(m.secret)) : null],
-    ];
+    return [insertRowSql('outbox', OUTBOX_COLUMNS, from, when), this.outboxValues(m)];
   }
+
+  /** INSERT of several outbox rows (one array parameter per column); `when`: see insertRowsSql. */
+  outboxRowsSql(messages: OutboxMessage[], from: number, when?: string): [string, unknown[]] {
+    return [insertRowsSql('outbox', OUTBOX_COLUMNS, from, when), transpose(messages.map((m) => this.outboxValues(m)), OUTBOX_COLUMNS.length)];
+  }
+
+  private outboxValues(m: OutboxMessage): unknown[] {
+    return [m.tenantId, m.topic, m.eventType, JSON.stringify(m.payload), m.secret ? this.cipher.encrypt(JSON.stringify(m.secret)) : null];
+  }
+}
+
+function auditValues(e: AuditEvent): unknown[] {
+  return [e.tenantId, e.type, e.severity ?? 'info', e.actorType, e.actorId ?? null, e.targetType ?? null, e.targetId ?? null, JSON.stringify(e.metadata ?? {})];
 }

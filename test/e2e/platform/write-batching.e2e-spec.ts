@@ -1,6 +1,8 @@
 import type { PoolClient } from 'pg';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { createAgent } from '../../factories/agent.factory';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { exchangeBody, login, postToken, registerUser } from '../oauth/oauth-helpers';
 
 /**
  * Guest sign-ins and refreshes that arrive together share one statement (src/shared/db/batcher.ts).
@@ -158,5 +160,37 @@ describe('write batching: concurrent guest sign-ins and refreshes share one stat
     // the new tokens work
     await refresh(rest[0].body.refresh_token, tenant).expect(200);
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${rest[5].body.access_token}`).expect(200);
+  });
+
+  it('token exchanges queued together: one statement, each row under its own guards (a withdrawn pair writes nothing)', async () => {
+    const tenant = await createTenant(t.db, { tier: 'pro' });
+    const agent = await createAgent(t.db, tenant.id, { rate_limits: { token_exchange_per_min: 600 } });
+    const users = await Promise.all(Array.from({ length: 10 }, () => registerUser(t, tenant)));
+    // the last user withdraws the agent (spec 3.3): only the issuing statement's guard refuses it now
+    const withdrawn = users[9];
+    await t.http().delete(`/v1/users/me/agents/${agent.id}`).set('Authorization', `Bearer ${withdrawn.access_token}`).expect(200);
+    const withdrawnToken = (await login(t, tenant, withdrawn.email)).access_token;
+    const subjects = [...users.slice(0, 9).map((u) => u.access_token), withdrawnToken];
+    const before = await counters('token_exchange_issue');
+    const lock = await holdLock(`LOCK TABLE agent_actions IN SHARE MODE`, []);
+    const results = await queuedBehind(
+      lock,
+      subjects.slice(0, 2).map((st) => () => postToken(t, agent, exchangeBody(st, { scope: 'openid' }))),
+      subjects.slice(2).map((st) => () => postToken(t, agent, exchangeBody(st, { scope: 'openid' }))),
+    );
+    expect(results.slice(0, 9).map((r) => r.status)).toEqual(Array(9).fill(200));
+    expect(results[9].status).toBe(400);
+    expect(results[9].body).toMatchObject({ error: 'invalid_grant', error_description: 'Subject token revoked' });
+    expect(delta(before, await counters('token_exchange_issue'))).toMatchObject({ single: 2, batch: 1, retry: 0, items: 10 });
+    const actions = await t.db.query<{ actor_user_id: string; jti: string }>(`SELECT actor_user_id, jti FROM agent_actions WHERE agent_client_id = $1 AND action = 'token_exchange'`, [agent.id]);
+    expect(actions.map((a) => a.actor_user_id).sort()).toEqual(users.slice(0, 9).map((u) => u.id).sort());
+    const issuedJtis = results.slice(0, 9).map((r) => JSON.parse(Buffer.from(r.body.access_token.split('.')[1], 'base64url').toString()).jti);
+    expect(actions.map((a) => a.jti).sort()).toEqual(issuedJtis.sort());
+    const audit = await t.db.query<{ target_id: string }>(`SELECT target_id FROM audit_events WHERE actor_id = $1 AND type = 'oauth.token_exchange.issued'`, [agent.id]);
+    expect(audit.map((a) => a.target_id).sort()).toEqual(users.slice(0, 9).map((u) => u.id).sort());
+    const outbox = await t.db.query<{ user_id: string }>(`SELECT payload->>'user_id' AS user_id FROM outbox WHERE event_type = 'oauth.token_exchange.issued' AND payload->>'agent_client_id' = $1`, [agent.id]);
+    expect(outbox.map((o) => o.user_id).sort()).toEqual(users.slice(0, 9).map((u) => u.id).sort());
+    const refused = await t.db.query<{ reason: string }>(`SELECT metadata->>'subject_invalid_reason' AS reason FROM audit_events WHERE actor_id = $1 AND type = 'oauth.token_exchange.subject_invalid'`, [agent.id]);
+    expect(refused).toEqual([{ reason: 'agent_revoked_by_user' }]);
   });
 });

@@ -2,12 +2,13 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { AccessClaims, JwtService } from '../../../shared/crypto/jwt.service';
 import { hashPrefix } from '../../../shared/crypto/tokens';
+import { Batcher } from '../../../shared/db/batcher';
 import { Db } from '../../../shared/db/db.service';
 import { OAuthError } from '../../../shared/errors/oauth-error';
-import { AuditEvent, EventsService, Severity } from '../../../shared/events/events.service';
+import { AuditEvent, EventsService, OutboxMessage, Severity } from '../../../shared/events/events.service';
 import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
 import { AgentDenylistService } from '../../agents/agent-denylist.service';
-import { AgentClientRow, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from '../../agents/agents.service';
+import { AgentActionInput, AgentClientRow, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from '../../agents/agents.service';
 import { ClientAuthenticator, ClientCaller, invalidClient } from '../client-auth/client-authenticator.service';
 import {
   ACCESS_TOKEN_TYPE,
@@ -44,11 +45,15 @@ interface IssueFlags {
   pair_ok: boolean;
 }
 
-/** The final conditional write lost a race with a revocation (spec 3.2: nothing issued after it). */
-class IssueRaceLost extends Error {
-  constructor(readonly flags: IssueFlags) {
-    super('issue guard failed');
-  }
+/** What one exchange writes, and the guards it is written under. */
+interface Issuance {
+  agentId: string;
+  sessionId: string;
+  userId: string;
+  tenantId: string;
+  audit: AuditEvent;
+  outbox: OutboxMessage;
+  action: AgentActionInput;
 }
 
 /**
@@ -60,6 +65,7 @@ class IssueRaceLost extends Error {
 @CommandHandler(ExchangeTokenCommand)
 export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenCommand, TokenExchangeResponse> {
   private readonly issueSql: string;
+  private readonly issuer: Batcher<Issuance, IssueFlags>;
 
   constructor(
     private readonly db: Db,
@@ -73,6 +79,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     private readonly denylist: AgentDenylistService,
   ) {
     this.issueSql = this.buildIssueSql();
+    this.issuer = new Batcher((items) => this.issueMany(items), (item) => this.issueOne(item), { name: 'token_exchange_issue', maxBatch: 64, maxInFlight: 2 });
   }
 
   async execute(cmd: ExchangeTokenCommand): Promise<TokenExchangeResponse> {
@@ -233,6 +240,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
    * if the agent is still active and holds the grant, the subject's session is live and the user
    * has not withdrawn the agent at that instant (spec 3.2, 3.3: a revoke that has returned is
    * never followed by an issuance; PostgreSQL decides, so a Redis flush changes nothing).
+   * Concurrent exchanges of a process share one statement (Batcher), each row under its own guards.
    */
   private async issue(caller: Extract<ClientCaller, { kind: 'agent' }>, agent: AgentClientRow, subject: AccessClaims, claims: AccessClaims, scope: string, client: { ip: string; userAgent: string }): Promise<void> {
     const audience = claims.aud;
@@ -240,8 +248,12 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const issuedAt = new Date(claims.iat * 1000).toISOString();
     const jtiPrefix = hashPrefix(claims.jti);
     const subjectJtiPrefix = hashPrefix(subject.jti);
-    const [, auditParams] = this.events.auditSql(
-      {
+    const flags = await this.issuer.submit({
+      agentId: agent.id,
+      sessionId: subject.sid as string,
+      userId: subject.sub,
+      tenantId: agent.tenant_id,
+      audit: {
         tenantId: agent.tenant_id,
         type: 'oauth.token_exchange.issued',
         actorType: 'agent',
@@ -260,10 +272,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
           ip_hash_prefix: client.ip ? hashPrefix(client.ip) : null,
         },
       },
-      6,
-    );
-    const [, outboxParams] = this.events.outboxSql(
-      {
+      outbox: {
         tenantId: agent.tenant_id,
         topic: 'webhook',
         eventType: 'oauth.token_exchange.issued',
@@ -278,10 +287,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
           expires_at: expiresAt,
         },
       },
-      6 + auditParams.length,
-    );
-    const [, actionParams] = this.agents.recordActionSql(
-      {
+      action: {
         tenantId: agent.tenant_id,
         agentClientId: agent.id,
         action: 'token_exchange',
@@ -293,27 +299,61 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         ip: client.ip,
         userAgent: client.userAgent || null,
       },
-      6 + auditParams.length + outboxParams.length,
-    );
-    const params = [agent.id, TOKEN_EXCHANGE_GRANT, subject.sid, subject.sub, agent.tenant_id, ...auditParams, ...outboxParams, ...actionParams];
-    try {
-      // one statement (atomic on its own): the rows are written only when every guard holds
-      const [flags] = await this.db.query<IssueFlags>(this.issueSql, params, 'oauth_token_exchange_issue');
-      if (!flags.agent_active || !flags.grant_ok || !flags.session_ok || !flags.pair_ok) throw new IssueRaceLost(flags);
-    } catch (e) {
-      if (!(e instanceof IssueRaceLost)) throw e;
-      if (!e.flags.agent_active) throw invalidClient(caller.method);
-      if (!e.flags.grant_ok) {
-        await this.clientUnauthorized(caller, 'client_disabled');
-        throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
-      }
-      const reason = e.flags.session_ok ? 'agent_revoked_by_user' : 'session_revoked';
-      throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
+    });
+    if (flags.agent_active && flags.grant_ok && flags.session_ok && flags.pair_ok) return;
+    // the final conditional write lost a race with a revocation (spec 3.2: nothing issued after it)
+    if (!flags.agent_active) throw invalidClient(caller.method);
+    if (!flags.grant_ok) {
+      await this.clientUnauthorized(caller, 'client_disabled');
+      throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
     }
+    const reason = flags.session_ok ? 'agent_revoked_by_user' : 'session_revoked';
+    throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
+  }
+
+  /** The issuing statement for one exchange. */
+  private async issueOne(it: Issuance): Promise<IssueFlags> {
+    const [, ap] = this.events.auditSql(it.audit, 6);
+    const [, op] = this.events.outboxSql(it.outbox, 6 + ap.length);
+    const [, xp] = this.agents.recordActionSql(it.action, 6 + ap.length + op.length);
+    const [flags] = await this.db.query<IssueFlags>(
+      this.issueSql,
+      [it.agentId, TOKEN_EXCHANGE_GRANT, it.sessionId, it.userId, it.tenantId, ...ap, ...op, ...xp],
+      'oauth_token_exchange_issue',
+    );
+    return flags;
+  }
+
+  /** The issuing statement for several exchanges: the guards per exchange, its rows only when they hold. */
+  private async issueMany(items: Issuance[]): Promise<IssueFlags[]> {
+    const ok = '(SELECT ok FROM g WHERE g.ord = r.ord)';
+    const [auditSql, ap] = this.events.auditRowsSql(items.map((i) => i.audit), 6, ok);
+    const [outboxSql, op] = this.events.outboxRowsSql(items.map((i) => i.outbox), 6 + ap.length, ok);
+    const [actionSql, xp] = this.agents.recordActionsSql(items.map((i) => i.action), 6 + ap.length + op.length, ok);
+    const rows = await this.db.query<IssueFlags & { ord: string }>(
+      `WITH i AS (
+         SELECT * FROM unnest($1::uuid[], $3::uuid[], $4::uuid[], $5::uuid[]) WITH ORDINALITY AS i(agent_id, session_id, user_id, tenant_id, ord)
+       ), f AS (
+         SELECT i.ord,
+                COALESCE(ac.revoked_at IS NULL, false) AS agent_active,
+                COALESCE(ac.disabled_at IS NULL AND $2 = ANY (ac.grant_types), false) AS grant_ok,
+                EXISTS (SELECT 1 FROM user_sessions s
+                         WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL) AS session_ok,
+                NOT EXISTS (SELECT 1 FROM agent_user_revocations v
+                             WHERE v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id AND v.revoked_at IS NOT NULL) AS pair_ok
+           FROM i LEFT JOIN agent_clients ac ON ac.id = i.agent_id
+       ), g AS (
+         SELECT *, agent_active AND grant_ok AND session_ok AND pair_ok AS ok FROM f
+       ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
+       SELECT ord, agent_active, grant_ok, session_ok, pair_ok FROM g ORDER BY ord`,
+      [items.map((i) => i.agentId), TOKEN_EXCHANGE_GRANT, items.map((i) => i.sessionId), items.map((i) => i.userId), items.map((i) => i.tenantId), ...ap, ...op, ...xp],
+      'oauth_token_exchange_issue_batch',
+    );
+    return rows.map(({ ord: _ord, ...flags }) => flags);
   }
 
   /**
-   * The statement of `issue`: guard flags read in the same snapshot as the inserts, which are
+   * The statement of `issueOne`: guard flags read in the same snapshot as the inserts, which are
    * conditional on them (a revoke committed before it starts is seen; one committing later is
    * later than this issuance). No explicit transaction: no BEGIN and COMMIT round trips.
    */
