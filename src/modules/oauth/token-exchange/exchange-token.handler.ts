@@ -349,7 +349,13 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       [items.map((i) => i.agentId), TOKEN_EXCHANGE_GRANT, items.map((i) => i.sessionId), items.map((i) => i.userId), items.map((i) => i.tenantId), ...ap, ...op, ...xp],
       'oauth_token_exchange_issue_batch',
     );
-    return rows.map(({ ord: _ord, ...flags }) => flags);
+    const byOrd = new Map(rows.map(({ ord, ...flags }) => [Number(ord), flags]));
+    return items.map((_, k) => {
+      const flags = byOrd.get(k + 1);
+      // never guess another exchange's answer: a missing row fails the batch (each call retried alone)
+      if (!flags) throw new Error('token exchange batch: missing guard row');
+      return flags;
+    });
   }
 
   /**
