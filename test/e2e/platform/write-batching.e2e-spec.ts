@@ -18,7 +18,9 @@ describe('write batching: concurrent guest sign-ins and refreshes share one stat
   });
   afterAll(() => t.close());
 
-  const anon = (tenant: TenantFixture) => t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({});
+  const anon = (tenant: TenantFixture, body: object = {}) => t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send(body);
+  /** public_metadata that an array literal must quote and escape on its way to jsonb[] */
+  const tricky = { note: 'a "quoted" {braced}, back\\slash and comma', emoji: '😀 ü', nested: { list: [1, 'two', null, { deep: true }] }, empty: '' };
   const refresh = (token: string, tenant: TenantFixture) => t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ refresh_token: token });
   const register = async (tenant: TenantFixture) =>
     (await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201)).body;
@@ -88,7 +90,7 @@ describe('write batching: concurrent guest sign-ins and refreshes share one stat
     const results = await queuedBehind(
       lock,
       [() => anon(tenant), () => anon(tenant)],
-      [...Array.from({ length: 10 }, () => () => anon(tenant)), ...Array.from({ length: 5 }, () => () => anon(other))],
+      [...Array.from({ length: 10 }, (_, k) => () => anon(tenant, k % 2 ? { public_metadata: { ...tricky, k } } : {})), ...Array.from({ length: 5 }, () => () => anon(other))],
     );
     for (const r of results) expect(r.status).toBe(201);
     const d = delta(before, await counters('guest_create'));
@@ -103,8 +105,12 @@ describe('write batching: concurrent guest sign-ins and refreshes share one stat
     expect(rows[0].n).toBe(17);
     const mau = await t.db.query<{ tenant_id: string; active_users: number }>(`SELECT tenant_id, active_users FROM tenant_mau WHERE tenant_id = ANY($1)`, [[tenant.id, other.id]]);
     expect(Object.fromEntries(mau.map((m) => [m.tenant_id, m.active_users]))).toEqual({ [tenant.id]: 13, [other.id]: 5 });
-    // the batched guests are real: their tokens refresh
+    // the batched guests are real: their tokens refresh, their metadata comes back as sent
     for (const r of results.slice(2, 4)) await refresh(r.body.refresh_token, tenant).expect(200);
+    for (const [k, r] of results.slice(2, 12).entries()) {
+      const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${r.body.access_token}`).expect(200);
+      expect(me.body.public_metadata).toEqual(k % 2 ? { ...tricky, k } : {});
+    }
   });
 
   it('a batch that does not fit the monthly allowance admits exactly what is left, one by one', async () => {
