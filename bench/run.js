@@ -1,5 +1,5 @@
 /* eslint-disable */
-// `npm run bench`: autocannon against the built API (API_WORKERS processes, default 1) on real
+// `npm run bench`: autocannon against the built API (API_WORKERS processes: 2 unless BENCH_API_WORKERS says otherwise) on real
 // PostgreSQL and Redis. Limits stay on: load is spread over many client addresses
 // (X-Forwarded-For, TRUST_PROXY=loopback) and API keys. Results are appended to bench/RESULTS.md.
 const crypto = require('crypto');
@@ -266,7 +266,7 @@ async function main() {
   const redis = execSync(`redis-cli -u "${process.env.REDIS_URL || 'redis://127.0.0.1:6379'}" info server | grep redis_version`, { encoding: 'utf8' }).trim();
   const lines = [];
   lines.push(`\n## ${new Date().toISOString()} — ${os.cpus().length} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, PostgreSQL ${pg}, ${redis}`);
-  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=${process.env.API_WORKERS || 1}, NODE_ENV=development (OWASP argon2id cost, m=${argon2Options().memoryCost} KiB t=${argon2Options().timeCost} p=${argon2Options().parallelism}), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each).\n`);
+  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=${process.env.API_WORKERS || 2}, NODE_ENV=development (OWASP argon2id cost, m=${argon2Options().memoryCost} KiB t=${argon2Options().timeCost} p=${argon2Options().parallelism}), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each).\n`);
   lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors |');
   lines.push('|---|---|---|---|---|---|---|---|---|');
   for (const r of [...maxRuns, ...fixedRuns]) {
