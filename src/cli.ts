@@ -2,6 +2,7 @@ import { DynamicModule, INestApplicationContext, Module, Provider, Type } from '
 import { NestFactory } from '@nestjs/core';
 import { APP_CONFIG, AppConfig } from './config/config';
 import { GuestPurgeService } from './modules/guests/purge/guest-purge.service';
+import { AgentClientCache } from './modules/agents/agent-client.cache';
 import { ApiKeyCache } from './shared/cache/api-key.cache';
 import { ExpiredRowsSweeper } from './shared/maintenance/expired-rows.sweeper';
 import { SigningKeysService } from './shared/crypto/signing-keys.service';
@@ -58,6 +59,7 @@ async function setTier(app: INestApplicationContext, slug: string, tier: string)
     return t;
   });
   await app.get(ApiKeyCache).invalidateTenant(app.get(Db), changed.id); // the keys carry the tier
+  await app.get(AgentClientCache).invalidateTenant(app.get(Db), changed.id); // so do the agent clients
   return changed;
 }
 
@@ -82,6 +84,7 @@ export const COMMANDS: CliCommand[] = [
     name: 'tenants:set-tier',
     args: '<slug> <free|pro|enterprise>',
     description: "sets a tenant's tier (audited)",
+    providers: [AgentClientCache],
     run: async ({ app, args, io }) => {
       if (args.length !== 2) throw new CliUsageError('tenants:set-tier needs <slug> <tier>');
       const t = await setTier(app, args[0], args[1]);

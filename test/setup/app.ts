@@ -3,6 +3,7 @@ import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import request from 'supertest';
 import { createApiApp } from '../../src/app.factory';
 import { resetConfigForTests } from '../../src/config/config.module';
+import { AgentClientCache } from '../../src/modules/agents/agent-client.cache';
 import { ApiKeyCache } from '../../src/shared/cache/api-key.cache';
 import { Db } from '../../src/shared/db/db.service';
 
@@ -12,7 +13,7 @@ export interface TestApp {
   db: Db;
   /**
    * After a test changed a tenant row with SQL (as an operator would by hand): what the service's
-   * own writers do after their commit, so cached API-key principals carry the change.
+   * own writers do after their commit, so cached API-key principals and agent clients carry the change.
    */
   tenantChanged: (tenantId: string) => Promise<void>;
   close: () => Promise<void>;
@@ -38,7 +39,10 @@ export async function createTestApp(env: Record<string, string> = {}): Promise<T
     app,
     http: () => request(app.getHttpServer()),
     db: app.get(Db),
-    tenantChanged: (tenantId) => app.get(ApiKeyCache).invalidateTenant(app.get(Db), tenantId),
+    tenantChanged: async (tenantId) => {
+      await app.get(ApiKeyCache).invalidateTenant(app.get(Db), tenantId);
+      await app.get(AgentClientCache).invalidateTenant(app.get(Db), tenantId);
+    },
     close: () => app.close(),
   };
 }

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AgentActivityHandler } from './agent-activity/agent-activity.handler';
+import { AgentClientCache } from './agent-client.cache';
 import { AgentDenylistService } from './agent-denylist.service';
 import { AgentsController } from './agents.controller';
 import { AgentsService } from './agents.service';
@@ -26,6 +27,7 @@ import { UpdateAgentHandler } from './update-agent/update-agent.handler';
   controllers: [AgentsController, MyAgentsController, OAuthClientsController],
   providers: [
     AgentsService,
+    AgentClientCache,
     AgentDenylistService,
     RegisterAgentHandler,
     ListAgentsHandler,
@@ -44,6 +46,6 @@ import { UpdateAgentHandler } from './update-agent/update-agent.handler';
     RejectAgentClientTypeGuard,
     MyAgentsGuard,
   ],
-  exports: [AgentsService, AgentDenylistService],
+  exports: [AgentsService, AgentDenylistService, AgentClientCache],
 })
 export class AgentsModule {}

@@ -3,6 +3,7 @@ import { hashPrefix } from '../../shared/crypto/tokens';
 import { Db, Queryable } from '../../shared/db/db.service';
 import type { AgentRow } from './agent.response.dto';
 import { insertRowSql, insertRowsSql, transpose } from '../../shared/db/insert-row.sql';
+import { AgentClientCache } from './agent-client.cache';
 
 /** Keys of `agent_settings.rate_limits` (spec 2.10). */
 export const AGENT_RATE_LIMIT_KEYS = [
@@ -63,21 +64,30 @@ const ACTION_COLUMNS = [
  */
 @Injectable()
 export class AgentsService {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly cache: AgentClientCache,
+  ) {}
 
   /** The agent client with this client_id (= agent id) in any state, or null (also for a non-UUID). */
   async findClient(clientId: string): Promise<AgentClientRow | null> {
     if (!UUID.test(clientId)) return null;
-    const [row] = await this.db.query<AgentClientRow>(
-      `SELECT a.id, a.tenant_id, t.tier AS tenant_tier, a.name, a.description, a.agent_class, a.logo_url, a.scopes,
-              a.grant_types, a.agent_token_max_ttl_sec, a.rate_limits, a.max_concurrent_tokens, a.secret_hash,
-              a.agent_metadata_version, a.created_at, a.updated_at, a.disabled_at, a.revoked_at
-         FROM agent_clients a JOIN tenants t ON t.id = a.tenant_id
-        WHERE a.id = $1`,
-      [clientId],
-      'agents_find_client',
-    );
-    return row ?? null;
+    const row = await this.cache.read(clientId, async () => {
+      const [r] = await this.db.query<AgentClientRow>(
+        `SELECT a.id, a.tenant_id, t.tier AS tenant_tier, a.name, a.description, a.agent_class, a.logo_url, a.scopes,
+                a.grant_types, a.agent_token_max_ttl_sec, a.rate_limits, a.max_concurrent_tokens, a.secret_hash,
+                a.agent_metadata_version, a.created_at, a.updated_at, a.disabled_at, a.revoked_at
+           FROM agent_clients a JOIN tenants t ON t.id = a.tenant_id
+          WHERE a.id = $1`,
+        [clientId],
+        'agents_find_client',
+      );
+      return r;
+    });
+    if (!row) return null;
+    // a cached row comes back from JSON: its timestamps as strings
+    for (const k of ['created_at', 'updated_at', 'disabled_at', 'revoked_at'] as const) if (row[k] !== null) row[k] = new Date(row[k]);
+    return row;
   }
 
   /** Like findClient, but null when the agent is revoked or disabled (spec 3.2). */

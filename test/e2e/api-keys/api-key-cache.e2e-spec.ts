@@ -1,7 +1,9 @@
 import Redis from 'ioredis';
 import { CliIo, runCli } from '../../../src/cli';
+import { AgentsService } from '../../../src/modules/agents/agents.service';
 import { sha256Hex } from '../../../src/shared/crypto/tokens';
 import { REDIS } from '../../../src/shared/redis/redis.module';
+import { createAgent } from '../../factories/agent.factory';
 import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 
@@ -66,14 +68,20 @@ describe('API-key principal cache', () => {
     await anon(second, k.key).expect(201);
   });
 
-  it('cli tenants:set-tier invalidates the tenant’s cached keys', async () => {
+  it('cli tenants:set-tier invalidates the tenant’s cached keys and agent clients', async () => {
     const other = await signupTenant(t);
     const k = await createApiKey(t, other);
     await register(t, k.key).expect(201);
     expect(JSON.parse((await slot(k.key))!).tier).toBe('free');
+    // an agent client of the tenant, cached as the token endpoint reads it
+    const agent = await createAgent(t.db, other.tenantId);
+    expect((await t.app.get(AgentsService).findClient(agent.id))?.tenant_tier).toBe('free');
+    expect(JSON.parse((await redis.get(`agentclient:${agent.id}`))!).tenant_tier).toBe('free');
     const io: CliIo = { out: () => undefined, err: () => undefined };
     expect(await runCli(['tenants:set-tier', other.slug, 'pro'], io)).toBe(0);
     expect(await slot(k.key)).toBe('-');
+    expect(await redis.get(`agentclient:${agent.id}`)).toBe('-');
+    expect((await t.app.get(AgentsService).findClient(agent.id))?.tenant_tier).toBe('pro');
     await register(t, k.key).expect(201);
     expect(await slot(k.key)).toBe('-'); // the tombstone stays until it expires; reads go to PostgreSQL
   });

@@ -39,6 +39,48 @@ describe('token exchange: denylist lifetime, audience, grant types, refusal webh
     });
   }
 
+  describe('the agent-client cache (AGENT_CLIENT_CACHE_TTL_SECONDS)', () => {
+    it('every change through the API shows on the next exchange: rotate-secret, PATCH of scopes, disable, revoke, a tier change', async () => {
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'profile'] });
+      const user = await endUser(t, owner);
+      const exchange = (creds: { id: string; secret: string }, scope = 'openid profile') => postToken(t, creds, exchangeBody(user.accessToken, { scope }));
+      // the first exchange fills the cache
+      expect((await exchange(agentCreds(a)).expect(200)).body.scope).toBe('openid profile');
+      const rotated = (await as(t, owner).post(agentsUrl(owner, `/${a.id}/rotate-secret`)).expect(200)).body;
+      expect((await exchange(agentCreds(a)).expect(401)).body.error).toBe('invalid_client');
+      const creds = agentCreds(rotated);
+      await exchange(creds).expect(200);
+      await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { scopes: ['openid'] }).expect(200);
+      expect((await exchange(creds).expect(200)).body.scope).toBe('openid');
+      // the operator moves the tenant to free: agent clients need Pro (spec 5 rule 3)
+      await t.db.query(`UPDATE tenants SET tier = 'free' WHERE id = $1`, [owner.tenantId]);
+      await t.tenantChanged(owner.tenantId);
+      expect((await exchange(creds).expect(400)).body.error).toBe('unauthorized_client');
+      await t.db.query(`UPDATE tenants SET tier = 'pro' WHERE id = $1`, [owner.tenantId]);
+      await t.tenantChanged(owner.tenantId);
+      await exchange(creds).expect(200);
+      await as(t, owner).post(agentsUrl(owner, `/${a.id}/disable`)).expect(200);
+      expect((await exchange(creds).expect(400)).body.error).toBe('unauthorized_client');
+      await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { grant_types: ['urn:ietf:params:oauth:grant-type:token-exchange'] }).expect(200);
+      await exchange(creds).expect(200);
+      await as(t, owner).delete(agentsUrl(owner, `/${a.id}`)).expect(200);
+      expect((await exchange(creds).expect(401)).body.error).toBe('invalid_client');
+    });
+
+    it('a secret changed behind the cache (an invalidation lost) still issues nothing: the issuing statement compares the secret', async () => {
+      const a = await registerAgent(t, owner);
+      const user = await endUser(t, owner);
+      await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid' })).expect(200);
+      // a rotation whose cache invalidation never happened: the cached row still holds the old hash
+      await t.db.query(`UPDATE agent_clients SET secret_hash = $2 WHERE id = $1`, [a.id, 'f'.repeat(64)]);
+      const res = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid' })).expect(401);
+      expect(res.body.error).toBe('invalid_client');
+      expect(res.body.access_token).toBeUndefined();
+      const issued = await t.db.query(`SELECT 1 FROM agent_actions WHERE agent_client_id = $1 AND action = 'token_exchange'`, [a.id]);
+      expect(issued).toHaveLength(1);
+    });
+  });
+
   it('an agent that exchanged nothing recently is denylisted for exactly agent_token_max_ttl_sec', async () => {
     const a = await registerAgent(t, owner, { agent_token_max_ttl_sec: 120 });
     await as(t, owner).delete(agentsUrl(owner, `/${a.id}`)).expect(200);

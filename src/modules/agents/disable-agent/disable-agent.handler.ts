@@ -1,6 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
+import { AgentClientCache } from '../agent-client.cache';
 import { agentAdminEvent } from '../agent-events';
 import { AppError } from '../../../shared/errors/app-error';
 import { agentNotFound } from '../agent.errors';
@@ -17,11 +18,12 @@ export class DisableAgentHandler implements ICommandHandler<DisableAgentCommand>
   constructor(
     private readonly db: Db,
     private readonly events: EventsService,
+    private readonly cache: AgentClientCache,
   ) {}
 
   async execute(cmd: DisableAgentCommand): Promise<AgentResponse> {
     const tenantId = cmd.actor.tenant!.id;
-    return this.db.tx(async (tx) => {
+    const result = await this.db.tx(async (tx) => {
       // the row lock serializes racing disables: exactly one emits the event
       const [cur] = await tx.query<AgentRow>(`SELECT ${AGENT_COLUMNS} FROM agent_clients WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [cmd.agentId, tenantId]);
       if (!cur) throw agentNotFound();
@@ -40,5 +42,8 @@ export class DisableAgentHandler implements ICommandHandler<DisableAgentCommand>
       );
       return toAgentResponse(row);
     });
+    // after the commit, before the answer: no process authenticates the client from the old row again
+    await this.cache.invalidate([cmd.agentId]);
+    return result;
   }
 }

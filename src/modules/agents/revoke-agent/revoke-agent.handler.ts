@@ -2,6 +2,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
+import { AgentClientCache } from '../agent-client.cache';
 import { AgentDenylistService } from '../agent-denylist.service';
 import { agentAdminEvent } from '../agent-events';
 import { findTenantAgent } from '../agent.errors';
@@ -29,6 +30,7 @@ export class RevokeAgentHandler implements ICommandHandler<RevokeAgentCommand> {
     private readonly events: EventsService,
     private readonly mail: MailService,
     private readonly denylist: AgentDenylistService,
+    private readonly cache: AgentClientCache,
   ) {}
 
   async execute(cmd: RevokeAgentCommand): Promise<RevokeAgentResponse> {
@@ -61,6 +63,7 @@ export class RevokeAgentHandler implements ICommandHandler<RevokeAgentCommand> {
     });
     // also on a repeat: restores a cache write a crash after an earlier commit may have missed
     await this.denylist.cacheAfterCommit(row.id);
+    await this.cache.invalidate([row.id]);
     return { id: row.id, name: row.name, revoked_at: row.revoked_at!.toISOString(), agent_metadata_version: row.agent_metadata_version };
   }
 }

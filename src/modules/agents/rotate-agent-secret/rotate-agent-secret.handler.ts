@@ -2,6 +2,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
+import { AgentClientCache } from '../agent-client.cache';
 import { notUpdatable } from '../agent.errors';
 import { AGENT_COLUMNS, AgentRow, AgentWithSecretResponse, toAgentResponse } from '../agent.response.dto';
 import { RotateAgentSecretCommand } from './rotate-agent-secret.command';
@@ -11,12 +12,13 @@ export class RotateAgentSecretHandler implements ICommandHandler<RotateAgentSecr
   constructor(
     private readonly db: Db,
     private readonly events: EventsService,
+    private readonly cache: AgentClientCache,
   ) {}
 
   async execute(cmd: RotateAgentSecretCommand): Promise<AgentWithSecretResponse> {
     const tenantId = cmd.actor.tenant!.id;
     const secret = randomToken();
-    return this.db.tx(async (tx) => {
+    const result = await this.db.tx(async (tx) => {
       // spec 3.2: rotate-secret on a revoked agent is 409 agent/already_revoked
       const [row] = await tx.query<AgentRow>(
         `UPDATE agent_clients SET secret_hash = $3, updated_at = now()
@@ -37,5 +39,8 @@ export class RotateAgentSecretHandler implements ICommandHandler<RotateAgentSecr
       });
       return { ...toAgentResponse(row), client_secret: secret };
     });
+    // after the commit, before the answer: no process authenticates the client from the old row again
+    await this.cache.invalidate([cmd.agentId]);
+    return result;
   }
 }

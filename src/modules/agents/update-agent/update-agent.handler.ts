@@ -1,6 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
+import { AgentClientCache } from '../agent-client.cache';
 import { checkAgentFields, notUpdatable } from '../agent.errors';
 import { AGENT_COLUMNS, AgentResponse, AgentRow, toAgentResponse } from '../agent.response.dto';
 import { UpdateAgentCommand } from './update-agent.command';
@@ -10,6 +11,7 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
   constructor(
     private readonly db: Db,
     private readonly events: EventsService,
+    private readonly cache: AgentClientCache,
   ) {}
 
   async execute(cmd: UpdateAgentCommand): Promise<AgentResponse> {
@@ -38,7 +40,7 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
     if (b.agent_settings?.max_concurrent_tokens !== undefined) set('max_concurrent_tokens', b.agent_settings.max_concurrent_tokens);
     const changed = Object.keys(b).filter((k) => (b as Record<string, unknown>)[k] !== undefined);
 
-    return this.db.tx(async (tx) => {
+    const result = await this.db.tx(async (tx) => {
       // spec 3.2: conditional on revoked_at IS NULL; spec 9: each PATCH increments agent_metadata_version
       const [row] = await tx.query<AgentRow>(
         `UPDATE agent_clients SET ${[...sets, 'agent_metadata_version = agent_metadata_version + 1', 'updated_at = now()'].join(', ')}
@@ -58,5 +60,8 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
       });
       return toAgentResponse(row);
     });
+    // after the commit, before the answer: no process authenticates the client from the old row again
+    await this.cache.invalidate([cmd.agentId]);
+    return result;
   }
 }

@@ -28,6 +28,8 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 /** An absolute URI (RFC 3986 section 4.3) for `audience`. */
 const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$/;
 const MAX_AUDIENCES = 5;
+/** $1-$6 of the issuing statements: agent, grant type, session, user, tenant, client secret hash */
+const GUARD_PARAMS = 6;
 const MAX_SUBJECT_TOKEN_LENGTH = 16_384;
 
 interface ExchangeRequest {
@@ -48,6 +50,8 @@ interface IssueFlags {
 /** What one exchange writes, and the guards it is written under. */
 interface Issuance {
   agentId: string;
+  /** the client secret's hash the caller authenticated with: refused if the secret changed since */
+  secretHash: string;
   sessionId: string;
   userId: string;
   tenantId: string;
@@ -237,7 +241,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
 
   /**
    * One statement: the audit event, the webhook (outbox) and the activity row, written only
-   * if the agent is still active and holds the grant, the subject's session is live and the user
+   * if the agent is still active with the secret the caller authenticated with and holds the grant, the subject's session is live and the user
    * has not withdrawn the agent at that instant (spec 3.2, 3.3: a revoke that has returned is
    * never followed by an issuance; PostgreSQL decides, so a Redis flush changes nothing).
    * Concurrent exchanges of a process share one statement (Batcher), each row under its own guards.
@@ -250,6 +254,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const subjectJtiPrefix = hashPrefix(subject.jti);
     const flags = await this.issuer.submit({
       agentId: agent.id,
+      secretHash: agent.secret_hash,
       sessionId: subject.sid as string,
       userId: subject.sub,
       tenantId: agent.tenant_id,
@@ -313,12 +318,12 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
 
   /** The issuing statement for one exchange. */
   private async issueOne(it: Issuance): Promise<IssueFlags> {
-    const [, ap] = this.events.auditSql(it.audit, 6);
-    const [, op] = this.events.outboxSql(it.outbox, 6 + ap.length);
-    const [, xp] = this.agents.recordActionSql(it.action, 6 + ap.length + op.length);
+    const [, ap] = this.events.auditSql(it.audit, GUARD_PARAMS + 1);
+    const [, op] = this.events.outboxSql(it.outbox, GUARD_PARAMS + 1 + ap.length);
+    const [, xp] = this.agents.recordActionSql(it.action, GUARD_PARAMS + 1 + ap.length + op.length);
     const [flags] = await this.db.query<IssueFlags>(
       this.issueSql,
-      [it.agentId, TOKEN_EXCHANGE_GRANT, it.sessionId, it.userId, it.tenantId, ...ap, ...op, ...xp],
+      [it.agentId, TOKEN_EXCHANGE_GRANT, it.sessionId, it.userId, it.tenantId, it.secretHash, ...ap, ...op, ...xp],
       'oauth_token_exchange_issue',
     );
     return flags;
@@ -327,15 +332,15 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
   /** The issuing statement for several exchanges: the guards per exchange, its rows only when they hold. */
   private async issueMany(items: Issuance[]): Promise<IssueFlags[]> {
     const ok = '(SELECT ok FROM g WHERE g.ord = r.ord)';
-    const [auditSql, ap] = this.events.auditRowsSql(items.map((i) => i.audit), 6, ok);
-    const [outboxSql, op] = this.events.outboxRowsSql(items.map((i) => i.outbox), 6 + ap.length, ok);
-    const [actionSql, xp] = this.agents.recordActionsSql(items.map((i) => i.action), 6 + ap.length + op.length, ok);
+    const [auditSql, ap] = this.events.auditRowsSql(items.map((i) => i.audit), GUARD_PARAMS + 1, ok);
+    const [outboxSql, op] = this.events.outboxRowsSql(items.map((i) => i.outbox), GUARD_PARAMS + 1 + ap.length, ok);
+    const [actionSql, xp] = this.agents.recordActionsSql(items.map((i) => i.action), GUARD_PARAMS + 1 + ap.length + op.length, ok);
     const rows = await this.db.query<IssueFlags & { ord: string }>(
       `WITH i AS (
-         SELECT * FROM unnest($1::uuid[], $3::uuid[], $4::uuid[], $5::uuid[]) WITH ORDINALITY AS i(agent_id, session_id, user_id, tenant_id, ord)
+         SELECT * FROM unnest($1::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::text[]) WITH ORDINALITY AS i(agent_id, session_id, user_id, tenant_id, secret_hash, ord)
        ), f AS (
          SELECT i.ord,
-                COALESCE(ac.revoked_at IS NULL, false) AS agent_active,
+                COALESCE(ac.revoked_at IS NULL AND ac.secret_hash = i.secret_hash, false) AS agent_active,
                 COALESCE(ac.disabled_at IS NULL AND $2 = ANY (ac.grant_types), false) AS grant_ok,
                 EXISTS (SELECT 1 FROM user_sessions s
                          WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL) AS session_ok,
@@ -346,7 +351,17 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
          SELECT *, agent_active AND grant_ok AND session_ok AND pair_ok AS ok FROM f
        ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
        SELECT ord, agent_active, grant_ok, session_ok, pair_ok FROM g ORDER BY ord`,
-      [items.map((i) => i.agentId), TOKEN_EXCHANGE_GRANT, items.map((i) => i.sessionId), items.map((i) => i.userId), items.map((i) => i.tenantId), ...ap, ...op, ...xp],
+      [
+        items.map((i) => i.agentId),
+        TOKEN_EXCHANGE_GRANT,
+        items.map((i) => i.sessionId),
+        items.map((i) => i.userId),
+        items.map((i) => i.tenantId),
+        items.map((i) => i.secretHash),
+        ...ap,
+        ...op,
+        ...xp,
+      ],
       'oauth_token_exchange_issue_batch',
     );
     const byOrd = new Map(rows.map(({ ord, ...flags }) => [Number(ord), flags]));
@@ -366,11 +381,11 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
   private buildIssueSql(): string {
     const dummy: AuditEvent = { tenantId: null, type: '', actorType: 'agent' };
     const ok = '(SELECT agent_active AND grant_ok AND session_ok AND pair_ok FROM g)';
-    const [auditSql, ap] = this.events.auditSql(dummy, 6, ok);
-    const [outboxSql, op] = this.events.outboxSql({ tenantId: null, topic: '', eventType: '', payload: {} }, 6 + ap.length, ok);
-    const [actionSql] = this.agents.recordActionSql({ tenantId: '', agentClientId: '', action: '' }, 6 + ap.length + op.length, ok);
+    const [auditSql, ap] = this.events.auditSql(dummy, GUARD_PARAMS + 1, ok);
+    const [outboxSql, op] = this.events.outboxSql({ tenantId: null, topic: '', eventType: '', payload: {} }, GUARD_PARAMS + 1 + ap.length, ok);
+    const [actionSql] = this.agents.recordActionSql({ tenantId: '', agentClientId: '', action: '' }, GUARD_PARAMS + 1 + ap.length + op.length, ok);
     return `WITH g AS (
-         SELECT COALESCE((SELECT revoked_at IS NULL FROM agent_clients WHERE id = $1), false) AS agent_active,
+         SELECT COALESCE((SELECT revoked_at IS NULL AND secret_hash = $6 FROM agent_clients WHERE id = $1), false) AS agent_active,
                 COALESCE((SELECT disabled_at IS NULL AND $2 = ANY (grant_types) FROM agent_clients WHERE id = $1), false) AS grant_ok,
                 EXISTS (SELECT 1 FROM user_sessions WHERE id = $3 AND user_id = $4 AND tenant_id = $5 AND revoked_at IS NULL) AS session_ok,
                 NOT EXISTS (SELECT 1 FROM agent_user_revocations
