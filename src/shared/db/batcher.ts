@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { metricsRegistry } from '../http/metrics';
 
@@ -44,6 +45,7 @@ export interface BatcherOptions {
 export class Batcher<I, O> {
   private readonly queue: Pending<I, O>[] = [];
   private inFlight = 0;
+  private readonly log = new Logger('Batcher');
 
   constructor(
     private readonly runBatch: (items: I[]) => Promise<O[]>,
@@ -77,7 +79,9 @@ export class Batcher<I, O> {
       let results: O[] | undefined;
       try {
         results = await this.runBatch(batch.map((p) => p.item));
-      } catch {
+      } catch (e) {
+        // the message only: a driver's detail may quote values
+        this.log.warn(`${name}: a batch of ${batch.length} failed (${(e as Error).message}); each call is retried alone`);
         results = undefined;
       }
       if (results) {
