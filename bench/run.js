@@ -102,20 +102,7 @@ function summarize(name, r, mode) {
   };
 }
 
-/**
- * Before each run: the previous scenario's leftovers are not this one's cost. Its inserts would
- * otherwise be vacuumed by autovacuum (PostgreSQL 13+ vacuums after inserts too) and its dirty
- * pages written by a checkpoint in the middle of the next run, on the same two cores. So each run
- * starts from a quiet database (VACUUM ANALYZE, CHECKPOINT) after a short pause.
- */
-function settle() {
-  if (process.env.BENCH_SETTLE === '0') return;
-  execSync(`psql "${process.env.DATABASE_URL}" -qc 'VACUUM (ANALYZE)' -qc 'CHECKPOINT'`, { stdio: 'ignore' });
-  execSync('sleep 2');
-}
-
-async function run(opts) {
-  settle();
+function run(opts) {
   // fixed offered rate: open loop (bench/open-loop.js says why not autocannon's overallRate);
   // the two-step MFA sign-in keeps autocannon
   if (opts.overallRate && opts.requests.length === 1) return runOpenLoop(opts);
@@ -279,7 +266,7 @@ async function main() {
   const redis = execSync(`redis-cli -u "${process.env.REDIS_URL || 'redis://127.0.0.1:6379'}" info server | grep redis_version`, { encoding: 'utf8' }).trim();
   const lines = [];
   lines.push(`\n## ${new Date().toISOString()} — ${os.cpus().length} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, PostgreSQL ${pg}, ${redis}`);
-  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=${process.env.API_WORKERS || 2}, NODE_ENV=development (OWASP argon2id cost, m=${argon2Options().memoryCost} KiB t=${argon2Options().timeCost} p=${argon2Options().parallelism}), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run, each after VACUUM (ANALYZE) and CHECKPOINT of the database${process.env.BENCH_SETTLE === '0' ? ' (off for this run)' : ''}; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each).\n`);
+  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=${process.env.API_WORKERS || 2}, NODE_ENV=development (OWASP argon2id cost, m=${argon2Options().memoryCost} KiB t=${argon2Options().timeCost} p=${argon2Options().parallelism}), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each).\n`);
   lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors |');
   lines.push('|---|---|---|---|---|---|---|---|---|');
   for (const r of [...maxRuns, ...fixedRuns]) {
