@@ -102,9 +102,9 @@ export class AgentsService {
     await q.query(sql, params);
   }
 
-  /** The INSERT of recordAction with parameters numbered from `from`, to compose into a CTE; `when`: see insertRowSql. */
-  recordActionSql(a: AgentActionInput, from: number, when?: string): [string, unknown[]] {
-    return [insertRowSql('agent_actions', ACTION_COLUMNS, from, when), actionValues(a)];
+  /** The INSERT of recordAction with parameters numbered from `from`, to compose into a CTE. */
+  recordActionSql(a: AgentActionInput, from: number): [string, unknown[]] {
+    return [insertRowSql('agent_actions', ACTION_COLUMNS, from), actionValues(a)];
   }
 
   /** The INSERT of several agent_actions rows (one array parameter per column); `when`: see insertRowsSql. */

@@ -1,21 +1,15 @@
-/**
- * The INSERT of one row with parameters numbered from `from`, for composing into a CTE. With
- * `when` (an SQL boolean expression, e.g. over an earlier CTE) the row is inserted only when it
- * holds: `INSERT ... SELECT ... WHERE when`, so one statement can check its guards and write its
- * rows in one snapshot, without an explicit transaction. The parameters then carry their column
- * types (a bare parameter in a SELECT list would be resolved as text).
- */
-export function insertRowSql(table: string, columns: readonly (readonly [name: string, type: string])[], from: number, when?: string): string {
-  const names = columns.map(([n]) => n).join(', ');
-  if (!when) return `INSERT INTO ${table} (${names}) VALUES (${columns.map((_, i) => `$${from + i}`).join(', ')})`;
-  return `INSERT INTO ${table} (${names}) SELECT ${columns.map(([, type], i) => `$${from + i}::${type}`).join(', ')} WHERE ${when}`;
+/** The INSERT of one row with parameters numbered from `from`, for composing into a CTE. */
+export function insertRowSql(table: string, columns: readonly (readonly [name: string, type: string])[], from: number): string {
+  return `INSERT INTO ${table} (${columns.map(([n]) => n).join(', ')}) VALUES (${columns.map((_, i) => `$${from + i}`).join(', ')})`;
 }
 
 /**
  * The INSERT of several rows, one per element of the column arrays (parameters numbered from
- * `from`, one array per column; see `transpose`), for composing into a CTE. The rows are read
- * with `unnest(...) WITH ORDINALITY AS r(<columns>, ord)`, so `when` may name `r.ord`, the row's
- * 1-based position, to guard each row on its own (`(SELECT ok FROM g WHERE g.ord = r.ord)`).
+ * `from`, one array per column, typed; see `transpose`), for composing into a CTE. The rows are
+ * read with `unnest(...) WITH ORDINALITY AS r(<columns>, ord)`, so `when` (an SQL boolean
+ * expression) may name `r.ord`, the row's 1-based position, to guard each row on its own
+ * (`(SELECT ok FROM g WHERE g.ord = r.ord)`): one statement checks its guards and writes its
+ * rows in one snapshot, without an explicit transaction.
  */
 export function insertRowsSql(table: string, columns: readonly (readonly [name: string, type: string])[], from: number, when?: string): string {
   const names = columns.map(([n]) => n).join(', ');

@@ -58,9 +58,9 @@ export class EventsService {
     await tx.query(`WITH a AS (${a} RETURNING 1) ${o}`, [...ap, ...op]);
   }
 
-  /** INSERT of one audit row with parameters numbered from `from` (to compose CTEs); `when`: see insertRowSql. */
-  auditSql(e: AuditEvent, from: number, when?: string): [string, unknown[]] {
-    return [insertRowSql('audit_events', AUDIT_COLUMNS, from, when), auditValues(e)];
+  /** INSERT of one audit row with parameters numbered from `from` (to compose CTEs). */
+  auditSql(e: AuditEvent, from: number): [string, unknown[]] {
+    return [insertRowSql('audit_events', AUDIT_COLUMNS, from), auditValues(e)];
   }
 
   /** INSERT of several audit rows (one array parameter per column); `when`: see insertRowsSql. */
@@ -68,8 +68,8 @@ export class EventsService {
     return [insertRowsSql('audit_events', AUDIT_COLUMNS, from, when), transpose(events.map(auditValues), AUDIT_COLUMNS.length)];
   }
 
-  outboxSql(m: OutboxMessage, from: number, when?: string): [string, unknown[]] {
-    return [insertRowSql('outbox', OUTBOX_COLUMNS, from, when), this.outboxValues(m)];
+  outboxSql(m: OutboxMessage, from: number): [string, unknown[]] {
+    return [insertRowSql('outbox', OUTBOX_COLUMNS, from), this.outboxValues(m)];
   }
 
   /** INSERT of several outbox rows (one array parameter per column); `when`: see insertRowsSql. */

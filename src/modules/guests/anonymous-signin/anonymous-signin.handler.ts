@@ -34,14 +34,14 @@ interface NewGuest {
  */
 @CommandHandler(AnonymousSigninCommand)
 export class AnonymousSigninHandler implements ICommandHandler<AnonymousSigninCommand, AnonymousSigninResponse> {
-  private readonly create: Batcher<NewGuest, Date | null>;
+  private readonly creator: Batcher<NewGuest, Date | null>;
 
   constructor(
     private readonly db: Db,
     private readonly sessions: SessionsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {
-    this.create = new Batcher((guests) => this.createMany(guests), (guest) => this.createOne(guest), { name: 'guest_create', maxBatch: 64, maxInFlight: 2 });
+    this.creator = new Batcher((guests) => this.create(guests), async (guest) => (await this.create([guest]))[0], { name: 'guest_create', maxBatch: 64, maxInFlight: 2 });
   }
 
   async execute({ apiKey, publicMetadata }: AnonymousSigninCommand): Promise<AnonymousSigninResponse> {
@@ -51,7 +51,7 @@ export class AnonymousSigninHandler implements ICommandHandler<AnonymousSigninCo
     const sessionId = randomUUID();
     const refreshId = randomUUID();
     const secret = randomToken();
-    const createdAt = await this.create.submit({
+    const createdAt = await this.creator.submit({
       tenantId: apiKey.tenantId,
       cap: MAU_ALLOWANCE[apiKey.tier],
       userId,
@@ -74,41 +74,14 @@ export class AnonymousSigninHandler implements ICommandHandler<AnonymousSigninCo
     };
   }
 
-  /** One guest; null when the tenant's monthly allowance is used up. */
-  private async createOne(g: NewGuest): Promise<Date | null> {
-    // Db.ephemeral: no WAL-flush wait while the tenant's monthly counter row is locked
-    const rows = await this.db.ephemeral.query<{ created_at: Date }>(
-      `WITH m AS (
-         INSERT INTO tenant_mau (tenant_id, month, active_users) VALUES ($1, ${CURRENT_MONTH_SQL}, 1)
-         ON CONFLICT (tenant_id, month) DO UPDATE SET active_users = tenant_mau.active_users + 1
-          WHERE $2::int IS NULL OR tenant_mau.active_users < $2::int
-         RETURNING month
-       ), u AS (
-         INSERT INTO users (id, tenant_id, is_anonymous, role, public_metadata, created_by_api_key_id, mau_month)
-         SELECT $3, $1, true, $4, $5, $6, month FROM m RETURNING id, created_at
-       ), mu AS (
-         INSERT INTO tenant_mau_users (tenant_id, month, user_id) SELECT $1, month, $3 FROM m
-       ), s AS (
-         INSERT INTO user_sessions (id, tenant_id, user_id, aal, amr, api_key_id)
-         SELECT $7, $1, id, 'AAL1', '{anonymous}', $6 FROM u RETURNING id
-       ), r AS (
-         INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, expires_at)
-         SELECT $8, s.id, $1, $3, $9, now() + make_interval(secs => $10) FROM s
-       )
-       SELECT created_at FROM u`,
-      [g.tenantId, g.cap, g.userId, g.role, g.publicMetadata, g.apiKeyId, g.sessionId, g.refreshId, g.secretHash, this.config.REFRESH_TOKEN_TTL_SECONDS],
-      'guest_create',
-    );
-    return rows[0]?.created_at ?? null;
-  }
-
   /**
-   * Many guests in one statement. Each tenant's counter moves once, by its number of guests in
-   * the batch, and only if all of them fit its allowance (counter rows locked in tenant order, so
-   * two batches never deadlock). A tenant whose guests do not all fit is left to the one-guest
-   * statement, which admits exactly as many as the allowance still has room for.
+   * One or many guests in one statement; null for a guest refused by its tenant's allowance. Each
+   * tenant's counter moves once, by its number of guests in the statement, and only if all of them
+   * fit (counter rows locked in tenant order, so two batches never deadlock; Db.ephemeral: no
+   * WAL-flush wait while they are locked). The guests of a tenant that did not fit go again one
+   * by one, so exactly as many are admitted as the allowance still has room for.
    */
-  private async createMany(guests: NewGuest[]): Promise<(Date | null)[]> {
+  private async create(guests: NewGuest[]): Promise<(Date | null)[]> {
     const col = <K extends keyof NewGuest>(k: K) => guests.map((g) => g[k]);
     const rows = await this.db.ephemeral.query<{ id: string; created_at: Date }>(
       `WITH i AS (
@@ -148,9 +121,10 @@ export class AnonymousSigninHandler implements ICommandHandler<AnonymousSigninCo
         col('secretHash'),
         this.config.REFRESH_TOKEN_TTL_SECONDS,
       ],
-      'guest_create_batch',
+      'guest_create',
     );
     const created = new Map(rows.map((r) => [r.id, r.created_at]));
-    return Promise.all(guests.map((g) => created.get(g.userId) ?? this.createOne(g)));
+    if (guests.length === 1) return [created.get(guests[0].userId) ?? null];
+    return Promise.all(guests.map(async (g) => created.get(g.userId) ?? (await this.create([g]))[0]));
   }
 }

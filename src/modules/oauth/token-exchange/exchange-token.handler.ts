@@ -28,7 +28,7 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 /** An absolute URI (RFC 3986 section 4.3) for `audience`. */
 const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$/;
 const MAX_AUDIENCES = 5;
-/** $1-$6 of the issuing statements: agent, grant type, session, user, tenant, client secret hash */
+/** $1-$6 of the issuing statement: agents, grant type, sessions, users, tenants, client secret hashes */
 const GUARD_PARAMS = 6;
 const MAX_SUBJECT_TOKEN_LENGTH = 16_384;
 
@@ -68,7 +68,6 @@ interface Issuance {
  */
 @CommandHandler(ExchangeTokenCommand)
 export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenCommand, TokenExchangeResponse> {
-  private readonly issueSql: string;
   private readonly issuer: Batcher<Issuance, IssueFlags>;
 
   constructor(
@@ -82,8 +81,11 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     private readonly agents: AgentsService,
     private readonly denylist: AgentDenylistService,
   ) {
-    this.issueSql = this.buildIssueSql();
-    this.issuer = new Batcher((items) => this.issueMany(items), (item) => this.issueOne(item), { name: 'token_exchange_issue', maxBatch: 64, maxInFlight: 2 });
+    this.issuer = new Batcher((items) => this.issueMany(items), async (item) => (await this.issueMany([item]))[0], {
+      name: 'token_exchange_issue',
+      maxBatch: 64,
+      maxInFlight: 2,
+    });
   }
 
   async execute(cmd: ExchangeTokenCommand): Promise<TokenExchangeResponse> {
@@ -316,20 +318,12 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
   }
 
-  /** The issuing statement for one exchange. */
-  private async issueOne(it: Issuance): Promise<IssueFlags> {
-    const [, ap] = this.events.auditSql(it.audit, GUARD_PARAMS + 1);
-    const [, op] = this.events.outboxSql(it.outbox, GUARD_PARAMS + 1 + ap.length);
-    const [, xp] = this.agents.recordActionSql(it.action, GUARD_PARAMS + 1 + ap.length + op.length);
-    const [flags] = await this.db.query<IssueFlags>(
-      this.issueSql,
-      [it.agentId, TOKEN_EXCHANGE_GRANT, it.sessionId, it.userId, it.tenantId, it.secretHash, ...ap, ...op, ...xp],
-      'oauth_token_exchange_issue',
-    );
-    return flags;
-  }
-
-  /** The issuing statement for several exchanges: the guards per exchange, its rows only when they hold. */
+  /**
+   * The issuing statement for one or several exchanges: guard flags per exchange read in the same
+   * snapshot as the inserts, which are conditional on them (a revoke committed before it starts is
+   * seen; one committing later is later than this issuance). No explicit transaction: no BEGIN
+   * and COMMIT round trips.
+   */
   private async issueMany(items: Issuance[]): Promise<IssueFlags[]> {
     const ok = '(SELECT ok FROM g WHERE g.ord = r.ord)';
     const [auditSql, ap] = this.events.auditRowsSql(items.map((i) => i.audit), GUARD_PARAMS + 1, ok);
@@ -371,27 +365,6 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       if (!flags) throw new Error('token exchange batch: missing guard row');
       return flags;
     });
-  }
-
-  /**
-   * The statement of `issueOne`: guard flags read in the same snapshot as the inserts, which are
-   * conditional on them (a revoke committed before it starts is seen; one committing later is
-   * later than this issuance). No explicit transaction: no BEGIN and COMMIT round trips.
-   */
-  private buildIssueSql(): string {
-    const dummy: AuditEvent = { tenantId: null, type: '', actorType: 'agent' };
-    const ok = '(SELECT agent_active AND grant_ok AND session_ok AND pair_ok FROM g)';
-    const [auditSql, ap] = this.events.auditSql(dummy, GUARD_PARAMS + 1, ok);
-    const [outboxSql, op] = this.events.outboxSql({ tenantId: null, topic: '', eventType: '', payload: {} }, GUARD_PARAMS + 1 + ap.length, ok);
-    const [actionSql] = this.agents.recordActionSql({ tenantId: '', agentClientId: '', action: '' }, GUARD_PARAMS + 1 + ap.length + op.length, ok);
-    return `WITH g AS (
-         SELECT COALESCE((SELECT revoked_at IS NULL AND secret_hash = $6 FROM agent_clients WHERE id = $1), false) AS agent_active,
-                COALESCE((SELECT disabled_at IS NULL AND $2 = ANY (grant_types) FROM agent_clients WHERE id = $1), false) AS grant_ok,
-                EXISTS (SELECT 1 FROM user_sessions WHERE id = $3 AND user_id = $4 AND tenant_id = $5 AND revoked_at IS NULL) AS session_ok,
-                NOT EXISTS (SELECT 1 FROM agent_user_revocations
-                             WHERE tenant_id = $5 AND user_id = $4 AND agent_client_id = $1 AND revoked_at IS NOT NULL) AS pair_ok
-       ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
-       SELECT agent_active, grant_ok, session_ok, pair_ok FROM g`;
   }
 
   /** spec 6 oauth.token_exchange.subject_invalid: the precise reason, hash prefixes only. */
