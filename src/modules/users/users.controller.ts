@@ -9,7 +9,9 @@ import {
   CurrentUser,
   UserPrincipal,
 } from '../../shared/auth/auth-context';
+import { BearerPrefetch, BearerPrefetched, Prefetched } from '../../shared/auth/bearer-prefetch';
 import { ApiKeyAuth, BearerAuth } from '../../shared/auth/guards';
+import { UserProfileCache } from '../../shared/cache/user-profile.cache';
 import { ApiProblems, Problems } from '../../shared/http/api-docs';
 import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
 import { TokenResponseDto } from '../sessions/sessions.response.dto';
@@ -88,10 +90,11 @@ export class UsersController {
 
   @Get('me')
   @BearerAuth()
+  @BearerPrefetch(UserProfileCache)
   @ApiOperation({ summary: 'The current user' })
   @ApiOkResponse({ type: MeResponseDto })
   @ApiProblems(...Problems.bearer)
-  me(@CurrentUser() user: UserPrincipal): Promise<MeResponse> {
-    return this.queryBus.execute(new GetMeQuery(user.tenantId, user.userId, user.claims.role));
+  me(@CurrentUser() user: UserPrincipal, @BearerPrefetched() prefetched: Prefetched | undefined): Promise<MeResponse> {
+    return this.queryBus.execute(new GetMeQuery(user.tenantId, user.userId, user.claims.role, prefetched));
   }
 }

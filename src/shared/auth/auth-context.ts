@@ -47,6 +47,8 @@ export interface AuthContext {
   apiKey?: ApiKeyPrincipal;
   user?: UserPrincipal;
   dashboard?: DashboardPrincipal;
+  /** Redis values the bearer guard read for the route (BearerPrefetch), by key */
+  prefetched?: ReadonlyMap<string, string | null>;
 }
 
 declare module 'fastify' {

@@ -1,11 +1,13 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Type } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
 import { PassportStrategy } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
 import { Strategy } from 'passport-custom';
-import { JwtService, TokenVerificationError } from '../crypto/jwt.service';
+import { AccessClaims, JwtService, TokenVerificationError } from '../crypto/jwt.service';
 import { AppError, InvalidTokenError } from '../errors/app-error';
 import { ApiKeyResolver } from './api-key.strategy';
 import { authOf, UserPrincipal } from './auth-context';
+import { bearerPrefetchSource, BearerPrefetchSource } from './bearer-prefetch';
 import { TokenRevocationService } from './token-revocation.service';
 
 /** Reads `Authorization: Bearer <jwt>`; undefined when absent. */
@@ -27,7 +29,22 @@ export class BearerAuthenticator {
     private readonly jwt: JwtService,
     private readonly apiKeys: ApiKeyResolver,
     private readonly revocation: TokenRevocationService,
+    private readonly moduleRef: ModuleRef,
   ) {}
+
+  private readonly prefetchSources = new Map<Type<BearerPrefetchSource>, BearerPrefetchSource>();
+
+  /** The keys the route asked for (BearerPrefetch), read with the revocation check. */
+  private prefetchKeys(req: FastifyRequest, claims: AccessClaims): string[] {
+    const type = bearerPrefetchSource(req);
+    if (!type) return [];
+    let source = this.prefetchSources.get(type);
+    if (!source) {
+      source = this.moduleRef.get<BearerPrefetchSource>(type, { strict: false });
+      this.prefetchSources.set(type, source);
+    }
+    return source.prefetchKeys(claims);
+  }
 
   async authenticate(req: FastifyRequest, token: string): Promise<UserPrincipal> {
     let claims;
@@ -42,8 +59,9 @@ export class BearerAuthenticator {
     // the agent asked for no other audience (one minted for another service is that service's)
     if (!this.audienceOk(claims.aud)) throw new InvalidTokenError();
     const apiKeyHeader = req.headers['x-api-key'];
-    const [reason, apiKey] = await Promise.all([
-      this.revocation.revokedReason(claims),
+    const extraKeys = this.prefetchKeys(req, claims);
+    const [{ reason, extra }, apiKey] = await Promise.all([
+      this.revocation.check(claims, extraKeys),
       apiKeyHeader ? this.apiKeys.resolve(String(apiKeyHeader)) : undefined,
     ]);
     if (reason) throw new InvalidTokenError(reason === 'session_revoked' ? 'invalid_token' : reason);
@@ -58,6 +76,7 @@ export class BearerAuthenticator {
     const auth = authOf(req);
     auth.user = principal;
     if (apiKey) auth.apiKey = apiKey;
+    if (extraKeys.length) auth.prefetched = new Map(extraKeys.map((k, i) => [k, extra[i]]));
     return principal;
   }
 

@@ -76,6 +76,15 @@ export class TokenRevocationService {
 
   /** The reason a verified token is no longer accepted, or null. Fails closed when Redis is down. */
   async revokedReason(claims: AccessClaims): Promise<string | null> {
+    return (await this.check(claims)).reason;
+  }
+
+  /**
+   * `revokedReason`, with `extraKeys` read in the same MGET (one round trip) and their values
+   * returned in order (null for an absent key). They are read whatever the answer; callers must
+   * not use them for a refused token.
+   */
+  async check(claims: AccessClaims, extraKeys: readonly string[] = []): Promise<{ reason: string | null; extra: (string | null)[] }> {
     const checks: RevocationCheck[] = [];
     const sid = claims.sid;
     if (sid)
@@ -86,13 +95,18 @@ export class TokenRevocationService {
         onMiss: () => this.sessionEnded(sid),
       });
     for (const s of this.sources) checks.push(...s.keysFor(claims));
-    if (!checks.length) return null;
+    if (!checks.length && !extraKeys.length) return { reason: null, extra: [] };
     let values: (string | null)[];
     try {
-      values = await this.redis.mget(...checks.map((c) => c.key));
+      values = await this.redis.mget(...checks.map((c) => c.key), ...extraKeys);
     } catch {
       throw new AppError('server/unavailable', 'Token revocation state unavailable');
     }
+    const extra = values.slice(checks.length);
+    return { reason: await this.reasonFrom(checks, values, claims), extra };
+  }
+
+  private async reasonFrom(checks: RevocationCheck[], values: (string | null)[], claims: AccessClaims): Promise<string | null> {
     const misses: RevocationCheck[] = [];
     for (let i = 0; i < checks.length; i++) {
       const c = checks[i];

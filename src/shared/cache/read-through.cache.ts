@@ -28,15 +28,21 @@ export class ReadThroughCache<T> {
     this.log = new Logger(`ReadThroughCache:${namespace}`);
   }
 
-  private key(id: string): string {
+  /** The Redis key of `id`'s slot (for a caller that reads it with other keys, e.g. BearerPrefetch). */
+  protected key(id: string): string {
     return `${this.namespace}:${id}`;
   }
 
   /** The cached value, or undefined (miss, tombstone, cache off, Redis unavailable). */
   async get(id: string): Promise<T | undefined> {
     if (!this.ttlSeconds()) return undefined;
-    const v = await this.redis.get(this.key(id)).catch(() => null);
-    return v && v !== TOMBSTONE ? (JSON.parse(v) as T) : undefined;
+    return this.decode(await this.redis.get(this.key(id)).catch(() => null));
+  }
+
+  /** A slot's raw value as `get` answers it (undefined for an empty slot, a tombstone, or the cache off). */
+  protected decode(raw: string | null): T | undefined {
+    if (!this.ttlSeconds()) return undefined;
+    return raw && raw !== TOMBSTONE ? (JSON.parse(raw) as T) : undefined;
   }
 
   /** Fills an empty slot with a value loaded from PostgreSQL; never replaces a tombstone. */

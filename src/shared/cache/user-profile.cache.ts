@@ -1,6 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
+import { BearerPrefetchSource, Prefetched } from '../auth/bearer-prefetch';
+import { AccessClaims } from '../crypto/jwt.service';
 import { REDIS } from '../redis/redis.module';
 import { ReadThroughCache } from './read-through.cache';
 
@@ -13,7 +15,7 @@ const ACTIVITY_WINDOW_SECONDS = 60;
  * itself) calls `invalidate` after its commit.
  */
 @Injectable()
-export class UserProfileCache<T = unknown> extends ReadThroughCache<T> {
+export class UserProfileCache<T = unknown> extends ReadThroughCache<T> implements BearerPrefetchSource {
   constructor(
     @Inject(REDIS) private readonly client: Redis,
     @Inject(APP_CONFIG) config: AppConfig,
@@ -26,9 +28,30 @@ export class UserProfileCache<T = unknown> extends ReadThroughCache<T> {
    * activity statement runs only then; the statement re-checks in SQL, so a lost window (Redis
    * flushed or down) only costs one extra no-op statement.
    */
-  async activityWindowOpen(userId: string): Promise<boolean> {
-    const month = new Date().toISOString().slice(0, 7);
-    const r = await this.client.set(`act:${month}:${userId}`, '1', 'EX', ACTIVITY_WINDOW_SECONDS, 'NX').catch(() => 'OK');
+  async activityWindowOpen(userId: string, prefetched?: Prefetched): Promise<boolean> {
+    const key = activityKey(userId);
+    // the guard saw the window key: closed, no write needed (absent: claim it, as another request may)
+    if (prefetched?.get(key)) return false;
+    const r = await this.client.set(key, '1', 'EX', ACTIVITY_WINDOW_SECONDS, 'NX').catch(() => 'OK');
     return r === 'OK';
   }
+
+  /**
+   * GET /v1/auth/me's reads, for the bearer guard to make with its revocation check (one Redis
+   * round trip per call): the profile slot and the activity window, both read-only.
+   */
+  prefetchKeys(claims: AccessClaims): string[] {
+    return [this.key(claims.sub), activityKey(claims.sub)];
+  }
+
+  /** `get`, answered from what the bearer guard read when it read the slot. */
+  async getPrefetched(userId: string, prefetched?: Prefetched): Promise<T | undefined> {
+    const key = this.key(userId);
+    return prefetched?.has(key) ? this.decode(prefetched.get(key)!) : this.get(userId);
+  }
+}
+
+/** The activity window of a user in the current UTC month (the month's first activity counts for MAU). */
+function activityKey(userId: string): string {
+  return `act:${new Date().toISOString().slice(0, 7)}:${userId}`;
 }

@@ -103,6 +103,39 @@ describe('GET /v1/auth/me profile cache', () => {
     expect((await me(g.access_token).expect(200)).body.email).toBeNull();
   });
 
+  it('one Redis round trip per warm call: the bearer guard reads the profile and the activity window with its revocation check', async () => {
+    const g = await guest();
+    await me(g.access_token).expect(200); // fills the slot, opens the activity window
+    const sid = JSON.parse(Buffer.from(g.access_token.split('.')[1], 'base64url').toString()).sid as string;
+    const seen: string[][] = [];
+    const monitor = await redis.monitor(); // a connection of its own
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args.some((a) => a.includes(g.user.id) || a.includes(sid))) seen.push(args);
+    });
+    try {
+      expect((await me(g.access_token).expect(200)).body.id).toBe(g.user.id);
+      await new Promise((r) => setTimeout(r, 50)); // MONITOR output trails the replies
+    } finally {
+      await monitor.disconnect();
+    }
+    const month = new Date().toISOString().slice(0, 7);
+    const prefix = redis.options.keyPrefix ?? '';
+    // one command: the revocation keys (session, token jti) with the handler's two reads
+    expect(seen).toHaveLength(1);
+    const [command, ...keys] = seen[0];
+    expect(command).toBe('mget');
+    expect(keys).toContain(`${prefix}revoked:sid:${sid}`);
+    expect(keys.slice(-2)).toEqual([`${prefix}me:${g.user.id}`, `${prefix}act:${month}:${g.user.id}`]);
+  });
+
+  it('a refused token gets nothing from the prefetch: a revoked session answers 401 even with its profile cached', async () => {
+    const g = await guest();
+    await me(g.access_token).expect(200);
+    expect(await slot(g.user.id)).not.toBeNull();
+    await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${g.access_token}`).set('X-Forwarded-For', randomIp()).expect(204);
+    expect((await me(g.access_token).expect(401)).body.code).toBe('auth/invalid_token');
+  });
+
   it('activity is still recorded at most once a minute (last_active_at) behind the cache', async () => {
     const g = await guest();
     await me(g.access_token).expect(200);

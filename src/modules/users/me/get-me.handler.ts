@@ -19,8 +19,11 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
   ) {}
 
   async execute(q: GetMeQuery): Promise<MeResponse> {
-    // issued in the same tick: one Redis round trip
-    const [cached, activityDue] = await Promise.all([this.cache.get(q.userId), this.cache.activityWindowOpen(q.userId)]);
+    // both keys were read by the bearer guard (BearerPrefetch on the route): usually no Redis call here
+    const [cached, activityDue] = await Promise.all([
+      this.cache.getPrefetched(q.userId, q.prefetched),
+      this.cache.activityWindowOpen(q.userId, q.prefetched),
+    ]);
     const me = cached && cached.tenant_id === q.tenantId ? strip(cached) : await this.load(q);
     // a guest holds the tenant's default role until registration (spec 5 rule 5): its token says which
     if (me.is_anonymous && q.tokenRole) me.role = q.tokenRole;

@@ -1,4 +1,5 @@
 import { Query } from '@nestjs/cqrs';
+import { Prefetched } from '../../../shared/auth/bearer-prefetch';
 
 export interface MeResponse {
   id: string;
@@ -18,6 +19,8 @@ export class GetMeQuery extends Query<MeResponse> {
     readonly userId: string,
     /** the `role` claim of the presented token: a guest's role is the tenant default it inherits (spec 5 rule 5) */
     readonly tokenRole?: string,
+    /** the profile slot and activity window as the bearer guard read them (UserProfileCache.prefetchKeys) */
+    readonly prefetched?: Prefetched,
   ) {
     super();
   }
