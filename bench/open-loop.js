@@ -8,11 +8,14 @@
 // Here requests are scheduled evenly (every millisecond, the ones due by then), queued when all
 // connections are busy, and each latency is counted from the request's scheduled time, so a
 // stalled server shows up in the percentiles instead of hiding (no coordinated omission).
+// Measurement starts once every connection is open and after `warmup` seconds at the same rate
+// whose answers are not recorded (as wrk2 does with its calibration period): the figures are the
+// steady state, not TCP connection set-up and the step from idle to full rate.
 const net = require('net');
 const hdr = require('hdr-histogram-js');
 
 /**
- * @param {{ url: string, rate: number, duration: number, connections: number,
+ * @param {{ url: string, rate: number, duration: number, connections: number, warmup?: number,
  *           request: (i: number) => { method: string, path: string, headers?: Record<string,string>, body?: string },
  *           onResponse?: (status: number, body: string) => void }} o
  */
@@ -22,8 +25,8 @@ function openLoop(o) {
   const queue = [];
   const idle = [];
   let sent = 0, done = 0, non2xx = 0, errors = 0, lastDone = 0;
-  const t0 = performance.now();
-  const endAt = t0 + o.duration * 1000;
+  const warmup = o.warmup ?? 1;
+  let t0 = 0, endAt = 0, measureFrom = 0;
   const encode = (i) => {
     const r = o.request(i);
     const body = r.body ?? '';
@@ -33,11 +36,12 @@ function openLoop(o) {
     return head + '\r\n' + body;
   };
   return new Promise((resolve) => {
+    let opened = 0;
     const conns = Array.from({ length: o.connections }, () => connect());
     function connect() {
       const c = { sock: net.connect({ host: hostname, port: Number(port) }), buf: Buffer.alloc(0), job: null };
       c.sock.setNoDelay(true);
-      c.sock.on('connect', () => next(c));
+      c.sock.on('connect', () => { if (++opened === o.connections && !t0) start(); if (t0) next(c); else idle.push(c); });
       c.sock.on('data', (d) => { c.buf = c.buf.length ? Buffer.concat([c.buf, d]) : d; parse(c); });
       c.sock.on('error', () => { if (c.job) { errors++; c.job = null; } });
       c.sock.on('close', () => { const i = conns.indexOf(c); if (i >= 0 && performance.now() < endAt) conns[i] = connect(); });
@@ -56,10 +60,12 @@ function openLoop(o) {
         c.buf = c.buf.subarray(end + 4 + len);
         if (c.job) {
           const now = performance.now();
-          hist.recordValue(Math.max(1, Math.round((now - c.job.at) * 1000)));
-          lastDone = now;
-          done++;
-          if (status < 200 || status >= 300) non2xx++;
+          if (c.job.at >= measureFrom) {
+            hist.recordValue(Math.max(1, Math.round((now - c.job.at) * 1000)));
+            lastDone = now;
+            done++;
+            if (status < 200 || status >= 300) non2xx++;
+          }
           c.job = null;
         }
         next(c);
@@ -72,30 +78,40 @@ function openLoop(o) {
       c.job = job;
       c.sock.write(job.bytes);
     }
-    const tick = setInterval(() => {
-      const now = performance.now();
-      const due = Math.floor(((Math.min(now, endAt) - t0) / 1000) * o.rate);
-      while (sent < due) {
-        const at = t0 + (sent / o.rate) * 1000; // the scheduled time, not the send time
-        queue.push({ at, bytes: encode(sent) });
-        sent++;
-      }
-      while (idle.length && queue.length) next(idle.pop());
-      if (now >= endAt) {
-        clearInterval(tick);
-        // wait for what is in flight (bounded), then report
-        const stop = setInterval(() => {
-          if ((done + errors >= sent) || performance.now() > endAt + 5000) {
-            clearInterval(stop);
-            for (const c of conns) c.sock.destroy();
-            const p = (q) => Math.round(hist.getValueAtPercentile(q) / 100) / 10; // ms, 0.1 ms resolution
-            // throughput over the time it took to answer them (a saturated server needs longer than the run)
-            const seconds = Math.max(o.duration, (lastDone - t0) / 1000);
-            resolve({ rps: Math.round(done / seconds), p50: p(50), p90: p(90), p99: p(99), total: done, non2xx, errors: errors + (sent - done - errors), offered: o.rate });
-          }
-        }, 20);
-      }
-    }, 1);
+    let warm = 0; // requests scheduled during the warm-up (not counted)
+    function start() {
+      t0 = performance.now();
+      measureFrom = t0 + warmup * 1000;
+      endAt = measureFrom + o.duration * 1000;
+      warm = Math.ceil(warmup * o.rate);
+      schedule();
+    }
+    function schedule() {
+      const timer = setInterval(() => {
+        const now = performance.now();
+        const due = Math.floor(((Math.min(now, endAt) - t0) / 1000) * o.rate);
+        while (sent < due) {
+          const at = t0 + (sent / o.rate) * 1000; // the scheduled time, not the send time
+          queue.push({ at, bytes: encode(sent) });
+          sent++;
+        }
+        while (idle.length && queue.length) next(idle.pop());
+        if (now >= endAt) {
+          clearInterval(timer);
+          // wait for what is in flight (bounded), then report
+          const stop = setInterval(() => {
+            if ((done + errors >= sent - warm) || performance.now() > endAt + 5000) {
+              clearInterval(stop);
+              for (const c of conns) c.sock.destroy();
+              const p = (q) => Math.round(hist.getValueAtPercentile(q) / 100) / 10; // ms, 0.1 ms resolution
+              // throughput over the time it took to answer them (a saturated server needs longer than the run)
+              const seconds = Math.max(o.duration, (lastDone - measureFrom) / 1000);
+              resolve({ rps: Math.round(done / seconds), p50: p(50), p90: p(90), p99: p(99), total: done, non2xx, errors: errors + (sent - warm - done - errors), offered: o.rate });
+            }
+          }, 20);
+        }
+      }, 1);
+    }
   });
 }
 
