@@ -53,5 +53,15 @@ export class UserProfileCache<T = unknown> extends ReadThroughCache<T> implement
 
 /** The activity window of a user in the current UTC month (the month's first activity counts for MAU). */
 function activityKey(userId: string): string {
-  return `act:${new Date().toISOString().slice(0, 7)}:${userId}`;
+  return `act:${utcMonth()}:${userId}`;
+}
+
+/** The current UTC month as YYYY-MM, recomputed only when a month ends (read twice per GET /me). */
+let month = { label: '', until: 0 };
+function utcMonth(now = Date.now()): string {
+  if (now >= month.until) {
+    const d = new Date(now);
+    month = { label: d.toISOString().slice(0, 7), until: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) };
+  }
+  return month.label;
 }
