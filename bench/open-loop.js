@@ -27,6 +27,10 @@ function openLoop(o) {
   let sent = 0, done = 0, non2xx = 0, errors = 0, lastDone = 0;
   const warmup = o.warmup ?? 1;
   let t0 = 0, endAt = 0, measureFrom = 0;
+  // BENCH_TIMELINE=1: per 100 ms of scheduled time, the count and worst latency, to tell one stall from spread-out queueing
+  const timeline = process.env.BENCH_TIMELINE ? new Map() : null;
+  const loopDelay = timeline ? require('perf_hooks').monitorEventLoopDelay({ resolution: 1 }) : null;
+  if (loopDelay) loopDelay.enable();
   const encode = (i) => {
     const r = o.request(i);
     const body = r.body ?? '';
@@ -62,6 +66,12 @@ function openLoop(o) {
           const now = performance.now();
           if (c.job.at >= measureFrom) {
             hist.recordValue(Math.max(1, Math.round((now - c.job.at) * 1000)));
+            if (timeline) {
+              const b = Math.floor((c.job.at - measureFrom) / 100);
+              const e = timeline.get(b) ?? { n: 0, max: 0, slow: 0 };
+              e.n++; e.max = Math.max(e.max, now - c.job.at); if (now - c.job.at > 10) e.slow++;
+              timeline.set(b, e);
+            }
             lastDone = now;
             done++;
             if (status < 200 || status >= 300) non2xx++;
@@ -106,6 +116,12 @@ function openLoop(o) {
               const p = (q) => Math.round(hist.getValueAtPercentile(q) / 100) / 10; // ms, 0.1 ms resolution
               // throughput over the time it took to answer them (a saturated server needs longer than the run)
               const seconds = Math.max(o.duration, (lastDone - measureFrom) / 1000);
+              if (timeline) {
+                const worst = [...timeline.entries()].sort((a, b) => b[1].slow - a[1].slow).slice(0, 15).sort((a, b) => a[0] - b[0]);
+                loopDelay.disable();
+                process.stderr.write(`generator event-loop delay: p50 ${(loopDelay.percentile(50) / 1e6).toFixed(1)} p99 ${(loopDelay.percentile(99) / 1e6).toFixed(1)} max ${(loopDelay.max / 1e6).toFixed(1)} ms\n`);
+                process.stderr.write(`timeline (${o.rate}/s; 100 ms buckets with most answers over 10 ms): ` + worst.map(([b, e]) => `${(b / 10).toFixed(1)}s (${new Date(performance.timeOrigin + measureFrom + b * 100).toISOString().slice(11, 23)}) n=${e.n} slow=${e.slow} max=${e.max.toFixed(0)}`).join(' | ') + '\n');
+              }
               resolve({ rps: Math.round(done / seconds), p50: p(50), p90: p(90), p99: p(99), total: done, non2xx, errors: errors + (sent - warm - done - errors), offered: o.rate });
             }
           }, 20);

@@ -19,7 +19,8 @@ export REDIS_KEY_PREFIX="authp_bench_$(date +%s):" KEY_ENCRYPTION_KEY="$(node -e
 export PUBLIC_BASE_URL=http://127.0.0.1:3101 DATABASE_POOL_SIZE=20
 npm run build --silent
 node dist/migrate
-node dist/main & api=$!
+# BENCH_NODE_FLAGS: extra node flags for the API processes (e.g. --trace-gc while looking into tails)
+node ${BENCH_NODE_FLAGS:-} dist/main & api=$!
 cleanup() {
   kill $api 2>/dev/null || true; wait $api 2>/dev/null || true
   psql "$BENCH_ADMIN_URL" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
