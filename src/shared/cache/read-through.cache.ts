@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import Redis from 'ioredis';
+import { jittered } from './jitter';
 
 /** What a writer leaves in a slot: readers treat it as a miss and must not fill it. */
 const TOMBSTONE = '-';
@@ -49,7 +50,8 @@ export class ReadThroughCache<T> {
   async fill(id: string, value: T): Promise<void> {
     const ttl = this.ttlSeconds();
     if (!ttl) return;
-    await this.redis.set(this.key(id), JSON.stringify(value), 'EX', ttl, 'NX').catch(() => undefined);
+    // jittered: slots filled together (after a deploy or a flush) do not all expire together
+    await this.redis.set(this.key(id), JSON.stringify(value), 'EX', jittered(ttl), 'NX').catch(() => undefined);
   }
 
   /** `get`, else `load` and `fill` (a load that finds nothing is not cached). */

@@ -4,10 +4,15 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { BearerPrefetchSource, Prefetched } from '../auth/bearer-prefetch';
 import { AccessClaims } from '../crypto/jwt.service';
 import { REDIS } from '../redis/redis.module';
+import { jittered } from './jitter';
 import { ReadThroughCache } from './read-through.cache';
 
-/** GET /v1/auth/me records activity (last_active_at, MAU) at most once a minute per user. */
-const ACTIVITY_WINDOW_SECONDS = 60;
+/**
+ * GET /v1/auth/me records activity (last_active_at, MAU) at most once a minute per user: each
+ * window lasts 60-75 s (jittered upwards, so users first seen together do not all write again in
+ * the same instant, and never more often than once a minute).
+ */
+const ACTIVITY_WINDOW_SECONDS = 75;
 
 /**
  * End-user profiles as GET /v1/auth/me shows them (ReadThroughCache, USER_CACHE_TTL_SECONDS).
@@ -32,7 +37,7 @@ export class UserProfileCache<T = unknown> extends ReadThroughCache<T> implement
     const key = activityKey(userId);
     // the guard saw the window key: closed, no write needed (absent: claim it, as another request may)
     if (prefetched?.get(key)) return false;
-    const r = await this.client.set(key, '1', 'EX', ACTIVITY_WINDOW_SECONDS, 'NX').catch(() => 'OK');
+    const r = await this.client.set(key, '1', 'EX', jittered(ACTIVITY_WINDOW_SECONDS), 'NX').catch(() => 'OK');
     return r === 'OK';
   }
 

@@ -2,6 +2,7 @@ import { randomUUID, sign as rsaSign } from 'crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import * as jwt from 'jsonwebtoken';
 import { APP_CONFIG, AppConfig } from '../../config/config';
+import { jittered } from '../cache/jitter';
 import { SigningKeysService } from './signing-keys.service';
 
 export type Aal = 'AAL1' | 'AAL2';
@@ -73,7 +74,8 @@ export class JwtService {
    * Tokens whose signature and issuer were verified recently, by token string. A client sends one
    * access token many times, and RS256 verification is the largest CPU cost of a bearer call;
    * expiry and audience are still checked on every call and revocation by the caller. An entry
-   * lives at most VERIFIED_CACHE_TTL_MS, the same order as the signing-key reload.
+   * lives at most VERIFIED_CACHE_TTL_MS, the same order as the signing-key reload, each a jittered
+   * lifetime so that tokens first seen together are not all verified again in the same instant.
    */
   private readonly verified = new Map<string, { claims: AccessClaims; until: number }>();
 
@@ -83,7 +85,7 @@ export class JwtService {
     let claims = this.verified.get(token);
     if (!claims || claims.until < now) {
       if (claims) this.verified.delete(token);
-      claims = { claims: await this.verifySignature(token), until: now + VERIFIED_CACHE_TTL_MS };
+      claims = { claims: await this.verifySignature(token), until: now + jittered(VERIFIED_CACHE_TTL_MS) };
       if (this.verified.size >= VERIFIED_CACHE_MAX) this.verified.delete(this.verified.keys().next().value as string);
       this.verified.set(token, claims);
     }
