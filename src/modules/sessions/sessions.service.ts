@@ -118,8 +118,20 @@ export class SessionsService {
   }
 
   /**
+   * Locks a session row for the caller's transaction. Every writer that changes a session's refresh
+   * chain takes this lock first (the claim here, refresh in its statement), so a refresh and a claim
+   * of one session never interleave: whichever comes second waits, then sees what the first
+   * committed (no second live chain, and no deadlock over the token and user rows).
+   */
+  async lockSession(tx: Queryable, sessionId: string): Promise<void> {
+    await tx.query(`SELECT 1 FROM user_sessions WHERE id = $1 FOR UPDATE`, [sessionId], 'session_lock');
+  }
+
+  /**
    * Continues an existing session with new credentials (a guest claimed by registering): the
    * session's outstanding refresh tokens are retired and a new pair is issued for the same sid.
+   * The caller holds the session lock (`lockSession`) since the start of its transaction, so this
+   * statement sees every refresh of the session that committed before, and none can follow.
    */
   async continueSession(tx: Queryable, user: SessionUser, scope: string, sessionId: string, opts: SessionOptions): Promise<TokenResponse> {
     const refreshId = randomUUID();
@@ -201,9 +213,12 @@ export class SessionsService {
     if (enforced) throw await refuseEnrollment();
     // the grace case: the parent stays rotated and a sibling is issued for the same session
     const { rows } = await this.db.exec<{ ok: boolean }>(
-      `WITH rot AS (
+      `WITH l AS (
+         -- the session lock first, as every writer of a session's chain takes it (see lockSession)
+         SELECT s.id FROM refresh_tokens r JOIN user_sessions s ON s.id = r.session_id WHERE r.id = $1 FOR UPDATE OF s
+       ), rot AS (
          UPDATE refresh_tokens SET rotated_at = COALESCE(rotated_at, now())
-          WHERE id = $1 AND revoked_at IS NULL AND (rotated_at IS NULL OR $5::boolean)
+          WHERE id = $1 AND session_id IN (SELECT id FROM l) AND revoked_at IS NULL AND (rotated_at IS NULL OR $5::boolean)
           RETURNING session_id, tenant_id, user_id
        ), ins AS (
          INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, parent_id, expires_at)
@@ -265,6 +280,10 @@ export class SessionsService {
            JOIN users u ON u.id = rt.user_id
            JOIN tenants t ON t.id = rt.tenant_id
            LEFT JOIN api_keys ck ON ck.id = u.created_by_api_key_id
+          -- the session locks first, in one order (see lockSession): a claim of the session waits
+          -- for this rotation to commit, or this rotation for the claim (then finds its token revoked)
+          ORDER BY s.id
+          FOR UPDATE OF s
        ), rot AS (
          UPDATE refresh_tokens r SET rotated_at = now()
            FROM cur

@@ -155,6 +155,40 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
       expect(await t.db.query(`SELECT 1 FROM outbox WHERE event_type = 'user.claimed' AND payload->>'user_id' = $1`, [g.body.user.id])).toHaveLength(1);
     });
 
+    // A refresh of the guest token racing the claim must not leave the session a second live refresh
+    // chain. A trigger scoped to this one session slows its refresh-token inserts, so the refresh
+    // (or the claim) is held inside its transaction while the other arrives: both orders, every time.
+    describe.each([
+      ['the refresh starts first and is still committing when the claim arrives', 'refresh'],
+      ['the claim starts first and is still committing when the refresh arrives', 'claim'],
+    ])('a guest refresh racing the claim: %s', (_title, first) => {
+      it('leaves exactly one live refresh token, the claim\'s; a token the refresh handed out no longer works', async () => {
+        const g = await anon().expect(201);
+        const sid = claims(g.body.access_token).sid as string;
+        const fn = `slow_rt_${sid.replace(/-/g, '')}`;
+        await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.4); RETURN NEW; END $$`);
+        await t.db.query(`CREATE TRIGGER ${fn} BEFORE INSERT ON refresh_tokens FOR EACH ROW WHEN (NEW.session_id = '${sid}') EXECUTE FUNCTION ${fn}()`);
+        try {
+          const doRefresh = () => refresh(g.body.refresh_token).then((r) => r);
+          const doClaim = () => register(g.body.access_token, uniqueEmail('race')).then((r) => r);
+          const pause = () => new Promise((r) => setTimeout(r, 150));
+          const [ref, claim] =
+            first === 'refresh'
+              ? await Promise.all([doRefresh(), pause().then(doClaim)])
+              : await Promise.all([pause().then(doRefresh), doClaim()]).then(([r, c]) => [r, c] as const);
+          expect(claim.status).toBe(201);
+          expect([200, 401]).toContain(ref.status);
+          // whatever the refresh answered, its token (if any) is dead now and the claim's works
+          if (ref.status === 200) expect((await refresh(ref.body.refresh_token).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+          const live = await t.db.query<{ id: string }>(`SELECT id FROM refresh_tokens WHERE session_id = $1 AND revoked_at IS NULL AND rotated_at IS NULL`, [sid]);
+          expect(live.map((r) => r.id)).toEqual([claim.body.refresh_token.split(':')[0]]);
+        } finally {
+          await t.db.query(`DROP TRIGGER ${fn} ON refresh_tokens`);
+          await t.db.query(`DROP FUNCTION ${fn}()`);
+        }
+      });
+    });
+
     it("an email another user of the tenant has: 409 user/email_exists, the guest and its data untouched", async () => {
       const email = uniqueEmail('taken');
       await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);

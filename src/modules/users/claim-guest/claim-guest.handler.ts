@@ -28,6 +28,9 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
     if (!guest.isAnonymous) throw new AppError('anonymous/already_claimed', 'The bearer token is not a guest token');
     try {
       const tokens = await this.db.tx(async (tx) => {
+        // the guest's session first (as refresh takes it): a refresh in flight commits before the
+        // claim goes on, and none can rotate the guest token once the claim has begun
+        if (guest.sessionId) await this.sessions.lockSession(tx, guest.sessionId);
         const [user] = await tx.query<{ id: string; role: string; created_at: Date; user_scopes: string; email_verified: boolean; tenant_name: string }>(
           `UPDATE users u SET email = $3, email_normalized = $4, password_hash = COALESCE($5, u.password_hash), password_proven = CASE WHEN $5::text IS NULL THEN u.password_proven ELSE false END,
                   date_of_birth_enc = COALESCE($6, u.date_of_birth_enc), email_verified = $7, is_anonymous = false,
