@@ -83,7 +83,7 @@ export class UsersController {
   @BearerAuth()
   @ApiOperation({ summary: 'End the current session' })
   @ApiNoContentResponse({ description: 'the session ended (its refresh tokens stop working)' })
-  @ApiProblems('request/invalid', ...Problems.bearer)
+  @ApiProblems('request/invalid', ...Problems.bearer, 'auth/forbidden')
   async logout(@CurrentUser() user: UserPrincipal): Promise<void> {
     await this.commandBus.execute(new LogoutCommand(user));
   }

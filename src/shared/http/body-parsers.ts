@@ -77,6 +77,9 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
       // valid JSON refused by the parser: a __proto__ or constructor.prototype property (prototype poisoning)
       if (err && isJson(text)) return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: 'body', message: 'properties named __proto__ or constructor.prototype are not allowed' }] }), undefined);
       if (err) return done(err, undefined);
+      // every request schema is an object: null, an array or a bare value is not "no body"
+      if (value === null || typeof value !== 'object' || Array.isArray(value))
+        return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: 'body', message: 'the body must be a JSON object' }] }), undefined);
       const fault = bodyFault(value);
       if (fault) return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [fault] }), undefined);
       done(null, value);

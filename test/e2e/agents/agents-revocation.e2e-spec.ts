@@ -136,6 +136,16 @@ describe('agent revocation, denylist and kill-tokens (spec 3.2, 5 rule 1, 6)', (
       await bearerCall(t, user.accessToken).expect(200);
     });
 
+    it('logout with an agent token is refused (403 auth/forbidden: it has no session), not a 204 that ends nothing', async () => {
+      const a = await registerAgent(t, owner);
+      const { token } = await agentToken(t, user, a.id);
+      const res = await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${token}`).expect(403);
+      expect(res.body.code).toBe('auth/forbidden');
+      expect(res.body.detail).toMatch(/oauth\/revoke/);
+      // the user's session is untouched
+      await bearerCall(t, user.accessToken).expect(200);
+    });
+
     it('still answers agent_revoked after this test file’s Redis keys were deleted (PostgreSQL is the source of truth)', async () => {
       const a = await registerAgent(t, owner, { agent_token_max_ttl_sec: 300 });
       const { token } = await agentToken(t, user, a.id);

@@ -28,6 +28,8 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
     expect(c).toMatchObject({ sub: res.body.user.id, tenant_id: tenant.id, is_anonymous: true, aal: 'AAL1', role: 'member', amr: ['anonymous'] });
     const m = await me(res.body.access_token).expect(200);
     expect(m.body).toMatchObject({ id: res.body.user.id, email: null, is_anonymous: true, role: 'member' });
+    // the guest sign-in is a sign-in (as Supabase records it for anonymous users)
+    expect(m.body.last_sign_in_at).toBe(res.body.user.created_at);
   });
 
   it('stores public_metadata and returns it from /me; rejects a non-object, an oversized one and unknown fields', async () => {

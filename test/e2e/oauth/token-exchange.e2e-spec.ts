@@ -318,6 +318,8 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       const cases: { agent: { id: string; secret: string }; st: string; reason: string }[] = [
         { agent: await createAgent(t.db, tenant.id, { disabled: true, grant_types: [] }), st: await subject(), reason: 'client_disabled' },
         { agent: await createAgent(t.db, tenant.id, { grant_types: ['client_credentials'] }), st: await subject(), reason: 'grant_type_not_allowed' },
+        // registered with no grant types (never disabled): not a disabled client
+        { agent: await createAgent(t.db, tenant.id, { grant_types: [] }), st: await subject(), reason: 'grant_type_not_allowed' },
         { agent: await createAgent(t.db, free.id), st: freeUser.access_token, reason: 'tier_below_pro' },
         { agent: await createOAuthClient(t.db, tenant.id, 'confidential'), st: await subject(), reason: 'not_agent_client' },
       ];

@@ -98,10 +98,14 @@ describe('input hardening: odd bodies, characters and requests', () => {
     const reg = async () =>
       (await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201)).body;
     const a = await reg();
-    for (const body of ['{"everywhere":true}', '[1,2]', '"x"']) {
+    for (const [body, message] of [
+      ['{"everywhere":true}', 'this endpoint takes no request body'],
+      ['[1,2]', 'the body must be a JSON object'],
+      ['"x"', 'the body must be a JSON object'],
+    ]) {
       const r = await rawPost('/v1/auth/logout', body, { Authorization: `Bearer ${a.access_token}` });
       expectInvalid(r);
-      expect(r.body.errors).toEqual([{ field: 'body', message: 'this endpoint takes no request body' }]);
+      expect(r.body.errors).toEqual([{ field: 'body', message }]);
     }
     // nothing happened: the session is live
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${a.access_token}`).expect(200);
@@ -111,6 +115,22 @@ describe('input hardening: odd bodies, characters and requests', () => {
     const d = await signupTenant(t);
     expectInvalid(await t.http().post('/v1/auth/dashboard/logout').set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ x: 1 }));
     await t.http().get('/v1/auth/dashboard/me').set('Cookie', d.cookie).expect(200);
+  });
+
+  it('a JSON body that is not an object (null, an array, a bare value) is 400 naming the body, even where every field is optional', async () => {
+    const guests = async () => (await t.db.query(`SELECT 1 FROM users WHERE tenant_id = $1 AND is_anonymous`, [tenant.id])).length;
+    const before = await guests();
+    for (const body of ['null', '[]', '"x"', '5', 'true']) {
+      const r = await rawPost('/v1/auth/anonymous', body, { 'X-API-Key': tenant.apiKey });
+      expectInvalid(r);
+      expect(r.body.errors).toEqual([{ field: 'body', message: 'the body must be a JSON object' }]);
+    }
+    const d = await signupTenant(t);
+    const r = await t.http().patch(`/v1/auth/dashboard/tenants/${d.slug}/settings/anonymous`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).set('Content-Type', 'application/json').send('null');
+    expectInvalid(r);
+    // no guest was created by any of them, and {} still works
+    expect(await guests()).toBe(before);
+    await rawPost('/v1/auth/anonymous', '{}', { 'X-API-Key': tenant.apiKey }).expect(201);
   });
 
   it('errors[] has one entry per offending field, saying what is wrong first', async () => {

@@ -96,8 +96,8 @@ export class AnonymousSigninHandler implements ICommandHandler<AnonymousSigninCo
           WHERE tm.active_users + EXCLUDED.active_users <= coalesce((SELECT g.cap FROM g WHERE g.tenant_id = tm.tenant_id), 2147483647)
          RETURNING tenant_id, month
        ), u AS (
-         INSERT INTO users (id, tenant_id, is_anonymous, role, public_metadata, created_by_api_key_id, mau_month)
-         SELECT i.user_id, i.tenant_id, true, i.role, i.public_metadata, i.api_key_id, m.month FROM i JOIN m USING (tenant_id)
+         INSERT INTO users (id, tenant_id, is_anonymous, role, public_metadata, created_by_api_key_id, mau_month, last_sign_in_at)
+         SELECT i.user_id, i.tenant_id, true, i.role, i.public_metadata, i.api_key_id, m.month, now() FROM i JOIN m USING (tenant_id)
          RETURNING id, created_at
        ), mu AS (
          INSERT INTO tenant_mau_users (tenant_id, month, user_id) SELECT i.tenant_id, m.month, i.user_id FROM i JOIN m USING (tenant_id)

@@ -124,7 +124,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       throw new OAuthError('unauthorized_client', 'Agent clients require the Pro tier or higher');
     }
     if (agent.disabled_at || !agent.grant_types.includes(TOKEN_EXCHANGE_GRANT)) {
-      await this.clientUnauthorized(caller, agent.disabled_at || agent.grant_types.length === 0 ? 'client_disabled' : 'grant_type_not_allowed');
+      await this.clientUnauthorized(caller, agent.disabled_at ? 'client_disabled' : 'grant_type_not_allowed');
       throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
     }
 

@@ -1,6 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { Db } from '../../../shared/db/db.service';
+import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { SessionsService } from '../../sessions/sessions.service';
 import { LogoutCommand } from './logout.command';
@@ -15,7 +16,10 @@ export class LogoutHandler implements ICommandHandler<LogoutCommand, void> {
   ) {}
 
   async execute({ user }: LogoutCommand): Promise<void> {
-    if (!user.sessionId) return; // agent tokens have no session
+    // an agent token has no session: a 204 would tell the agent something ended while its token
+    // keeps working, so it is refused and pointed to the endpoint that does end it
+    if (user.claims.act) throw new AppError('auth/forbidden', 'Agent tokens have no session to end; revoke the token at /oauth/revoke (RFC 7009)');
+    if (!user.sessionId) return;
     const sid = user.sessionId;
     await this.db.tx(async (tx) => {
       const ended = await this.sessions.revokeSession(sid, 'logout', tx);
