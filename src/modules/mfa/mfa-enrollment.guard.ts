@@ -6,7 +6,7 @@ import { ApiKeyResolver } from '../../shared/auth/api-key.strategy';
 import { authOf, UserPrincipal } from '../../shared/auth/auth-context';
 import { BearerAuthenticator, bearerToken } from '../../shared/auth/bearer.strategy';
 import { TokenRevocationService } from '../../shared/auth/token-revocation.service';
-import { AppError, InvalidTokenError } from '../../shared/errors/app-error';
+import { AppError, InvalidTokenError, tenantMismatch } from '../../shared/errors/app-error';
 import { EnrollmentTokenService } from './enrollment-token.service';
 
 /**
@@ -38,7 +38,7 @@ export class MfaEnrollmentGuard implements CanActivate {
       const header = req.headers['x-api-key'];
       if (header) {
         const key = await this.apiKeys.resolve(String(header));
-        if (key.tenantId !== claims.tenant_id) throw new AppError('auth/tenant_mismatch');
+        if (key.tenantId !== claims.tenant_id) throw tenantMismatch();
         authOf(req).apiKey = key;
       }
       user = { userId: claims.sub, tenantId: claims.tenant_id, isAnonymous: false, claims };

@@ -4,7 +4,7 @@ import { PassportStrategy } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
 import { Strategy } from 'passport-custom';
 import { AccessClaims, JwtService, TokenVerificationError } from '../crypto/jwt.service';
-import { AppError, InvalidTokenError } from '../errors/app-error';
+import { InvalidTokenError, tenantMismatch } from '../errors/app-error';
 import { ApiKeyResolver } from './api-key.strategy';
 import { authOf, UserPrincipal } from './auth-context';
 import { bearerPrefetchSource, BearerPrefetchSource } from './bearer-prefetch';
@@ -65,7 +65,7 @@ export class BearerAuthenticator {
       apiKeyHeader ? this.apiKeys.resolve(String(apiKeyHeader)) : undefined,
     ]);
     if (reason) throw new InvalidTokenError(reason === 'session_revoked' ? 'invalid_token' : reason);
-    if (apiKey && apiKey.tenantId !== claims.tenant_id) throw new AppError('auth/tenant_mismatch');
+    if (apiKey && apiKey.tenantId !== claims.tenant_id) throw tenantMismatch();
     const principal: UserPrincipal = {
       userId: claims.sub,
       tenantId: claims.tenant_id,

@@ -53,3 +53,13 @@ export class InvalidTokenError extends AppError {
     });
   }
 }
+
+/**
+ * A bearer token of one tenant presented with another tenant's X-API-Key: 401 auth/tenant_mismatch,
+ * with the Bearer challenge every 401 of a bearer endpoint carries (RFC 6750 section 3, RFC 7235).
+ */
+export function tenantMismatch(): AppError {
+  return new AppError('auth/tenant_mismatch', undefined, {
+    headers: { 'WWW-Authenticate': 'Bearer error="invalid_token", error_description="tenant_mismatch"' },
+  });
+}

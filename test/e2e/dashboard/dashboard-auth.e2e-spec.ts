@@ -1,6 +1,7 @@
 import * as argon2 from 'argon2';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createApiKey, DashboardFixture, sessionCookie, signupTenant } from '../../factories/dashboard.factory';
+import { createTenant } from '../../factories/tenant.factory';
 
 describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', () => {
   let t: TestApp;
@@ -188,6 +189,49 @@ describe('dashboard sessions: timeouts and the per-account limit', () => {
     const fresh = await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', randomIp()).send({ email: victim.email, password: 'wrong-password-y' }).expect(429);
     expect(fresh.body.code).toBe('auth/login_throttled');
     await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', home).send({ email: victim.email, password: victim.password }).expect(200);
+  });
+  // Signing up, accepting an invitation and registering each sign the account in with its password
+  // from that address: the address is known at once, so a distributed attack on a brand-new account
+  // (the per-account limit is 6 here) cannot lock its owner out of the address they started from.
+  const failFromEverywhere = async (path: string, email: string, headers: Record<string, string> = {}) => {
+    for (let i = 0; i < 6; i++) await t.http().post(path).set(headers).set('X-Forwarded-For', randomIp()).send({ email, password: 'wrong-password-y' }).expect(401);
+    expect((await t.http().post(path).set(headers).set('X-Forwarded-For', randomIp()).send({ email, password: 'wrong-password-y' }).expect(429)).body.code).toBe('auth/login_throttled');
+  };
+
+  it('the address a tenant was signed up from is known: its owner still signs in there under a distributed attack', async () => {
+    const home = randomIp();
+    const email = uniqueEmail('newowner');
+    await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', home).send({ email, password: STRONG_PASSWORD, tenant_name: `Fresh ${Date.now()}`, consent_terms: true, consent_privacy: true }).expect(201);
+    await failFromEverywhere('/v1/auth/dashboard/login', email);
+    await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', home).send({ email, password: STRONG_PASSWORD }).expect(200);
+    // an address that never signed in stays blocked, even with the right password
+    expect((await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(429)).body.code).toBe('auth/login_throttled');
+  });
+
+  it('the address an invitation was accepted from is known likewise', async () => {
+    const owner = await signupTenant(t);
+    const email = uniqueEmail('invitee');
+    const inv = await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email, role: 'member' }).expect(201);
+    const home = randomIp();
+    await t.http().post('/v1/auth/dashboard/invites/accept').set('X-Forwarded-For', home).send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(200);
+    await failFromEverywhere('/v1/auth/dashboard/login', email);
+    await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', home).send({ email, password: STRONG_PASSWORD }).expect(200);
+  });
+
+  it('the address an end user registered from (or claimed a guest from) is known likewise', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true });
+    const key = { 'X-API-Key': tenant.apiKey };
+    const home = randomIp();
+    const email = uniqueEmail('enduser');
+    await t.http().post('/v1/auth/register').set(key).set('X-Forwarded-For', home).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    await failFromEverywhere('/v1/auth/login', email, key);
+    await t.http().post('/v1/auth/login').set(key).set('X-Forwarded-For', home).send({ email, password: STRONG_PASSWORD }).expect(200);
+    // a claimed guest: the address of the claim
+    const g = await t.http().post('/v1/auth/anonymous').set(key).set('X-Forwarded-For', home).send({}).expect(201);
+    const claimed = uniqueEmail('claimed');
+    await t.http().post('/v1/auth/register').set(key).set('X-Forwarded-For', home).set('Authorization', `Bearer ${g.body.access_token}`).send({ email: claimed, password: STRONG_PASSWORD, consent: true }).expect(201);
+    await failFromEverywhere('/v1/auth/login', claimed, key);
+    await t.http().post('/v1/auth/login').set(key).set('X-Forwarded-For', home).send({ email: claimed, password: STRONG_PASSWORD }).expect(200);
   });
 });
 

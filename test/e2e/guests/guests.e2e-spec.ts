@@ -213,7 +213,9 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
     it("a guest token of another tenant with this tenant's key: 401 tenant mismatch", async () => {
       const other = await createTenant(t.db, { anonymous_signins_enabled: true });
       const g = await anon(other.apiKey).expect(201);
-      expect((await register(g.body.access_token, uniqueEmail()).expect(401)).body.code).toBe('auth/tenant_mismatch');
+      const mismatch = await register(g.body.access_token, uniqueEmail()).expect(401);
+      expect(mismatch.body.code).toBe('auth/tenant_mismatch');
+      expect(mismatch.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token"/);
     });
   });
 

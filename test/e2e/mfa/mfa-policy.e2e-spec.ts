@@ -129,6 +129,7 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
     // another tenant's API key beside it: 401 auth/tenant_mismatch
     const mismatch = await t.http().post('/v1/auth/mfa/totp/setup').set(auth).set('X-API-Key', other.apiKey).expect(401);
     expect(mismatch.body.code).toBe('auth/tenant_mismatch');
+    expect(mismatch.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token"/);
     // a tampered enrollment token is refused by the enrollment guard too
     const [h, _p, s] = token.split('.');
     const forged = `${h}.${Buffer.from(JSON.stringify({ ...claimsOf(token), sub: '00000000-0000-4000-8000-000000000000' })).toString('base64url')}.${s}`;

@@ -91,7 +91,12 @@ describe('onboarding signup (spec 2.1)', () => {
   it('creates nothing when the honeypot is filled (and answers like a success)', async () => {
     const body = { ...valid(), website: 'http://spam.example' };
     const res = await signup(body).expect(201);
-    expect(res.headers['set-cookie']).toBeUndefined();
+    // the same headers as a real signup (a missing cookie would tell the bot), but the cookie opens nothing
+    const real = await signup(valid()).expect(201);
+    expect(Object.keys(res.headers).sort()).toEqual(Object.keys(real.headers).sort());
+    const decoy = sessionCookie(res.headers['set-cookie']);
+    expect(decoy).toMatch(/^authp_dashboard=.{20,}/);
+    await t.http().get('/v1/auth/dashboard/me').set('Cookie', decoy).expect(401);
     const rows = await t.db.query(`SELECT 1 FROM tenants WHERE name = $1`, [body.tenant_name]);
     expect(rows).toHaveLength(0);
     const users = await t.db.query(`SELECT 1 FROM dashboard_users WHERE email_normalized = $1`, [body.email]);

@@ -176,6 +176,7 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`).set('X-API-Key', tenant.apiKey).expect(200);
     const mismatch = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`).set('X-API-Key', other.apiKey).expect(401);
     expect(mismatch.body.code).toBe('auth/tenant_mismatch');
+    expect(mismatch.headers['www-authenticate']).toBe('Bearer error="invalid_token", error_description="tenant_mismatch"');
   });
 
   it('logout ends the session: its access token and refresh token stop working', async () => {

@@ -92,7 +92,7 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
         throw new AppError('request/invalid', undefined, { errors: [{ field: 'password', message: 'password must be 12-128 characters for a new account' }] });
       newHash = await this.hasher.hash(cmd.password);
     }
-    return this.db.tx(async (tx) => {
+    const accepted = await this.db.tx(async (tx) => {
       // single use: the conditional update has one winner
       const { rowCount } = await tx.exec(`UPDATE dashboard_invites SET accepted_at = now() WHERE id = $1 AND accepted_at IS NULL`, [inv.id]);
       if (!rowCount) throw new AppError('invite/invalid');
@@ -117,5 +117,8 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
       const s = await this.sessions.create(tx, userId);
       return { body: { user: { id: userId, email: inv.email }, memberships: await this.memberships.of(tx, userId), csrf_token: s.csrfToken }, sessionToken: s.token };
     });
+    // a sign-in with the account's password: this address is known to the failed-login throttle
+    await this.throttle.recordSuccess('dashboard', inv.email_normalized, cmd.ip);
+    return accepted;
   }
 }

@@ -7,6 +7,7 @@ import { Db, Queryable, isUniqueViolation } from '../../../shared/db/db.service'
 import { IdempotencyService, requestHash } from '../../../shared/db/idempotency';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { normalizeEmail } from '../../users/email';
 import { slugify } from '../slug';
 import { TurnstileService } from '../turnstile.service';
@@ -21,6 +22,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     private readonly sessions: DashboardSessionService,
     private readonly events: EventsService,
     private readonly turnstile: TurnstileService,
+    private readonly throttle: LoginThrottleService,
   ) {}
 
   async execute({ body, client }: SignupCommand): Promise<SignupResult> {
@@ -33,15 +35,19 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
           user: { id: randomUUID(), email: body.email.trim() },
           csrf_token: randomToken(),
         },
+        // a decoy cookie (no such session exists): a real signup sets one, so its absence would tell
+        sessionToken: randomToken(),
       };
     }
     await this.turnstile.verify(body.turnstile_token, client.ip);
     if (!body.idempotency_key) {
       const passwordHash = await this.hasher.hash(body.password);
-      return this.db.tx(async (tx) => {
+      const created = await this.db.tx(async (tx) => {
         const r = await this.create(tx, body, passwordHash);
         return { body: r.body, sessionToken: r.secret.session };
       });
+      await this.signedIn(body.email, client.ip);
+      return created;
     }
     // the password stays out of the stored request fingerprint (a fast hash of it would be crackable)
     const hash = requestHash(body as unknown as Record<string, unknown>, ['turnstile_token', 'idempotency_key', 'password']);
@@ -50,7 +56,13 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     // (checked against the stored argon2 hash; the key alone is not a credential). A wrong one
     // is the same 409 as any other request that differs from the first.
     if (r.replayed && !(await this.passwordMatches(r.body.user.id, body.password))) throw new AppError('idempotency/conflict');
+    await this.signedIn(body.email, client.ip);
     return { body: r.body, sessionToken: r.secret?.session };
+  }
+
+  /** The owner signed in from this address: it is known to the failed-login throttle (LoginThrottleService). */
+  private signedIn(email: string, ip: string): Promise<void> {
+    return this.throttle.recordSuccess('dashboard', normalizeEmail(email.trim()), ip);
   }
 
   private async passwordMatches(userId: string, password: string): Promise<boolean> {

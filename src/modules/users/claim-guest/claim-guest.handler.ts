@@ -1,7 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db, isUniqueViolation } from '../../../shared/db/db.service';
-import { AppError } from '../../../shared/errors/app-error';
+import { AppError, tenantMismatch } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { UserEmailPolicy } from '../user-email-policy.service';
@@ -24,7 +24,7 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
 
   async execute(cmd: ClaimGuestCommand): Promise<TokenResponse> {
     const { guest, credentials: c } = cmd;
-    if (guest.tenantId !== cmd.tenantId) throw new AppError('auth/tenant_mismatch');
+    if (guest.tenantId !== cmd.tenantId) throw tenantMismatch();
     if (!guest.isAnonymous) throw new AppError('anonymous/already_claimed', 'The bearer token is not a guest token');
     try {
       const tokens = await this.db.tx(async (tx) => {

@@ -4,6 +4,7 @@ import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db, isUniqueViolation } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { normalizeEmail } from '../email';
 import { activityCtes } from '../../sessions/activity.sql';
@@ -28,6 +29,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
     private readonly sessions: SessionsService,
     private readonly emailPolicy: UserEmailPolicy,
     private readonly commandBus: CommandBus,
+    private readonly throttle: LoginThrottleService,
   ) {}
 
   async execute(cmd: RegisterUserCommand): Promise<TokenResponse> {
@@ -51,15 +53,20 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
     const passwordHash = await this.hasher.hash(body.password);
     const dobEnc = body.date_of_birth ? this.cipher.encrypt(body.date_of_birth, `dob:${cmd.tenantId}`) : null;
 
+    // registering signs the user in with that password from this address: from then on the address
+    // is known to the failed-login throttle, so a distributed attack cannot lock the new owner out
+    const signedIn = <T>(tokens: T) => this.throttle.recordSuccess(`user:${cmd.tenantId}`, email, cmd.client.ip).then(() => tokens);
     if (cmd.bearer) {
       // contract: register with a guest's bearer claims that guest (same user id)
-      return this.commandBus.execute(
-        new ClaimGuestCommand(cmd.tenantId, cmd.bearer, { email: body.email.trim(), emailNormalized: email, passwordHash, dateOfBirthEnc: dobEnc, method: 'password' }),
-      );
+      return this.commandBus
+        .execute<ClaimGuestCommand, TokenResponse>(
+          new ClaimGuestCommand(cmd.tenantId, cmd.bearer, { email: body.email.trim(), emailNormalized: email, passwordHash, dateOfBirthEnc: dobEnc, method: 'password' }),
+        )
+        .then(signedIn);
     }
 
     try {
-      return await this.db.tx(async (tx) => {
+      const tokens = await this.db.tx(async (tx) => {
         const [user] = await tx.query<{ id: string; created_at: Date }>(
           `INSERT INTO users (tenant_id, email, email_normalized, password_hash, role, date_of_birth_enc, consent_at, created_by_api_key_id, last_sign_in_at)
            VALUES ($1, $2, $3, $4, $5, $6, now(), $7, now()) RETURNING id, created_at`,
@@ -84,6 +91,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
         );
         return tokens;
       });
+      return await signedIn(tokens);
     } catch (e) {
       if (isUniqueViolation(e)) throw new AppError('user/email_exists');
       throw e;
