@@ -68,8 +68,9 @@ function openLoop(o) {
             hist.recordValue(Math.max(1, Math.round((now - c.job.at) * 1000)));
             if (timeline) {
               const b = Math.floor((c.job.at - measureFrom) / 100);
-              const e = timeline.get(b) ?? { n: 0, max: 0, slow: 0 };
+              const e = timeline.get(b) ?? { n: 0, max: 0, slow: 0, wait: 0 };
               e.n++; e.max = Math.max(e.max, now - c.job.at); if (now - c.job.at > 10) e.slow++;
+              e.wait = Math.max(e.wait, c.job.sentAt - c.job.at); // queued in the generator before it was sent
               timeline.set(b, e);
             }
             lastDone = now;
@@ -86,6 +87,7 @@ function openLoop(o) {
       const job = queue.shift();
       if (!job) { idle.push(c); return; }
       c.job = job;
+      if (timeline) job.sentAt = performance.now();
       c.sock.write(job.bytes);
     }
     let warm = 0; // requests scheduled during the warm-up (not counted)
@@ -120,7 +122,7 @@ function openLoop(o) {
                 const worst = [...timeline.entries()].sort((a, b) => b[1].slow - a[1].slow).slice(0, 15).sort((a, b) => a[0] - b[0]);
                 loopDelay.disable();
                 process.stderr.write(`generator event-loop delay: p50 ${(loopDelay.percentile(50) / 1e6).toFixed(1)} p99 ${(loopDelay.percentile(99) / 1e6).toFixed(1)} max ${(loopDelay.max / 1e6).toFixed(1)} ms\n`);
-                process.stderr.write(`timeline (${o.rate}/s; 100 ms buckets with most answers over 10 ms): ` + worst.map(([b, e]) => `${(b / 10).toFixed(1)}s (${new Date(performance.timeOrigin + measureFrom + b * 100).toISOString().slice(11, 23)}) n=${e.n} slow=${e.slow} max=${e.max.toFixed(0)}`).join(' | ') + '\n');
+                process.stderr.write(`timeline (${o.rate}/s; 100 ms buckets with most answers over 10 ms): ` + worst.map(([b, e]) => `${(b / 10).toFixed(1)}s (${new Date(performance.timeOrigin + measureFrom + b * 100).toISOString().slice(11, 23)}) n=${e.n} slow=${e.slow} max=${e.max.toFixed(0)} queued=${e.wait.toFixed(0)}`).join(' | ') + '\n');
               }
               resolve({ rps: Math.round(done / seconds), p50: p(50), p90: p(90), p99: p(99), total: done, non2xx, errors: errors + (sent - warm - done - errors), offered: o.rate });
             }
