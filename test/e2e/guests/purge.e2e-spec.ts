@@ -56,6 +56,47 @@ describe('guest purge (spec 3.1, 8)', () => {
     expect(audit[0].metadata.count).toBe(3);
   });
 
+  it('a claim arriving while the purge deletes that guest neither deadlocks nor half-claims: the guest is gone, the claim answers 401', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(t, tenant, 2, 31);
+    const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    const id = g.body.user.id as string;
+    await t.db.query(`UPDATE users SET last_active_at = now() - interval '40 days' WHERE id = $1`, [id]);
+    // hold the purge after it locked the guest and before its delete reaches the guest's session
+    const fn = `slow_purge_${id.replace(/-/g, '')}`;
+    await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.6); RETURN OLD; END $$`);
+    await t.db.query(`CREATE TRIGGER ${fn} BEFORE DELETE ON users FOR EACH ROW WHEN (OLD.id = '${id}') EXECUTE FUNCTION ${fn}()`);
+    try {
+      const run = purge.runOnce();
+      await new Promise((r) => setTimeout(r, 200));
+      const claim = await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).set('Authorization', `Bearer ${g.body.access_token}`).send({ email: uniqueEmail('late'), password: STRONG_PASSWORD, consent: true });
+      const r = await run;
+      expect(claim.status).toBe(401);
+      expect(claim.body.code).toBe('auth/invalid_token');
+      expect(r.perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(3);
+      expect(await t.db.query(`SELECT 1 FROM users WHERE id = $1`, [id])).toHaveLength(0);
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.claimed' AND target_id = $1`, [id])).toHaveLength(0);
+    } finally {
+      await t.db.query(`DROP TRIGGER ${fn} ON users`);
+      await t.db.query(`DROP FUNCTION ${fn}()`);
+    }
+  });
+
+  it('a stale guest whose session is held right now (a claim or refresh in flight) is skipped this run, without waiting', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(t, tenant, 2, 31);
+    const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    await t.db.query(`UPDATE users SET last_active_at = now() - interval '40 days' WHERE id = $1`, [g.body.user.id]);
+    const r = await t.db.tx(async (tx) => {
+      await tx.query(`SELECT 1 FROM user_sessions WHERE user_id = $1 FOR UPDATE`, [g.body.user.id]);
+      return purge.runOnce();
+    });
+    expect(r.perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(2);
+    expect(await t.db.query(`SELECT 1 FROM users WHERE id = $1`, [g.body.user.id])).toHaveLength(1);
+    // the next run takes it
+    expect((await purge.runOnce()).perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(1);
+  });
+
   it("uses each tenant's retention", async () => {
     const short = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 1 });
     await staleGuests(t, short, 2, 2);

@@ -16,7 +16,8 @@ export interface PurgeRunResult {
  * spec 3.1: hard-deletes guests whose last activity is older than their tenant's retention, at
  * most 1000 per tenant per run, with their sessions and refresh tokens (ON DELETE CASCADE).
  * A claimed user is never deleted: the delete re-checks is_anonymous under the row lock, and a
- * guest being claimed right now is skipped (SKIP LOCKED).
+ * guest being claimed or refreshed right now (its user row or session row locked) is skipped
+ * (SKIP LOCKED on both, so the purge never waits on a lock and never deadlocks with them).
  */
 @Injectable()
 export class GuestPurgeService {
@@ -42,8 +43,15 @@ export class GuestPurgeService {
              SELECT id FROM users
               WHERE tenant_id = $1 AND is_anonymous AND last_active_at < now() - make_interval(days => $2)
               ORDER BY last_active_at LIMIT $3 FOR UPDATE SKIP LOCKED
+           ), held AS (
+             -- their sessions too, before the cascade reaches them: a claim or a refresh takes the
+             -- session lock first, so a guest whose session is held right now is in use and skipped
+             -- (waiting for it would deadlock with a claim that then waits for the user row)
+             SELECT id FROM user_sessions WHERE user_id IN (SELECT id FROM victims) FOR UPDATE SKIP LOCKED
            ), d AS (
-             DELETE FROM users WHERE id IN (SELECT id FROM victims) AND is_anonymous RETURNING id
+             DELETE FROM users u WHERE u.id IN (SELECT id FROM victims) AND u.is_anonymous
+                AND NOT EXISTS (SELECT 1 FROM user_sessions s WHERE s.user_id = u.id AND s.id NOT IN (SELECT id FROM held))
+             RETURNING u.id
            )
            SELECT count(*)::int AS n, coalesce(array_agg(id), '{}') AS ids FROM d`,
           [t.id, t.ttl, PURGE_BATCH_PER_TENANT],
