@@ -6,7 +6,7 @@ import { Aal, JwtService } from '../../shared/crypto/jwt.service';
 import { randomToken, safeEqual, sha256Hex } from '../../shared/crypto/tokens';
 import { Batcher } from '../../shared/db/batcher';
 import { Db, Queryable } from '../../shared/db/db.service';
-import { AppError } from '../../shared/errors/app-error';
+import { AppError, InvalidTokenError } from '../../shared/errors/app-error';
 import { activityCtes } from './activity.sql';
 
 /** What a token response says about the user (contract "Tokens"). */
@@ -124,7 +124,9 @@ export class SessionsService {
    * committed (no second live chain, and no deadlock over the token and user rows).
    */
   async lockSession(tx: Queryable, sessionId: string): Promise<void> {
-    await tx.query(`SELECT 1 FROM user_sessions WHERE id = $1 FOR UPDATE`, [sessionId], 'session_lock');
+    const [s] = await tx.query<{ revoked_at: Date | null }>(`SELECT revoked_at FROM user_sessions WHERE id = $1 FOR UPDATE`, [sessionId], 'session_lock');
+    // ended since the bearer check (a logout, a revocation that committed meanwhile): the token is dead
+    if (!s || s.revoked_at) throw new InvalidTokenError();
   }
 
   /**
@@ -147,7 +149,8 @@ export class SessionsService {
        SELECT $5, s.id, $6, $2, $7, now() + make_interval(secs => $8) FROM s RETURNING id`,
       [sessionId, user.id, opts.amr, aal, refreshId, user.tenant_id, sha256Hex(secret), this.config.REFRESH_TOKEN_TTL_SECONDS],
     );
-    if (!rows.length) return this.start(tx, user, scope, opts);
+    // the session ended: its tokens are dead, and a claim never opens a new session in its place
+    if (!rows.length) throw new InvalidTokenError();
     return { ...(await this.mint(user, scope, sessionId, opts.amr, aal, opts.extraClaims)), refresh_token: `${refreshId}:${secret}` };
   }
 
@@ -334,26 +337,31 @@ export class SessionsService {
    * caller's transaction (`tx`) the caller calls `markSessionsRevoked` after its commit (see
    * TokenRevocationService for why the order matters); alone it does both.
    */
+  /**
+   * Ends a session and retires its refresh tokens. Two statements, the session first: its row lock
+   * waits for a refresh of the session in flight (refresh takes it first too), and the token
+   * update, a statement of its own, then sees the token that refresh issued. In one statement the
+   * token update would read the snapshot taken before the wait and leave that token unrevoked.
+   */
   async revokeSession(sessionId: string, reason: string, tx?: Queryable): Promise<boolean> {
-    const { rowCount } = await (tx ?? this.db).exec(
-      `WITH s AS (UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING id)
-       UPDATE refresh_tokens SET revoked_at = now() WHERE session_id IN (SELECT id FROM s) AND revoked_at IS NULL`,
-      [sessionId, reason],
-    );
+    const ended = await (tx ? this.endSessions(tx, `id = $1`, [sessionId], reason) : this.db.tx((t) => this.endSessions(t, `id = $1`, [sessionId], reason)));
     if (!tx) await this.revocation.markSessionsRevoked([sessionId]);
-    return rowCount > 0;
+    return ended.length > 0;
   }
 
-  /** Ends every session of a user except `keep` (password reset and change). */
+  /** Ends every session of a user except `keep` (password reset and change); as revokeSession. */
   async revokeUserSessions(tx: Queryable, userId: string, reason: string, keep?: string): Promise<string[]> {
-    const rows = await tx.query<{ id: string }>(
-      `WITH s AS (UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2
-                   WHERE user_id = $1 AND revoked_at IS NULL AND ($3::uuid IS NULL OR id <> $3) RETURNING id),
-            r AS (UPDATE refresh_tokens SET revoked_at = now() WHERE session_id IN (SELECT id FROM s) AND revoked_at IS NULL)
-       SELECT id FROM s`,
-      [userId, reason, keep ?? null],
+    return this.endSessions(tx, `user_id = $1 AND ($3::uuid IS NULL OR id <> $3)`, [userId, keep ?? null], reason);
+  }
+
+  private async endSessions(tx: Queryable, where: string, params: unknown[], reason: string): Promise<string[]> {
+    const ended = await tx.query<{ id: string }>(
+      `UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2 WHERE ${where} AND revoked_at IS NULL RETURNING id`,
+      [params[0], reason, ...params.slice(1)],
     );
-    return rows.map((r) => r.id);
+    const ids = ended.map((r) => r.id);
+    if (ids.length) await tx.query(`UPDATE refresh_tokens SET revoked_at = now() WHERE session_id = ANY($1::uuid[]) AND revoked_at IS NULL`, [ids]);
+    return ids;
   }
 }
 

@@ -191,6 +191,25 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
       });
     });
 
+    it('a claim whose session ends (logout) after its bearer check is 401, and opens no new session', async () => {
+      const g = await anon().expect(201);
+      const sid = claims(g.body.access_token).sid as string;
+      // the logout commits while the claim waits for the session: the claim must not carry on
+      const outcome = await t.db.tx(async (tx) => {
+        await tx.query(`SELECT 1 FROM user_sessions WHERE id = $1 FOR UPDATE`, [sid]);
+        const claim = register(g.body.access_token, uniqueEmail('ended')).then((r) => r);
+        await new Promise((r) => setTimeout(r, 200));
+        await tx.query(`UPDATE user_sessions SET revoked_at = now(), revoked_reason = 'logout' WHERE id = $1`, [sid]);
+        return { claim }; // not the promise itself: the transaction must commit before it is awaited
+      });
+      const res = await outcome.claim;
+      expect(res.status).toBe(401);
+      expect(res.body.code).toBe('auth/invalid_token');
+      expect(await t.db.query(`SELECT 1 FROM user_sessions WHERE user_id = $1 AND revoked_at IS NULL`, [g.body.user.id])).toHaveLength(0);
+      expect(await t.db.query(`SELECT 1 FROM users WHERE id = $1 AND is_anonymous`, [g.body.user.id])).toHaveLength(1);
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.claimed' AND target_id = $1`, [g.body.user.id])).toHaveLength(0);
+    });
+
     it("an email another user of the tenant has: 409 user/email_exists, the guest and its data untouched", async () => {
       const email = uniqueEmail('taken');
       await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);

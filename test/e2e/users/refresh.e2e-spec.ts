@@ -61,6 +61,28 @@ describe('refresh: rotation, reuse detection and the grace rule (contract "Token
     await refresh(u.refresh_token).expect(401);
   });
 
+  it('a logout arriving while a refresh of the session commits retires the token that refresh issued too (no live token in an ended session)', async () => {
+    const u = await registerUser(t, tenant);
+    const sid = JSON.parse(Buffer.from(u.access_token.split('.')[1], 'base64url').toString()).sid as string;
+    // the refresh is held inside its statement (session locked, child being inserted) when the logout arrives
+    const fn = `slow_rt_${sid.replace(/-/g, '')}`;
+    await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.4); RETURN NEW; END $$`);
+    await t.db.query(`CREATE TRIGGER ${fn} BEFORE INSERT ON refresh_tokens FOR EACH ROW WHEN (NEW.session_id = '${sid}') EXECUTE FUNCTION ${fn}()`);
+    try {
+      const ref = refresh(u.refresh_token).then((r) => r);
+      await new Promise((r) => setTimeout(r, 150));
+      await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${u.access_token}`).expect(204);
+      const r = await ref;
+      expect(r.status).toBe(200); // it committed before the logout did
+      const live = await t.db.query(`SELECT id FROM refresh_tokens WHERE session_id = $1 AND revoked_at IS NULL`, [sid]);
+      expect(live).toHaveLength(0);
+      expect((await refresh(r.body.refresh_token).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+    } finally {
+      await t.db.query(`DROP TRIGGER ${fn} ON refresh_tokens`);
+      await t.db.query(`DROP FUNCTION ${fn}()`);
+    }
+  });
+
   it('refuses unknown, wrong-secret and other-tenant tokens without ending the session', async () => {
     const u = await registerUser(t, tenant);
     const [id] = u.refresh_token.split(':');
