@@ -17,6 +17,8 @@ import { renderError, sendRendered } from './shared/errors/problem';
 import { createValidationPipe } from './shared/errors/validation.pipe';
 import { installBodyParsers } from './shared/http/body-parsers';
 import { installMetrics } from './shared/http/metrics';
+import { DASHBOARD_COOKIE } from './shared/auth/dashboard-session.service';
+import { closeRequestSchemas, OAUTH_CLIENT_BASIC } from './shared/http/api-docs';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -138,14 +140,19 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
           `| POST /v1/auth/refresh per client address | ${config.RATE_LIMIT_REFRESH_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
           `| failed sign-ins per (account, address) / account / address | ${config.LOGIN_FAILURES_PER_ACCOUNT_IP} / ${config.LOGIN_FAILURES_PER_ACCOUNT} / ${config.LOGIN_FAILURES_PER_IP} per ${config.LOGIN_FAILURE_WINDOW_SECONDS} s | auth/login_throttled |\n` +
           `| dashboard writes / reads per session | ${config.RATE_LIMIT_AUTH_WRITE_MAX} / ${config.RATE_LIMIT_AUTH_READ_MAX} per min | rate_limit/exceeded |\n` +
+          `| mails per address and flow (forgot, resend, magic link, email code, step-up) / mail requests per client address | ${config.RATE_LIMIT_EMAIL_PER_ADDRESS} / ${config.RATE_LIMIT_EMAIL_PER_IP} per ${config.RATE_LIMIT_EMAIL_WINDOW_SECONDS} s | rate_limit/exceeded |\n` +
+          `| token and code checks (verify-email, reset, magic link and code verification, step-up) per client address | ${config.RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
+          `| POST /v1/auth/mfa/verify per client address | ${config.RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
           '| POST /oauth/token per agent client / per subject token jti | 60 (override up to 600) / 10 per min | slow_down (RFC 6749 envelope) |\n',
       )
       .setVersion('1.0.0')
       .addBearerAuth()
       .addApiKey({ type: 'apiKey', in: 'header', name: 'X-API-Key' }, 'api_key')
-      .addCookieAuth('authp_dashboard')
+      .addCookieAuth(DASHBOARD_COOKIE, { type: 'apiKey', in: 'cookie', name: DASHBOARD_COOKIE, description: 'dashboard session; state-changing calls also need X-CSRF-Token' }, DASHBOARD_COOKIE)
+      .addBasicAuth({ type: 'http', scheme: 'basic', description: 'OAuth client credentials (RFC 6749 section 2.3.1: form-encoded, then base64); client_id and client_secret in the form body work too, not both' }, OAUTH_CLIENT_BASIC)
       .build(),
   );
+  closeRequestSchemas(doc);
   SwaggerModule.setup('docs', app, doc, { jsonDocumentUrl: 'openapi.json' });
 }
 

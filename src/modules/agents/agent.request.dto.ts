@@ -52,13 +52,13 @@ export class AgentSettingsDto {
  * refused by the handlers, with the spec's codes; every other constraint is a 400.
  */
 export class AgentFieldsDto {
-  @ApiPropertyOptional({ maxLength: 1000, nullable: true }) @IsOptional() @IsString() @MaxLength(1000) description?: string | null;
+  @ApiPropertyOptional({ type: String, maxLength: 1000, nullable: true }) @IsOptional() @IsString() @MaxLength(1000) description?: string | null;
 
-  @ApiPropertyOptional({ minLength: 1, maxLength: 64, nullable: true, example: 'mcp-server', description: 'a kind label' })
+  @ApiPropertyOptional({ type: String, minLength: 1, maxLength: 64, nullable: true, example: 'mcp-server', description: 'a kind label' })
   @IsOptional() @IsString() @Length(1, 64)
   agent_class?: string | null;
 
-  @ApiPropertyOptional({ format: 'uri', maxLength: 2048, nullable: true, description: 'shown to end users (agent_logo_url)' })
+  @ApiPropertyOptional({ type: String, format: 'uri', maxLength: 2048, nullable: true, description: 'shown to end users (agent_logo_url)' })
   @IsOptional() @IsString() @MaxLength(2048) @IsUrl({ protocols: ['https', 'http'], require_protocol: true, require_tld: false })
   logo_url?: string | null;
 

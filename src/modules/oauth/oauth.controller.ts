@@ -1,6 +1,7 @@
 import { Controller, Header, Headers, HttpCode, Post } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import {
+  ApiSecurity,
   ApiBadRequestResponse,
   ApiBody,
   ApiConsumes,
@@ -13,6 +14,7 @@ import {
   ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
 import { ClientInfo, ClientInfoValue } from '../../shared/auth/auth-context';
+import { OAUTH_CLIENT_BASIC } from '../../shared/http/api-docs';
 import { IntrospectionResponse, IntrospectTokenQuery } from './introspect/introspect-token.query';
 import { IntrospectionResponseDto, OAuthErrorDto, TokenExchangeRequestDto, TokenExchangeResponseDto, TokenRequestDto } from './oauth.dto';
 import { FormParams, OAuthForm } from './oauth-form';
@@ -38,6 +40,7 @@ export class OAuthController {
   @Header('Pragma', 'no-cache')
   @ApiConsumes(FORM)
   @ApiBody({ type: TokenExchangeRequestDto })
+  @ApiSecurity(OAUTH_CLIENT_BASIC)
   @ApiOkResponse({ type: TokenExchangeResponseDto })
   @ApiBadRequestResponse({
     type: OAuthErrorDto,
@@ -45,7 +48,14 @@ export class OAuthController {
       'RFC 6749 section 5.2 error: invalid_request (malformed or missing parameter, actor_token sent), invalid_grant (subject token invalid or revoked, generic description), ' +
       'unauthorized_client (not a confidential agent client, tier or grant type not allowed), unsupported_grant_type, invalid_scope, invalid_target (resource sent, bad audience)',
   })
-  @ApiTooManyRequestsResponse({ type: OAuthErrorDto, description: 'slow_down with Retry-After: 60 per minute per agent client (override up to 600), 10 per minute per subject token jti' })
+  @ApiTooManyRequestsResponse({
+    type: OAuthErrorDto,
+    description: 'slow_down with Retry-After: 60 per minute per agent client (override up to 600), 10 per minute per subject token jti',
+    headers: {
+      'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' } },
+      'X-Service-Docs': { description: 'URL of the rate limits documentation', schema: { type: 'string', format: 'uri' } },
+    },
+  })
   @ApiOperation({
     summary: 'Token exchange (RFC 8693, spec 4.3): a user access token becomes a narrowed agent token',
     description: 'Client authentication: HTTP Basic (client_secret_basic) or client_id and client_secret in the body (client_secret_post), not both. 503 temporarily_unavailable when the revocation state cannot be read (nothing is issued).',
@@ -60,6 +70,8 @@ export class OAuthController {
   @Header('Pragma', 'no-cache')
   @ApiConsumes(FORM)
   @ApiBody({ type: TokenRequestDto })
+  @ApiSecurity(OAUTH_CLIENT_BASIC)
+  @ApiSecurity('api_key')
   @ApiHeader({ name: 'X-API-Key', required: false, description: 'instead of client credentials' })
   @ApiOkResponse({ type: IntrospectionResponseDto })
   @ApiOperation({
@@ -76,6 +88,8 @@ export class OAuthController {
   @Header('Pragma', 'no-cache')
   @ApiConsumes(FORM)
   @ApiBody({ type: TokenRequestDto })
+  @ApiSecurity(OAUTH_CLIENT_BASIC)
+  @ApiSecurity('api_key')
   @ApiHeader({ name: 'X-API-Key', required: false, description: 'instead of client credentials' })
   @ApiOkResponse({ description: 'empty body: revoked, or not a valid token of the tenant (RFC 7009 section 2.2)' })
   @ApiBadRequestResponse({ type: OAuthErrorDto, description: 'RFC 6749 section 5.2 error: invalid_request (token missing), unauthorized_client (the client may not revoke this token)' })

@@ -1,5 +1,5 @@
 import { applyDecorators, Type } from '@nestjs/common';
-import { ApiExtraModels, ApiProperty, ApiPropertyOptional, ApiResponse, getSchemaPath } from '@nestjs/swagger';
+import { ApiExtraModels, ApiProperty, ApiPropertyOptional, ApiResponse, getSchemaPath, OpenAPIObject } from '@nestjs/swagger';
 import { ERROR_CATALOG, ErrorCode } from '../errors/error-codes';
 
 // OpenAPI documentation only: nothing here runs on a request.
@@ -86,16 +86,19 @@ export function ApiProblemResponse(status: number, code: ErrorCode, description:
   return applyDecorators(ApiExtraModels(ProblemDto), problemResponse(status, [code], description));
 }
 
+/** The OpenAPI security scheme of OAuth client credentials sent by HTTP Basic. */
+export const OAUTH_CLIENT_BASIC = 'oauth_client_basic';
+
 /** Code sets shared by many routes (the guards' answers). */
 export const Problems = {
   /** a JSON body or query DTO: validation (one `errors[]` entry per field) and unparsable JSON */
-  input: ['request/invalid', 'request/malformed_json'] as ErrorCode[],
+  input: ['request/invalid', 'request/malformed_json', 'request/too_large', 'request/unsupported_media_type'] as ErrorCode[],
   /** a cursor-paginated list query */
   list: ['request/invalid', 'request/invalid_cursor'] as ErrorCode[],
   /** X-API-Key */
   apiKey: ['auth/invalid_api_key'] as ErrorCode[],
-  /** Authorization: Bearer (the revocation state is read fail-closed: 503) */
-  bearer: ['auth/invalid_token', 'auth/tenant_mismatch', 'server/unavailable'] as ErrorCode[],
+  /** Authorization: Bearer, with an optional X-API-Key naming the tenant (the revocation state is read fail-closed: 503) */
+  bearer: ['auth/invalid_token', 'auth/tenant_mismatch', 'auth/invalid_api_key', 'server/unavailable'] as ErrorCode[],
   /** a @RateLimit route (the limiter fails closed: 503) */
   rateLimited: ['rate_limit/exceeded', 'server/unavailable'] as ErrorCode[],
   /** dashboard session, read (per-session read limit) */
@@ -133,4 +136,42 @@ export function ApiPageResponse(model: Type<unknown>, description?: string): Met
       },
     }),
   );
+}
+
+type SchemaNode = { $ref?: string; properties?: Record<string, SchemaNode>; items?: SchemaNode; required?: string[]; additionalProperties?: boolean | SchemaNode; allOf?: SchemaNode[] };
+type OpenApiDoc = { paths: Record<string, Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: SchemaNode }> } }>>; components?: { schemas?: Record<string, SchemaNode> } };
+
+/**
+ * What the ValidationPipe enforces (whitelist + forbidNonWhitelisted), said in the document: every
+ * JSON request schema, and the DTOs nested in it, refuses unknown properties
+ * (`additionalProperties: false`; a free-form field such as public_metadata is an inline object and
+ * stays open). A body whose schema requires nothing may be omitted (`requestBody.required: false`).
+ * Form bodies (/oauth/*) stay open: RFC 6749 says unknown parameters are ignored.
+ */
+export function closeRequestSchemas(openapi: OpenAPIObject): void {
+  const doc = openapi as unknown as OpenApiDoc;
+  const schemas = doc.components?.schemas ?? {};
+  const byRef = (ref: string) => schemas[ref.replace('#/components/schemas/', '')];
+  const seen = new Set<SchemaNode>();
+  const close = (node: SchemaNode | undefined) => {
+    if (!node) return;
+    if (node.$ref) return close(byRef(node.$ref));
+    if (seen.has(node)) return;
+    seen.add(node);
+    node.allOf?.forEach(close);
+    if (node.items) close(node.items);
+    if (node.properties) {
+      node.additionalProperties = false;
+      Object.values(node.properties).forEach((p) => (p.$ref || p.items || p.allOf ? close(p) : undefined));
+    }
+  };
+  for (const ops of Object.values(doc.paths)) {
+    for (const op of Object.values(ops)) {
+      const schema = op.requestBody?.content?.['application/json']?.schema;
+      if (!schema || !op.requestBody) continue;
+      close(schema);
+      const target = schema.$ref ? byRef(schema.$ref) : schema;
+      if (!target?.required?.length) op.requestBody.required = false;
+    }
+  }
 }

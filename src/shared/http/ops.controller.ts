@@ -2,7 +2,9 @@ import { Controller, Get, Header, Inject } from '@nestjs/common';
 import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import Redis from 'ioredis';
+import { APP_CONFIG, AppConfig } from '../../config/config';
 import { Db } from '../db/db.service';
+import { AppError } from '../errors/app-error';
 import { REDIS } from '../redis/redis.module';
 import { ApiProblemResponse } from './api-docs';
 import { metricsRegistry } from './metrics';
@@ -22,6 +24,7 @@ export class OpsController {
     private readonly indicator: HealthIndicatorService,
     private readonly db: Db,
     @Inject(REDIS) private readonly redis: Redis,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   @Get('health')
@@ -70,6 +73,8 @@ export class OpsController {
   @ApiExcludeEndpoint()
   @Header('Content-Type', 'text/plain; version=0.0.4')
   metrics(): Promise<string> {
+    // METRICS_ENABLED=false: no metrics at all, the route included (it answers as an unknown path)
+    if (!this.config.METRICS_ENABLED) throw new AppError('request/not_found');
     return metricsRegistry.metrics();
   }
 }

@@ -8,6 +8,8 @@ interface Schema {
   items?: Schema;
   allOf?: Schema[];
   oneOf?: Schema[];
+  additionalProperties?: boolean | Schema;
+  format?: string;
 }
 interface Response {
   description?: string;
@@ -16,11 +18,13 @@ interface Response {
 interface Operation {
   parameters?: { name: string; in: string; required?: boolean; schema?: Schema }[];
   responses: Record<string, Response>;
+  security?: Record<string, string[]>[];
+  requestBody?: { required?: boolean; content?: Record<string, { schema?: Schema }> };
 }
 interface OpenApiDoc {
   openapi: string;
   paths: Record<string, Record<string, Operation>>;
-  components: { schemas: Record<string, Schema> };
+  components: { schemas: Record<string, Schema>; securitySchemes?: Record<string, { type: string; in?: string; name?: string; scheme?: string }> };
 }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'];
@@ -192,5 +196,40 @@ describe('platform: the OpenAPI document', () => {
         .map(([prop]) => `${name}.${prop}`),
     );
     expect(numbers).toEqual([]);
+  });
+  it('names only declared security schemes; the dashboard cookie and OAuth client Basic are among them', () => {
+    const declared = Object.keys(doc.components.securitySchemes ?? {});
+    const used = new Set(operations().flatMap(([, , op]) => (op.security ?? []).flatMap((r) => Object.keys(r))));
+    for (const name of used) expect(declared).toContain(name);
+    expect(doc.components.securitySchemes?.authp_dashboard).toMatchObject({ type: 'apiKey', in: 'cookie', name: 'authp_dashboard' });
+    expect(doc.components.securitySchemes?.oauth_client_basic).toMatchObject({ type: 'http', scheme: 'basic' });
+    expect(doc.paths['/oauth/token'].post.security).toEqual(expect.arrayContaining([{ oauth_client_basic: [] }]));
+    expect(doc.paths['/v1/auth/dashboard/me'].get.security).toEqual([{ authp_dashboard: [] }]);
+  });
+
+  it('closes every JSON request schema (unknown properties are refused) and marks bodies that require nothing as optional', () => {
+    const bodies = operations().flatMap(([path, m, op]) => {
+      const schema = op.requestBody?.content?.['application/json']?.schema;
+      return schema ? [{ at: `${m.toUpperCase()} ${path}`, op, schema: resolve(schema) }] : [];
+    });
+    expect(bodies.length).toBeGreaterThan(20);
+    for (const b of bodies) expect([b.at, b.schema.additionalProperties]).toEqual([b.at, false]);
+    // nested DTOs too; a free-form field stays open
+    const settings = resolve(doc.components.schemas.RegisterAgentRequestDto.properties?.agent_settings);
+    expect(settings.additionalProperties).toBe(false);
+    expect(doc.components.schemas.AnonymousSigninRequestDto.properties?.public_metadata.additionalProperties).not.toBe(false);
+    expect(doc.paths['/v1/auth/anonymous'].post.requestBody?.required).toBe(false);
+    expect(doc.paths['/v1/auth/register'].post.requestBody?.required).toBe(true);
+    // OAuth forms stay open (RFC 6749: unknown parameters are ignored)
+    const form = doc.paths['/oauth/token'].post.requestBody?.content?.['application/x-www-form-urlencoded']?.schema;
+    expect(resolve(form).additionalProperties).toBeUndefined();
+  });
+
+  it('types the agent text fields as strings and documents 413 and 415 where a body is taken', () => {
+    const agent = doc.components.schemas.RegisterAgentRequestDto.properties!;
+    for (const f of ['description', 'agent_class', 'logo_url']) expect([f, agent[f].type]).toEqual([f, 'string']);
+    expect(agent.logo_url.format).toBe('uri');
+    const signup = doc.paths['/v1/onboarding/signup'].post.responses;
+    expect(Object.keys(signup)).toEqual(expect.arrayContaining(['413', '415']));
   });
 });

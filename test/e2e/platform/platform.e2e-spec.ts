@@ -52,6 +52,17 @@ describe('platform: operations, discovery, error envelope', () => {
     expect(res.text).toMatch(/route="\/health"/);
   });
 
+  it('METRICS_ENABLED=false turns /metrics off: 404 like an unknown path', async () => {
+    const off = await createTestApp({ METRICS_ENABLED: 'false' });
+    try {
+      const res = await off.http().get('/metrics').expect(404);
+      expect(res.body.code).toBe('request/not_found');
+      expect(res.text).not.toContain('process_cpu');
+    } finally {
+      await off.close();
+    }
+  });
+
   it('counts each request once per method, route pattern and status; unknown paths share one series', async () => {
     const count = async (labels: string) => {
       const text = (await t.http().get('/metrics').expect(200)).text;
