@@ -1,4 +1,4 @@
-import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { Pool, type PoolClient, type QueryResultRow } from 'pg';
 import { DataSource } from 'typeorm';
 
@@ -48,7 +48,14 @@ export class Db implements Queryable, OnApplicationShutdown {
     const url = (dataSource.options as { url?: string }).url;
     this.ephemeralPool = new Pool({ connectionString: url, max: 8, idleTimeoutMillis: 30000, application_name: 'authp-ephemeral', options: '-c synchronous_commit=off' });
     this.ephemeral = wrap(this.ephemeralPool);
+    // an idle pooled connection the server ends (restart, failover, pg_terminate_backend) emits
+    // 'error' on its pool; unhandled, that event would end the process. The pool drops the client
+    // and the next query opens a new connection, so logging it is all there is to do.
+    for (const [name, pool] of [['main', this.pool], ['ephemeral', this.ephemeralPool]] as const)
+      pool.on('error', (err) => this.log.warn(`idle PostgreSQL connection (${name} pool) lost: ${err.message}`));
   }
+
+  private readonly log = new Logger('Db');
 
   query<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[], name?: string): Promise<T[]> {
     return this.direct.query<T>(text, params, name);

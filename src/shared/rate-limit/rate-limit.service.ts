@@ -52,7 +52,7 @@ export class RateLimitService {
         const { hits } = throttlerKeys(`rl:${k}`, bucket);
         pipe.get(hits).pttl(hits);
       }
-      const res = (await pipe.exec()) ?? [];
+      const res = await execAll(pipe);
       return keys.map((_, i) => ({
         count: Number(res[2 * i]?.[1] ?? 0) || 0,
         ttlSeconds: Math.max(1, Math.ceil(Number(res[2 * i + 1]?.[1] ?? 0) / 1000)),
@@ -70,7 +70,7 @@ export class RateLimitService {
         const { hits } = throttlerKeys(`rl:${k}`, bucket);
         pipe.incr(hits).pexpire(hits, windowSeconds * 1000, 'NX');
       }
-      await pipe.exec();
+      await execAll(pipe);
     } catch {
       throw new AppError('server/unavailable', 'Rate limiter unavailable');
     }
@@ -81,4 +81,15 @@ export class RateLimitService {
     if (!keys.length) return;
     await this.redis.del(...keys.flatMap((k) => Object.values(throttlerKeys(`rl:${k}`, bucket)))).catch(() => undefined);
   }
+}
+
+/**
+ * A pipeline's replies, or a throw when any command failed: ioredis resolves `exec` with a
+ * per-command error (Redis down, a command refused) instead of rejecting, and a failed read taken
+ * as "0 hits" would switch a limit off. Limits fail closed (503) instead.
+ */
+async function execAll(pipe: ReturnType<Redis['pipeline']>): Promise<[Error | null, unknown][]> {
+  const res = await pipe.exec();
+  if (!res || res.length !== pipe.length || res.some(([err]) => err)) throw new Error('pipeline failed');
+  return res;
 }

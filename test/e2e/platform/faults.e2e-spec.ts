@@ -1,0 +1,67 @@
+import { Client } from 'pg';
+import { Db } from '../../../src/shared/db/db.service';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { signupTenant } from '../../factories/dashboard.factory';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+
+/**
+ * Infrastructure faults: the failed-login throttle fails closed when Redis is unreachable (a limit
+ * is never skipped), and PostgreSQL ending the API's idle connections does not end the process.
+ */
+describe('faults: Redis unreachable at sign-in, PostgreSQL ending idle connections', () => {
+  let t: TestApp;
+  let down: TestApp;
+  let tenant: TenantFixture;
+  beforeAll(async () => {
+    t = await createTestApp();
+    // same database, Redis on a closed port
+    down = await createTestApp({ REDIS_URL: 'redis://127.0.0.1:1' });
+    tenant = await createTenant(t.db);
+  });
+  afterAll(async () => {
+    await down.close();
+    await t.close();
+  });
+
+  it('end-user and dashboard sign-in answer 503 server/unavailable while the throttle cannot be read (never a sign-in past it)', async () => {
+    const email = uniqueEmail('throttled');
+    await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    for (const password of ['wrong password!!', STRONG_PASSWORD]) {
+      const res = await down.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password });
+      expect([password === STRONG_PASSWORD ? 'right' : 'wrong', res.status, res.body.code]).toEqual([password === STRONG_PASSWORD ? 'right' : 'wrong', 503, 'server/unavailable']);
+      expect(res.body.access_token).toBeUndefined();
+    }
+    const owner = await signupTenant(t);
+    const dash = await down.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', randomIp()).send({ email: owner.email, password: owner.password });
+    expect(dash.status).toBe(503);
+    expect(dash.headers['set-cookie']).toBeUndefined();
+    // the healthy instance signs in as usual
+    await t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(200);
+  });
+
+  it('PostgreSQL ending idle pooled connections (pg_terminate_backend) is survived: the next requests are served', async () => {
+    const db = t.app.get(Db);
+    // connections of both pools: the main one (TypeORM's) and the one for unflushed guest writes
+    const clients = await Promise.all([1, 2, 3].map(() => db.pool.connect()));
+    const pids = await Promise.all(clients.map(async (c) => (await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid));
+    clients.forEach((c) => c.release());
+    const ephemeral = await Promise.all([1, 2, 3].map(() => db.ephemeral.query<{ pid: number }>('SELECT pg_backend_pid() AS pid, pg_sleep(0.05)')));
+    pids.push(...new Set(ephemeral.map(([r]) => r.pid)));
+    const admin = new Client({ connectionString: process.env.DATABASE_URL });
+    await admin.connect();
+    try {
+      const r = await admin.query(`SELECT count(*)::int AS n FROM (SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid) x`, [pids]);
+      expect(r.rows[0].n).toBe(pids.length);
+      expect(pids.length).toBeGreaterThan(3);
+    } finally {
+      await admin.end();
+    }
+    await new Promise((r) => setTimeout(r, 300)); // the 'error' events of the idle clients arrive
+    await t.http().get('/ready').expect(200);
+    // a guest sign-in goes through the unflushed pool
+    await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true WHERE id = $1`, [tenant.id]);
+    await t.tenantChanged(tenant.id);
+    await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail('after'), password: STRONG_PASSWORD, consent: true }).expect(201);
+  });
+});
