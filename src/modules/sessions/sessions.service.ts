@@ -344,21 +344,29 @@ export class SessionsService {
    * token update would read the snapshot taken before the wait and leave that token unrevoked.
    */
   async revokeSession(sessionId: string, reason: string, tx?: Queryable): Promise<boolean> {
-    const ended = await (tx ? this.endSessions(tx, `id = $1`, [sessionId], reason) : this.db.tx((t) => this.endSessions(t, `id = $1`, [sessionId], reason)));
+    const which = { sessionId };
+    const ended = await (tx ? this.endSessions(tx, which, reason) : this.db.tx((t) => this.endSessions(t, which, reason)));
     if (!tx) await this.revocation.markSessionsRevoked([sessionId]);
     return ended.length > 0;
   }
 
   /** Ends every session of a user except `keep` (password reset and change); as revokeSession. */
   async revokeUserSessions(tx: Queryable, userId: string, reason: string, keep?: string): Promise<string[]> {
-    return this.endSessions(tx, `user_id = $1 AND ($3::uuid IS NULL OR id <> $3)`, [userId, keep ?? null], reason);
+    return this.endSessions(tx, { userId, keep }, reason);
   }
 
-  private async endSessions(tx: Queryable, where: string, params: unknown[], reason: string): Promise<string[]> {
-    const ended = await tx.query<{ id: string }>(
-      `UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2 WHERE ${where} AND revoked_at IS NULL RETURNING id`,
-      [params[0], reason, ...params.slice(1)],
-    );
+  private async endSessions(tx: Queryable, which: { sessionId: string } | { userId: string; keep?: string }, reason: string): Promise<string[]> {
+    const ended =
+      'sessionId' in which
+        ? await tx.query<{ id: string }>(
+            `UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2 WHERE id = $1 AND revoked_at IS NULL RETURNING id`,
+            [which.sessionId, reason],
+          )
+        : await tx.query<{ id: string }>(
+            `UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2
+              WHERE user_id = $1 AND revoked_at IS NULL AND ($3::uuid IS NULL OR id <> $3) RETURNING id`,
+            [which.userId, reason, which.keep ?? null],
+          );
     const ids = ended.map((r) => r.id);
     if (ids.length) await tx.query(`UPDATE refresh_tokens SET revoked_at = now() WHERE session_id = ANY($1::uuid[]) AND revoked_at IS NULL`, [ids]);
     return ids;
