@@ -124,7 +124,7 @@ function openLoop(o) {
                 process.stderr.write(`generator event-loop delay: p50 ${(loopDelay.percentile(50) / 1e6).toFixed(1)} p99 ${(loopDelay.percentile(99) / 1e6).toFixed(1)} max ${(loopDelay.max / 1e6).toFixed(1)} ms\n`);
                 process.stderr.write(`timeline (${o.rate}/s; 100 ms buckets with most answers over 10 ms): ` + worst.map(([b, e]) => `${(b / 10).toFixed(1)}s (${new Date(performance.timeOrigin + measureFrom + b * 100).toISOString().slice(11, 23)}) n=${e.n} slow=${e.slow} max=${e.max.toFixed(0)} queued=${e.wait.toFixed(0)}`).join(' | ') + '\n');
               }
-              resolve({ rps: Math.round(done / seconds), p50: p(50), p90: p(90), p99: p(99), total: done, non2xx, errors: errors + (sent - warm - done - errors), offered: o.rate });
+              resolve({ rps: Math.round(done / seconds), p50: p(50), p90: p(90), p99: p(99), total: done, non2xx, errors: errors + (sent - warm - done - errors), offered: o.rate, sentAll: sent });
             }
           }, 20);
         }

@@ -98,15 +98,44 @@ function summarize(name, r, mode) {
     name, mode,
     rps: Math.round(r.requests.average),
     p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99,
-    total: r.requests.total, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, stall: r.stall,
+    total: r.requests.total, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, stall: r.stall, cpu: r.cpu,
   };
 }
 
-function run(opts) {
+async function run(opts) {
+  const before = cpuSnapshot();
   // fixed offered rate: open loop (bench/open-loop.js says why not autocannon's overallRate);
   // the two-step MFA sign-in keeps autocannon
-  if (opts.overallRate && opts.requests.length === 1) return runOpenLoop(opts);
-  return new Promise((resolve, reject) => autocannon({ url: BASE, duration: DURATION, ...opts }, (err, res) => (err ? reject(err) : resolve(res))));
+  const r = opts.overallRate && opts.requests.length === 1
+    ? await runOpenLoop(opts)
+    : await new Promise((resolve, reject) => autocannon({ url: BASE, duration: DURATION, ...opts }, (err, res) => (err ? reject(err) : resolve(res))));
+  const after = cpuSnapshot();
+  const sent = r.sentAll ?? r.requests.sent ?? r.requests.total;
+  // CPU time per request (microseconds): of the API processes, and of the whole host (API,
+  // PostgreSQL, Redis and this generator). Steadier than req/s when the host's speed varies.
+  if (before && after && sent) r.cpu = { api: Math.round(((after.api - before.api) * 1e6) / TICK / sent), host: Math.round(((after.host - before.host) * 1e6) / TICK / sent) };
+  return r;
+}
+
+const TICK = 100; // USER_HZ: /proc reports CPU time in 1/100 s on Linux
+/** CPU ticks used so far by the API (BENCH_API_PID and its children) and by the whole host; null off Linux. */
+function cpuSnapshot() {
+  const apiPid = process.env.BENCH_API_PID;
+  try {
+    const host = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    const hostBusy = host.reduce((a, b) => a + b, 0) - host[3] - (host[4] || 0); // minus idle and iowait
+    let api = 0;
+    const visit = (pid) => {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      api += Number(f[11]) + Number(f[12]); // utime, stime
+      for (const c of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) visit(c);
+    };
+    if (apiPid) visit(apiPid);
+    return { api, host: hostBusy };
+  } catch {
+    return null;
+  }
 }
 
 /** The host-stall canary (bench/canary.js): wake-ups it reported late, as [epoch ms, late ms]. */
@@ -142,7 +171,7 @@ async function runOpenLoop(opts) {
     request: () => spec.setupRequest({ method: spec.method, path: spec.path, headers: {} }, {}),
     onResponse: spec.onResponse,
   });
-  return { requests: { average: r.rps, total: r.total }, latency: { p50: r.p50, p90: r.p90, p99: r.p99 }, non2xx: r.non2xx, errors: r.errors, timeouts: 0, stall: hostStall(from, Date.now()) };
+  return { requests: { average: r.rps, total: r.total }, latency: { p50: r.p50, p90: r.p90, p99: r.p99 }, non2xx: r.non2xx, errors: r.errors, timeouts: 0, stall: hostStall(from, Date.now()), sentAll: r.sentAll };
 }
 
 /** BENCH_SCENARIOS=me,refresh,login,anonymous,exchange,agent-me,mfa runs only those (default: all). */
@@ -295,13 +324,13 @@ async function main() {
   const lines = [];
   lines.push(`\n## ${new Date().toISOString()} — ${os.cpus().length} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, PostgreSQL ${pg}, ${redis}`);
   lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=${process.env.API_WORKERS || 2}, NODE_ENV=development (OWASP argon2id cost, m=${argon2Options().memoryCost} KiB t=${argon2Options().timeCost} p=${argon2Options().parallelism}), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time, recorded once all connections are open and after 1 s at the rate; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run; host stall: the late wake-ups of an idle process at nice -20 waking every millisecond (bench/canary.js) during the run, which only the machine itself causes; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each).\n`);
-  lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors | host stall ms: longest / lost over 10 ms |');
-  lines.push('|---|---|---|---|---|---|---|---|---|---|');
+  lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors | host stall ms: longest / lost over 10 ms | CPU µs per request: API / host |');
+  lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of [...maxRuns, ...fixedRuns]) {
     const rateKey = { 'GET /v1/auth/me': 'me', 'GET /v1/auth/me with an agent token': 'me', 'POST /v1/auth/refresh': 'refresh', 'POST /v1/auth/login': 'login', 'POST /v1/auth/anonymous': 'anonymous', 'POST /oauth/token (token exchange)': 'exchange', 'login with MFA (password + TOTP), sign-ins': 'login' }[r.name];
     const mode = r.mode === 'max' ? 'max throughput' : `fixed ${rates[rateKey]}/s`;
     const stall = r.stall ? `${r.stall.max} / ${r.stall.over10}` : '';
-    lines.push(`| ${r.name} | ${mode} | ${r.rps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.total} | ${r.non2xx} | ${r.errors + r.timeouts} | ${stall} |`);
+    lines.push(`| ${r.name} | ${mode} | ${r.rps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.total} | ${r.non2xx} | ${r.errors + r.timeouts} | ${stall} | ${r.cpu ? `${r.cpu.api} / ${r.cpu.host}` : ''} |`);
   }
   lines.push(`\nRaw cost in the same run (one core each): RS256 sign ${raw.sign}/s, RS256 verify ${raw.verify}/s (2048-bit KeyObject); argon2id verify (m=${argon2Options().memoryCost} KiB, t=${argon2Options().timeCost}, p=${argon2Options().parallelism}) ${argon}/s on ${os.cpus().length} cores.`);
   lines.push(`\nGuest purge: ${purge.guests} stale guests across ${purge.tenants} tenants removed in ${purge.runs} runs, ${purge.seconds} s wall time in total (${purge.perRun} s per run on average).`);

@@ -28,4 +28,4 @@ cleanup() {
 }
 trap cleanup EXIT
 for _ in $(seq 1 60); do curl -sf http://127.0.0.1:3101/health >/dev/null && break; sleep 0.5; done
-BENCH_URL=http://127.0.0.1:3101 node --expose-gc bench/run.js
+BENCH_URL=http://127.0.0.1:3101 BENCH_API_PID=$api node --expose-gc bench/run.js

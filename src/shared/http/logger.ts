@@ -1,4 +1,4 @@
-import { RequestMethod } from '@nestjs/common';
+import { DynamicModule, Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
 import { getConfig } from '../../config/config.module';
 
@@ -25,14 +25,13 @@ export const REDACT_PATHS = [
 ];
 
 /** JSON logs via pino, one line per request, with the request id. */
-export function loggerModule() {
+export function loggerModule(): DynamicModule {
   const config = getConfig();
   // Request lines are info-level. Above info nothing per request would be written, so the
   // per-request logger (a child logger and an async context per request, about a tenth of the
   // CPU of a fast route) is not installed; errors are still logged with their request id.
   const requestLogs = ['trace', 'debug', 'info'].includes(config.LOG_LEVEL);
-  return LoggerModule.forRoot({
-    ...(requestLogs ? {} : { forRoutes: [{ path: '__request_logging_off__', method: RequestMethod.ALL }] }),
+  const module = LoggerModule.forRoot({
     pinoHttp: {
       level: config.LOG_LEVEL,
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
@@ -45,4 +44,12 @@ export function loggerModule() {
       autoLogging: { ignore: (req) => req.url === '/health' || req.url === '/metrics' },
     },
   });
+  // the same providers (Logger, PinoLogger) without LoggerModule's middleware: with no Nest
+  // middleware at all, @fastify/middie skips its per-request work (it copies ip, ips, hostname,
+  // protocol and query onto the raw request and normalizes the path for every request otherwise)
+  return requestLogs ? module : { ...module, module: LoggerProvidersModule, global: true };
 }
+
+/** nestjs-pino's logger providers, without the per-request logging middleware. */
+@Module({})
+class LoggerProvidersModule {}
