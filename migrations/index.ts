@@ -9,6 +9,7 @@ import { SweepIndexes1764000000000 } from './1764000000000-sweep-indexes';
 import { SessionSweepIndex1764100000000 } from './1764100000000-session-sweep-index';
 import { MfaChallengeOauthParams1764200000000 } from './1764200000000-mfa-challenge-oauth-params';
 import { PasswordProven1764300000000 } from './1764300000000-password-proven';
+import { OutboxSettled1764400000000 } from './1764400000000-outbox-settled';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -23,4 +24,5 @@ export const ALL_MIGRATIONS = [
   SessionSweepIndex1764100000000,
   MfaChallengeOauthParams1764200000000,
   PasswordProven1764300000000,
+  OutboxSettled1764400000000,
 ];

@@ -92,6 +92,11 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) @Max(64) ARGON2_MAX_CONCURRENCY = Math.max(1, os.cpus().length);
 
   @Transform(toInt) @IsInt() @Min(1) OUTBOX_POLL_MS = 500;
+  // the worker's queue reconciler (src/shared/outbox/queue-reconciler.ts): how often it re-adds
+  // the BullMQ jobs a Redis data loss may have dropped, and how old a relayed row or a pending
+  // delivery must be before it is looked at (younger ones are in the normal flow)
+  @Transform(toInt) @IsInt() @Min(1) @Max(86400) QUEUE_RECONCILE_SECONDS = 300;
+  @Transform(toInt) @IsInt() @Min(0) @Max(86400) QUEUE_RECONCILE_GRACE_SECONDS = 600;
 
   // tenant webhooks (src/modules/webhooks): per-attempt timeout, retry schedule, auto-disable
   @Transform(toInt) @IsInt() @Min(100) @Max(60000) WEBHOOK_TIMEOUT_MS = 10000;

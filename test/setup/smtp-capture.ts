@@ -24,6 +24,8 @@ export interface SmtpCapture {
   rejected: number;
   /** Answers the next `count` matching RCPT TO with `451` (a temporary failure: the sender retries). */
   failNext(count: number, match?: (recipient: string) => boolean): void;
+  /** Drops every pending `failNext` rule. */
+  clearFailures(): void;
   /** The first message (already received or still to come) matching `predicate`. */
   waitFor(predicate: (m: CapturedMail) => boolean, timeoutMs?: number): Promise<CapturedMail>;
   /** Resolves once `count` messages match `predicate` (there may be more). */
@@ -98,6 +100,9 @@ export async function startSmtpCapture(): Promise<SmtpCapture> {
     messages,
     failNext(count: number, match: (recipient: string) => boolean = () => true) {
       failures.push({ left: count, match });
+    },
+    clearFailures() {
+      failures = [];
     },
     waitFor: async (predicate: (m: CapturedMail) => boolean, timeoutMs?: number) => (await waitForCount(predicate, 1, timeoutMs))[0],
     waitForCount,

@@ -4,6 +4,8 @@ import { CreateWebhookHandler } from './create-webhook/create-webhook.handler';
 import { DeleteWebhookHandler } from './delete-webhook/delete-webhook.handler';
 import { DeliverWebhookHandler } from './deliver/deliver-webhook.handler';
 import { WebhookDeliveryWorker } from './deliver/webhook-delivery.worker';
+import { RequeuePendingDeliveries } from './deliver/requeue-pending';
+import { OutboxModule } from '../../shared/outbox/outbox.module';
 import { EnableWebhookHandler } from './enable-webhook/enable-webhook.handler';
 import { FanOutWebhookEventHandler } from './fan-out/fan-out-event.handler';
 import { WebhookEventProcessor } from './fan-out/webhook-event.processor';
@@ -26,10 +28,11 @@ export class WebhooksModule {}
 /**
  * The worker's part: events of the outbox topic `webhook` fan out to the matching endpoints
  * (WebhookEventProcessor), and each (event, endpoint) is delivered, signed and retried on the
- * `webhook-delivery` queue (WebhookDeliveryWorker). No HTTP.
+ * `webhook-delivery` queue (WebhookDeliveryWorker); pending deliveries whose jobs Redis lost are
+ * queued again by the queue reconciler (RequeuePendingDeliveries). No HTTP.
  */
 @Module({
-  imports: [BullModule.registerQueue({ name: WEBHOOK_TOPIC }, { name: WEBHOOK_DELIVERY_QUEUE })],
-  providers: [WebhookEventProcessor, FanOutWebhookEventHandler, DeliverWebhookHandler, WebhookDeliveryWorker],
+  imports: [OutboxModule, BullModule.registerQueue({ name: WEBHOOK_TOPIC }, { name: WEBHOOK_DELIVERY_QUEUE })],
+  providers: [WebhookEventProcessor, FanOutWebhookEventHandler, DeliverWebhookHandler, WebhookDeliveryWorker, RequeuePendingDeliveries],
 })
 export class WebhooksWorkerModule {}

@@ -5,7 +5,7 @@ import { createTransport, Transporter } from 'nodemailer';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { EnvelopeCipher } from '../crypto/envelope-cipher';
 import { Db } from '../db/db.service';
-import { openOutboxSecret, OutboxJobData } from '../outbox/outbox-job';
+import { openOutboxSecret, OutboxJobData, settleOutboxRow } from '../outbox/outbox-job';
 import { MAIL_TOPIC, MailPayload } from './mail.service';
 import { isMailTemplate, MailTemplateError, renderMail } from './templates';
 
@@ -47,6 +47,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     if (!this.transport) {
       if (this.config.isProduction) throw new Error('SMTP_URL is not set');
       this.log.log({ msg: 'mail not sent (no SMTP_URL); its content:', to, subject: mail.subject, text: mail.text });
+      await this.settle(job);
       return { logged: true };
     }
     const info = await this.transport.sendMail({
@@ -59,7 +60,17 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
       messageId: `<outbox-${job.data.outboxId}.${Date.parse(job.data.createdAt)}@${this.messageIdDomain}>`,
       headers: { 'Auto-Submitted': 'auto-generated' },
     });
+    await this.settle(job);
     return { messageId: info.messageId };
+  }
+
+  /**
+   * The mail left (or will never leave): its outbox row is settled, so the queue reconciler does
+   * not queue it again. A failed write is only logged: the completed job stays in Redis for a day,
+   * longer than the reconciler looks back, so the mail is not sent twice.
+   */
+  private async settle(job: Job<OutboxJobData>): Promise<void> {
+    await settleOutboxRow(this.db, job.data.outboxId).catch((e: Error) => this.log.warn(`settling outbox ${job.data.outboxId}: ${e.message}`));
   }
 
   @OnWorkerEvent('failed')
@@ -69,6 +80,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     const line = `mail ${job.data.eventType} (outbox ${job.data.outboxId}) attempt ${job.attemptsMade} failed${final ? ', giving up' : ''}: ${err.message}`;
     if (final) this.log.error(line);
     else this.log.warn(line);
+    if (final) void this.settle(job);
   }
 
   @OnWorkerEvent('error')

@@ -1,7 +1,9 @@
 import { Inject, Injectable, Logger, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
 import { Queue, Worker } from 'bullmq';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { bullConnection, bullPrefix } from '../outbox/bull-options';
+import { QueueReconciler } from '../outbox/queue-reconciler';
 
 export const MAINTENANCE_QUEUE = 'maintenance';
 
@@ -25,7 +27,10 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
   private queue?: Queue;
   private worker?: Worker;
 
-  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly moduleRef: ModuleRef,
+  ) {}
 
   register(job: MaintenanceJob): void {
     this.jobs.set(job.name, job);
@@ -35,9 +40,10 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
     if (!this.jobs.size) return;
     const prefix = bullPrefix(this.config);
     this.queue = new Queue(MAINTENANCE_QUEUE, { connection: bullConnection(this.config), prefix });
-    for (const job of this.jobs.values()) {
-      await this.queue.upsertJobScheduler(job.schedulerId, { pattern: job.pattern, tz: 'UTC' }, { name: job.name, opts: { removeOnComplete: 100, removeOnFail: 100 } });
-    }
+    for (const job of this.jobs.values()) await this.upsert(job);
+    // the worker's queue reconciler re-creates a schedule Redis lost (a restart without
+    // persistence, a flush), instead of waiting for the next worker start
+    this.reconciler()?.register({ name: 'schedules', run: () => this.ensureSchedules() });
     this.worker = new Worker(
       MAINTENANCE_QUEUE,
       async (job) => {
@@ -49,6 +55,31 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
       { connection: bullConnection(this.config), prefix, concurrency: 1 },
     );
     this.worker.on('failed', (job, err) => this.logger.error(`maintenance job ${job?.name} failed: ${err.message}`));
+  }
+
+  /** Re-creates the schedules Redis no longer holds; returns how many it re-created. */
+  async ensureSchedules(): Promise<number> {
+    let n = 0;
+    for (const job of this.jobs.values()) {
+      if (!this.queue || (await this.queue.getJobScheduler(job.schedulerId))) continue;
+      await this.upsert(job);
+      this.logger.warn(`job schedule ${job.schedulerId} was missing from Redis: re-created`);
+      n++;
+    }
+    return n;
+  }
+
+  private upsert(job: MaintenanceJob): Promise<unknown> {
+    return this.queue!.upsertJobScheduler(job.schedulerId, { pattern: job.pattern, tz: 'UTC' }, { name: job.name, opts: { removeOnComplete: 100, removeOnFail: 100 } });
+  }
+
+  /** The worker's QueueReconciler; absent in a context without the outbox (the CLI). */
+  private reconciler(): QueueReconciler | undefined {
+    try {
+      return this.moduleRef.get(QueueReconciler, { strict: false });
+    } catch {
+      return undefined;
+    }
   }
 
   /** The next run of a schedule (for the ops check and tests). */

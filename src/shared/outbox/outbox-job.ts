@@ -1,5 +1,6 @@
 import type { JobsOptions } from 'bullmq';
 import type { EnvelopeCipher } from '../crypto/envelope-cipher';
+import type { Queryable } from '../db/db.service';
 
 /**
  * The data of every job the outbox relay queues: the outbox row as it was written. Secret
@@ -22,6 +23,17 @@ export interface OutboxJobData {
 export function outboxJobId(outboxId: string | number): string {
   return `outbox-${outboxId}`;
 }
+
+/**
+ * Records that an outbox row's job settled: its consumer finished it, or gave up for good. Rows
+ * relayed but never settled are re-queued by the queue reconciler (a Redis data loss drops jobs).
+ * The SQL, for a consumer that settles inside its own statement: SETTLE_OUTBOX_SQL with $1.
+ */
+export async function settleOutboxRow(db: Queryable, outboxId: string): Promise<void> {
+  await db.query(SETTLE_OUTBOX_SQL('$1'), [outboxId], 'outbox_settle');
+}
+
+export const SETTLE_OUTBOX_SQL = (idParam: string) => `UPDATE outbox SET processed_at = now() WHERE id = ${idParam}::bigint AND processed_at IS NULL`;
 
 /** Decrypts a job's secret fields (link tokens, codes); undefined when the row had none. */
 export function openOutboxSecret<T extends Record<string, unknown> = Record<string, unknown>>(cipher: EnvelopeCipher, data: OutboxJobData): T | undefined {

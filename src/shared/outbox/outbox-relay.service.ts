@@ -9,6 +9,13 @@ import { jobOptionsFor, OutboxJobData, outboxJobId } from './outbox-job';
 /** Rows per relay transaction; a full batch is followed at once by the next one. */
 export const OUTBOX_BATCH_SIZE = 100;
 
+/**
+ * How far back the reconciler looks for unsettled rows: less than the day BullMQ keeps a
+ * completed job (DEFAULT_OUTBOX_JOB_OPTIONS), so a row whose job ran but whose settlement write
+ * failed finds its completed job still there and is not run twice.
+ */
+export const UNSETTLED_WINDOW_HOURS = 20;
+
 interface OutboxRow {
   id: string;
   tenant_id: string | null;
@@ -78,19 +85,46 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         [OUTBOX_BATCH_SIZE],
       );
       if (!rows.length) return 0;
-      const byTopic = new Map<string, OutboxRow[]>();
-      for (const r of rows) byTopic.set(r.topic, [...(byTopic.get(r.topic) ?? []), r]);
-      for (const [topic, batch] of byTopic) {
-        const opts = jobOptionsFor(topic);
-        await this.queue(topic).addBulk(
-          batch.map((r) => ({ name: r.event_type, data: toJobData(r), opts: { ...opts, jobId: outboxJobId(r.id) } })),
-        );
-      }
+      await this.addJobs(rows);
       await tx.query(`UPDATE outbox SET dispatched_at = now() WHERE id = ANY($1::bigint[])`, [rows.map((r) => r.id)]);
       return rows.length;
     });
     this.dispatched += n;
     return n;
+  }
+
+  /**
+   * The queue reconciler's step: re-adds the jobs of rows relayed at least `graceSeconds` ago and
+   * never settled (`processed_at`, set by the consumer when it finished or gave up). A job Redis
+   * still holds is left as it is (same job id); one Redis lost runs again. Only rows relayed
+   * within UNSETTLED_WINDOW: older settled jobs are no longer in Redis to make the re-add a no-op.
+   */
+  async redispatchUnsettled(graceSeconds: number): Promise<number> {
+    let after = '0';
+    let total = 0;
+    for (;;) {
+      const rows = await this.db.query<OutboxRow>(
+        `SELECT id, tenant_id, topic, event_type, payload, secret_enc, created_at FROM outbox
+          WHERE dispatched_at IS NOT NULL AND processed_at IS NULL AND id > $1
+            AND dispatched_at <= now() - make_interval(secs => $2) AND dispatched_at > now() - make_interval(hours => $3)
+          ORDER BY id LIMIT $4`,
+        [after, graceSeconds, UNSETTLED_WINDOW_HOURS, OUTBOX_BATCH_SIZE],
+      );
+      if (!rows.length) return total;
+      await this.addJobs(rows);
+      total += rows.length;
+      after = String(rows[rows.length - 1].id);
+    }
+  }
+
+  /** Adds the rows' jobs, one addBulk per topic, under their fixed job ids. */
+  private async addJobs(rows: OutboxRow[]): Promise<void> {
+    const byTopic = new Map<string, OutboxRow[]>();
+    for (const r of rows) byTopic.set(r.topic, [...(byTopic.get(r.topic) ?? []), r]);
+    for (const [topic, batch] of byTopic) {
+      const opts = jobOptionsFor(topic);
+      await this.queue(topic).addBulk(batch.map((r) => ({ name: r.event_type, data: toJobData(r), opts: { ...opts, jobId: outboxJobId(r.id) } })));
+    }
   }
 
   private schedule(ms: number): void {

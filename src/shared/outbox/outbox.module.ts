@@ -4,6 +4,7 @@ import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { bullConnection, bullPrefix } from './bull-options';
 import { OutboxRelay } from './outbox-relay.service';
+import { QueueReconciler } from './queue-reconciler';
 
 /**
  * Closes every BullMQ worker (waiting for the jobs it is running) before the database pool and
@@ -32,8 +33,8 @@ export class QueueWorkersCloser implements BeforeApplicationShutdown {
 }
 
 /**
- * Worker side of the transactional outbox: the relay (outbox rows -> BullMQ queue per topic)
- * and the shared BullMQ configuration (connection and key prefix) for every processor.
+ * Worker side of the transactional outbox: the relay (outbox rows -> BullMQ queue per topic),
+ * the queue reconciler (re-adds the jobs a Redis data loss dropped) and the shared BullMQ configuration (connection and key prefix) for every processor.
  *
  * To consume a topic, a context adds to its worker-only module (imported by WorkerModule,
  * never by ApiModule, so the API consumes nothing):
@@ -55,7 +56,7 @@ export class QueueWorkersCloser implements BeforeApplicationShutdown {
       useFactory: (config: AppConfig) => ({ connection: bullConnection(config), prefix: bullPrefix(config) }),
     }),
   ],
-  providers: [OutboxRelay, QueueWorkersCloser],
-  exports: [OutboxRelay],
+  providers: [OutboxRelay, QueueWorkersCloser, QueueReconciler],
+  exports: [OutboxRelay, QueueReconciler],
 })
 export class OutboxModule {}

@@ -1,3 +1,5 @@
+import type { JobsOptions } from 'bullmq';
+
 /** The data of a delivery job: everything else is read from the delivery row when it runs. */
 export interface DeliveryJobData {
   deliveryId: string;
@@ -6,4 +8,27 @@ export interface DeliveryJobData {
 /** Job id of the delivery of one outbox event to one endpoint: re-adding it is a no-op. */
 export function deliveryJobId(outboxId: string | number, endpointId: string): string {
   return `wh-${outboxId}-${endpointId}`;
+}
+
+/** Completed delivery jobs are kept a day and failed ones two weeks (while kept, a re-add of the id is a no-op). */
+const KEEP: Pick<JobsOptions, 'removeOnComplete' | 'removeOnFail'> = { removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 14 * 24 * 3600 } };
+
+/** A pending delivery as its job is built from it. */
+export interface PendingDelivery {
+  id: string;
+  outbox_id: string;
+  endpoint_id: string;
+  event_type: string;
+}
+
+/**
+ * The BullMQ job of a delivery with `attempts` attempts left (the fan-out: WEBHOOK_MAX_ATTEMPTS;
+ * the queue reconciler re-adding a lost job: what the delivery row has not used yet).
+ */
+export function deliveryJob(d: PendingDelivery, attempts: number): { name: string; data: DeliveryJobData; opts: JobsOptions } {
+  return {
+    name: d.event_type,
+    data: { deliveryId: d.id },
+    opts: { ...KEEP, jobId: deliveryJobId(d.outbox_id, d.endpoint_id), attempts: Math.max(1, attempts), backoff: { type: 'webhook' } },
+  };
 }

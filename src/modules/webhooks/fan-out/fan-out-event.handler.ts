@@ -1,21 +1,21 @@
 import { InjectQueue } from '@nestjs/bullmq';
 import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import { JobsOptions, Queue } from 'bullmq';
+import { Queue } from 'bullmq';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { Db } from '../../../shared/db/db.service';
 import { WEBHOOK_DELIVERY_QUEUE } from '../webhook-events';
-import { DeliveryJobData, deliveryJobId } from '../deliver/delivery-job';
+import { SETTLE_OUTBOX_SQL, settleOutboxRow } from '../../../shared/outbox/outbox-job';
+import { deliveryJob, DeliveryJobData } from '../deliver/delivery-job';
 import { FanOutWebhookEventCommand } from './fan-out-event.command';
-
-/** Completed delivery jobs are kept a day and failed ones two weeks (while kept, a re-add of the id is a no-op). */
-const KEEP: Pick<JobsOptions, 'removeOnComplete' | 'removeOnFail'> = { removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 14 * 24 * 3600 } };
 
 /**
  * One delivery row and one BullMQ job per matching endpoint: enabled, subscribed to the event
  * type (or `*`), with no agent filter or the payload's agent_client_id (spec 6), and registered
  * when the event happened. Idempotent: a re-relayed or retried event finds its rows (unique per
- * (outbox id, endpoint)) and re-adds the jobs of the pending ones under the same job ids.
+ * (outbox id, endpoint)) and re-adds the jobs of the pending ones under the same job ids. The
+ * same statement settles the outbox row: from here on the pending delivery rows are what the
+ * queue reconciler re-queues should Redis lose the jobs.
  */
 @CommandHandler(FanOutWebhookEventCommand)
 export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookEventCommand> {
@@ -26,7 +26,10 @@ export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookE
   ) {}
 
   async execute({ event }: FanOutWebhookEventCommand): Promise<{ deliveries: number }> {
-    if (!event.tenantId) return { deliveries: 0 };
+    if (!event.tenantId) {
+      await settleOutboxRow(this.db, event.outboxId);
+      return { deliveries: 0 };
+    }
     const agentClientId = typeof event.payload?.agent_client_id === 'string' ? event.payload.agent_client_id.toLowerCase() : null;
     // Standard Webhooks payload; the same bytes on every attempt
     const body = JSON.stringify({ type: event.eventType, timestamp: event.createdAt, data: event.payload ?? {} });
@@ -37,6 +40,7 @@ export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookE
             AND created_at <= COALESCE((SELECT created_at FROM outbox WHERE id = $5), $2::timestamptz + interval '1 millisecond')
             AND ($3 = ANY (events) OR '*' = ANY (events))
             AND (agent_client_id IS NULL OR agent_client_id::text = $4::text)
+       ), settled AS (${SETTLE_OUTBOX_SQL('$5')}
        ), inserted AS (
          INSERT INTO webhook_deliveries (tenant_id, endpoint_id, outbox_id, message_id, event_type, body)
          SELECT $1, t.id, $5, 'msg_' || replace(gen_random_uuid()::text, '-', ''), $3, $6 FROM targets t
@@ -50,11 +54,7 @@ export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookE
     );
     if (rows.length) {
       await this.deliveries.addBulk(
-        rows.map((r) => ({
-          name: event.eventType,
-          data: { deliveryId: r.id },
-          opts: { ...KEEP, jobId: deliveryJobId(event.outboxId, r.endpoint_id), attempts: this.config.WEBHOOK_MAX_ATTEMPTS, backoff: { type: 'webhook' } },
-        })),
+        rows.map((r) => deliveryJob({ id: r.id, outbox_id: event.outboxId, endpoint_id: r.endpoint_id, event_type: event.eventType }, this.config.WEBHOOK_MAX_ATTEMPTS)),
       );
     }
     return { deliveries: rows.length };

@@ -2,7 +2,8 @@ import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Logger } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import { Job } from 'bullmq';
-import { OutboxJobData } from '../../../shared/outbox/outbox-job';
+import { Db } from '../../../shared/db/db.service';
+import { OutboxJobData, settleOutboxRow } from '../../../shared/outbox/outbox-job';
 import { WEBHOOK_TOPIC } from '../webhook-events';
 import { FanOutWebhookEventCommand } from './fan-out-event.command';
 
@@ -11,7 +12,10 @@ import { FanOutWebhookEventCommand } from './fan-out-event.command';
 export class WebhookEventProcessor extends WorkerHost {
   private readonly log = new Logger(WebhookEventProcessor.name);
 
-  constructor(private readonly commandBus: CommandBus) {
+  constructor(
+    private readonly commandBus: CommandBus,
+    private readonly db: Db,
+  ) {
     super();
   }
 
@@ -21,7 +25,11 @@ export class WebhookEventProcessor extends WorkerHost {
 
   @OnWorkerEvent('failed')
   onFailed(job: Job<OutboxJobData> | undefined, err: Error): void {
-    if (job) this.log.warn(`webhook fan-out of ${job.data.eventType} (outbox ${job.data.outboxId}) attempt ${job.attemptsMade} failed: ${err.message}`);
+    if (!job) return;
+    this.log.warn(`webhook fan-out of ${job.data.eventType} (outbox ${job.data.outboxId}) attempt ${job.attemptsMade} failed: ${err.message}`);
+    // given up for good: settled, so the queue reconciler does not queue it again
+    if (job.attemptsMade >= (job.opts.attempts ?? 1))
+      void settleOutboxRow(this.db, job.data.outboxId).catch((e: Error) => this.log.warn(`settling outbox ${job.data.outboxId}: ${e.message}`));
   }
 
   @OnWorkerEvent('error')

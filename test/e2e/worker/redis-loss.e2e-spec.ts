@@ -1,0 +1,201 @@
+import { INestApplicationContext } from '@nestjs/common';
+import { Queue } from 'bullmq';
+import Redis from 'ioredis';
+import { resetConfigForTests } from '../../../src/config/config.module';
+import { GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
+import { EventsService } from '../../../src/shared/events/events.service';
+import { MailService } from '../../../src/shared/mail/mail.service';
+import { MaintenanceScheduler } from '../../../src/shared/maintenance/maintenance.scheduler';
+import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
+import { QueueReconciler } from '../../../src/shared/outbox/queue-reconciler';
+import { startWorker } from '../../../src/worker';
+import { DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
+import { createTestApp, TestApp, uniqueEmail } from '../../setup/app';
+import { SmtpCapture, startSmtpCapture } from '../../setup/smtp-capture';
+import { flushTestPrefix, rawRedis } from '../agents/agents.helpers';
+import { createIsolatedDatabase, eventually, Receiver, sleep } from '../webhooks/webhook-helpers';
+
+/**
+ * Redis loses its data (a restart without persistence, a failover to a lagging replica, a flush)
+ * while the worker owes work: a mail being retried, a webhook delivery waiting for its next
+ * attempt, an event relayed but not yet fanned out, the job schedules. PostgreSQL still knows what
+ * is owed, and the worker's queue reconciler puts it back: each mail and webhook arrives, once.
+ */
+describe('worker: recovery after Redis loses its data (queue reconciler)', () => {
+  let db: { url: string; drop: () => Promise<void> };
+  let t: TestApp;
+  let worker: INestApplicationContext;
+  let smtp: SmtpCapture;
+  let rx: Receiver;
+  let redis: Redis;
+  let owner: DashboardFixture;
+  const queues: Queue[] = [];
+  const savedDbUrl = process.env.DATABASE_URL;
+  const prefix = process.env.REDIS_KEY_PREFIX as string;
+
+  const WORKER_ENV: Record<string, string> = {
+    OUTBOX_POLL_MS: '50',
+    // a failed webhook attempt waits a minute for the next: long enough to lose it in between
+    WEBHOOK_BACKOFF_BASE_MS: '60000',
+    WEBHOOK_MAX_ATTEMPTS: '5',
+    WEBHOOK_TIMEOUT_MS: '2000',
+    // passes only when the test asks (plus the one at start)
+    QUEUE_RECONCILE_SECONDS: '3600',
+  };
+
+  function queue(name: string): Queue {
+    const q = new Queue(name, { connection: bullConnection({ REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' }), prefix: bullPrefix({ REDIS_KEY_PREFIX: prefix }) });
+    queues.push(q);
+    return q;
+  }
+
+  const reconcile = () => worker.get(QueueReconciler, { strict: false }).runOnce(0);
+
+  async function outboxRow(id: string): Promise<{ dispatched_at: Date | null; processed_at: Date | null }> {
+    const [r] = await t.db.query<{ dispatched_at: Date | null; processed_at: Date | null }>(`SELECT dispatched_at, processed_at FROM outbox WHERE id = $1`, [id]);
+    return r;
+  }
+
+  beforeAll(async () => {
+    db = await createIsolatedDatabase('rloss');
+    process.env.DATABASE_URL = db.url;
+    smtp = await startSmtpCapture();
+    rx = await new Receiver().start();
+    t = await createTestApp({ DATABASE_URL: db.url });
+    const saved: Record<string, string | undefined> = {};
+    for (const [k, v] of Object.entries({ ...WORKER_ENV, DATABASE_URL: db.url, SMTP_URL: smtp.url })) {
+      saved[k] = process.env[k];
+      process.env[k] = v;
+    }
+    resetConfigForTests();
+    try {
+      worker = await startWorker({ logger: false });
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+      resetConfigForTests();
+    }
+    redis = rawRedis();
+    owner = await signupTenant(t);
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const q of queues) await q.close().catch(() => undefined);
+    await worker?.close().catch(() => undefined);
+    await t?.close();
+    await rx?.close();
+    await smtp?.close();
+    redis?.disconnect();
+    process.env.DATABASE_URL = savedDbUrl;
+    await db?.drop();
+  });
+
+  it('a mail whose retry Redis lost is sent once the reconciler runs, once; a settled mail is never sent again', async () => {
+    const to = uniqueEmail('lost-mail');
+    smtp.failNext(1000, (r) => r === to);
+    const mail = t.app.get(MailService);
+    await t.db.tx((tx) => mail.enqueue(tx, { tenantId: owner.tenantId, to, template: 'password_reset', data: {}, secret: { token: 'reset-token-lost-in-redis' } }));
+    const [{ id }] = await t.db.query<{ id: string }>(`SELECT id::text AS id FROM outbox WHERE payload->>'to' = $1`, [to]);
+    // the first attempt failed and the job waits for its retry (about a second): Redis loses it now
+    const email = queue('email');
+    await eventually(async () => (await email.getJobState(`outbox-${id}`)) === 'delayed', 15_000, 'the mail job to wait for its retry');
+    await flushTestPrefix(redis);
+    smtp.clearFailures();
+    await sleep(1500);
+    expect(smtp.messages.filter((m) => m.to.includes(to))).toHaveLength(0);
+    expect((await outboxRow(id)).processed_at).toBeNull();
+
+    const counts = await reconcile();
+    expect(counts.outbox).toBeGreaterThanOrEqual(1);
+    await smtp.waitFor((m) => m.to.includes(to), 15_000);
+    await eventually(async () => (await outboxRow(id)).processed_at, 10_000, 'the outbox row to be settled');
+
+    // the completed job leaves Redis (it is kept a day): the settled row is not queued again
+    await eventually(async () => (await email.getJobState(`outbox-${id}`)) === 'completed', 10_000, 'the job to complete');
+    await (await email.getJob(`outbox-${id}`))!.remove();
+    await reconcile();
+    await sleep(1000);
+    expect(smtp.messages.filter((m) => m.to.includes(to))).toHaveLength(1);
+  }, 60_000);
+
+  it('a webhook delivery waiting for its retry when Redis lost it resumes with the same webhook-id and its remaining attempts', async () => {
+    const path = rx.path((n) => (n === 1 ? 500 : 200));
+    const endpoint = (
+      await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/webhooks`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ url: rx.url(path), events: ['*'] }).expect(201)
+    ).body as { id: string };
+    const events = t.app.get(EventsService);
+    await t.db.tx((tx) => events.outbox(tx, { tenantId: owner.tenantId, topic: 'webhook', eventType: 'agent.created', payload: { n: 1 } }));
+    await rx.waitFor((r) => r.path === path, 1);
+    const delivery = await eventually(
+      async () => (await t.db.query<{ id: string; outbox_id: string; attempts: number }>(`SELECT id, outbox_id::text AS outbox_id, attempts FROM webhook_deliveries WHERE endpoint_id = $1 AND attempts = 1`, [endpoint.id]))[0],
+      10_000,
+      'the first attempt to be recorded',
+    );
+    // the fan-out settled its outbox row when it created the delivery
+    expect((await outboxRow(delivery.outbox_id)).processed_at).not.toBeNull();
+
+    // while Redis holds the job (delayed a minute), a reconcile pass changes nothing
+    const deliveries = queue('webhook-delivery');
+    const jobId = `wh-${delivery.outbox_id}-${endpoint.id}`;
+    expect(await deliveries.getJobState(jobId)).toBe('delayed');
+    expect((await reconcile())['webhook-deliveries']).toBeGreaterThanOrEqual(1);
+    await sleep(1000);
+    expect(rx.on(path)).toHaveLength(1);
+    expect(await deliveries.getJobState(jobId)).toBe('delayed');
+
+    // Redis loses it: the next pass queues it again, and it is delivered at once
+    await flushTestPrefix(redis);
+    expect(await deliveries.getJobState(jobId)).toBe('unknown');
+    await reconcile();
+    const [first, second] = await rx.waitFor((r) => r.path === path, 2, 15_000);
+    expect(second.headers['webhook-id']).toBe(first.headers['webhook-id']);
+    expect(second.body).toBe(first.body);
+    const [row] = await eventually(
+      async () => {
+        const rows = await t.db.query<{ status: string; attempts: number }>(`SELECT status, attempts FROM webhook_deliveries WHERE id = $1 AND status <> 'pending'`, [delivery.id]);
+        return rows.length ? rows : undefined;
+      },
+      10_000,
+      'the delivery to settle',
+    );
+    expect(row).toEqual({ status: 'delivered', attempts: 2 });
+    // the re-added job had the attempts the row had not used (5 - 1)
+    expect((await deliveries.getJob(jobId))?.opts.attempts).toBe(4);
+    await reconcile();
+    await sleep(500);
+    expect(rx.on(path)).toHaveLength(2);
+  }, 60_000);
+
+  it('an event relayed but never fanned out (its job lost) reaches the endpoint once the reconciler runs', async () => {
+    const path = rx.path();
+    await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/webhooks`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ url: rx.url(path), events: ['*'] }).expect(201);
+    // the row as the relay leaves it, with its job gone from Redis before the worker took it
+    const [{ id }] = await t.db.query<{ id: string }>(
+      `INSERT INTO outbox (tenant_id, topic, event_type, payload, dispatched_at) VALUES ($1, 'webhook', 'agent.updated', '{"n":2}', now()) RETURNING id::text AS id`,
+      [owner.tenantId],
+    );
+    await sleep(500);
+    expect(rx.on(path)).toHaveLength(0);
+    await reconcile();
+    const [got] = await rx.waitFor((r) => r.path === path, 1, 15_000);
+    expect(JSON.parse(got.body)).toMatchObject({ type: 'agent.updated', data: { n: 2 } });
+    await eventually(async () => (await outboxRow(id)).processed_at, 10_000, 'the outbox row to be settled');
+    await reconcile();
+    await sleep(500);
+    expect(rx.on(path)).toHaveLength(1);
+  }, 60_000);
+
+  it('job schedules Redis lost are re-created by the next pass', async () => {
+    const scheduler = worker.get(MaintenanceScheduler, { strict: false });
+    expect(await scheduler.nextRun(GUEST_PURGE_SCHEDULER_ID)).toBeGreaterThan(Date.now());
+    await flushTestPrefix(redis);
+    expect(await scheduler.nextRun(GUEST_PURGE_SCHEDULER_ID)).toBeUndefined();
+    const counts = await reconcile();
+    expect(counts.schedules).toBeGreaterThanOrEqual(1);
+    expect(await scheduler.nextRun(GUEST_PURGE_SCHEDULER_ID)).toBeGreaterThan(Date.now());
+    // a second pass finds them and re-creates nothing
+    expect((await reconcile()).schedules).toBe(0);
+  }, 30_000);
+});
