@@ -107,8 +107,8 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
     const code: ErrorCode = malformed ? 'request/malformed_json' :
       status === 404 ? 'request/not_found' : status === 405 ? 'request/method_not_allowed' : status === 413 ? 'request/too_large' : status === 415 ? 'request/unsupported_media_type'
         : status === 401 ? 'auth/unauthorized' : status === 403 ? 'auth/forbidden' : status === 429 ? 'rate_limit/exceeded'
-          : status >= 500 ? 'server/error' : 'request/invalid';
-    appErr = new AppError(code, status >= 500 ? undefined : err.message, { status });
+          : status === 503 ? 'server/unavailable' : status >= 500 ? 'server/error' : 'request/invalid';
+    appErr = new AppError(code, status === 503 ? unavailableDetail(err) : status >= 500 ? undefined : err.message, { status });
   } else if (err && typeof err === 'object') {
     appErr = fromFrameworkError(err as { statusCode?: number; code?: string });
   }
@@ -153,3 +153,13 @@ export function sendRendered(reply: FastifyReply, r: RenderedError): void {
 }
 
 export { ERROR_CATALOG };
+
+/**
+ * A 503 raised as an HttpException (the readiness check): which dependencies are down, by name
+ * only (their error messages may name hosts).
+ */
+function unavailableDetail(err: HttpException): string | undefined {
+  const res = err.getResponse() as { error?: unknown } | string;
+  const down = typeof res === 'object' && res.error && typeof res.error === 'object' ? Object.keys(res.error) : [];
+  return down.length ? `Unavailable: ${down.join(', ')}` : undefined;
+}

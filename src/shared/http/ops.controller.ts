@@ -45,7 +45,7 @@ export class OpsController {
       properties: { status: { type: 'string', enum: ['ok'] }, info: INDICATORS, error: { type: 'object' }, details: INDICATORS },
     },
   })
-  @ApiProblemResponse(503, 'server/error', 'PostgreSQL or Redis is unreachable: problem+json with status 503 and code `server/error`')
+  @ApiProblemResponse(503, 'server/unavailable', 'PostgreSQL or Redis is unreachable: problem+json with status 503, code `server/unavailable` and the unreachable ones in `detail`')
   ready() {
     return this.health.check([
       async () => {

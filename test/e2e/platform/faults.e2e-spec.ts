@@ -39,6 +39,15 @@ describe('faults: Redis unreachable at sign-in, PostgreSQL ending idle connectio
     await t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(200);
   });
 
+  it('/ready answers 503 server/unavailable naming the unreachable store (not its address) while /health stays 200', async () => {
+    const res = await down.http().get('/ready').expect(503);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.body).toMatchObject({ status: 503, code: 'server/unavailable', detail: 'Unavailable: redis' });
+    expect(JSON.stringify(res.body)).not.toMatch(/127\.0\.0\.1|ECONNREFUSED/);
+    await down.http().get('/health').expect(200);
+    await t.http().get('/ready').expect(200);
+  });
+
   it('PostgreSQL ending idle pooled connections (pg_terminate_backend) is survived: the next requests are served', async () => {
     const db = t.app.get(Db);
     // connections of both pools: the main one (TypeORM's) and the one for unflushed guest writes
