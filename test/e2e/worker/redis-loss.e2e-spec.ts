@@ -139,7 +139,8 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     // while Redis holds the job (delayed a minute), a reconcile pass changes nothing
     const deliveries = queue('webhook-delivery');
     const jobId = `wh-${delivery.outbox_id}-${endpoint.id}`;
-    expect(await deliveries.getJobState(jobId)).toBe('delayed');
+    // (the attempt is recorded just before BullMQ moves the job to the delayed set)
+    await eventually(async () => (await deliveries.getJobState(jobId)) === 'delayed', 10_000, 'the delivery job to wait for its retry');
     expect((await reconcile())['webhook-deliveries']).toBeGreaterThanOrEqual(1);
     await sleep(1000);
     expect(rx.on(path)).toHaveLength(1);
