@@ -1,6 +1,7 @@
-import { ArgumentsHost, Catch, ExceptionFilter, Inject } from '@nestjs/common';
+import { ArgumentsHost, Catch, ExceptionFilter, Inject, NotFoundException } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { APP_CONFIG, AppConfig } from '../../config/config';
+import { AppError } from './app-error';
 import { renderError, sendRendered } from './problem';
 
 /** The one global exception filter: every error leaves as problem+json (or RFC 6749 under /oauth). */
@@ -12,9 +13,23 @@ export class ProblemFilter implements ExceptionFilter {
     const ctx = host.switchToHttp();
     const req = ctx.getRequest<FastifyRequest>();
     const reply = ctx.getResponse<FastifyReply>();
-    const rendered = renderError(exception, req.url, String(req.id));
+    const rendered = renderError(methodNotAllowed(exception, req) ?? exception, req.url, String(req.id));
     if (rendered.status === 429 && !rendered.headers['X-Service-Docs'])
       rendered.headers['X-Service-Docs'] = this.config.RATE_LIMIT_DOCS_URL;
     sendRendered(reply, rendered);
   }
+}
+
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/**
+ * A path that exists, asked with a method it does not take: 405 with `Allow` (RFC 9110 section
+ * 15.5.6) rather than the 404 of an unknown path. Only for requests no route matched.
+ */
+function methodNotAllowed(exception: unknown, req: FastifyRequest): AppError | undefined {
+  if (!(exception instanceof NotFoundException) || req.routeOptions?.url !== undefined) return undefined;
+  const path = req.url.split('?')[0];
+  const allow = METHODS.filter((method) => method !== req.method && req.server.findRoute({ method, url: path }));
+  if (!allow.length) return undefined;
+  return new AppError('request/method_not_allowed', `${req.method} is not allowed on this path`, { headers: { Allow: allow.join(', ') } });
 }

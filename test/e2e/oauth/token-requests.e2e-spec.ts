@@ -115,6 +115,9 @@ describe('POST /oauth/token: request format and client authentication', () => {
 
   it('GET is not a token request', async () => {
     const res = await t.http().get('/oauth/token');
-    expect(res.status).toBe(404);
+    expect(res.status).toBe(405);
+    expect(res.headers.allow).toBe('POST');
+    expect(res.body.access_token).toBeUndefined();
+    expect(res.body).toEqual({ error: 'invalid_request', error_description: 'GET is not allowed on this path' });
   });
 });

@@ -31,6 +31,22 @@ describe('platform: operations, discovery, error envelope', () => {
     expect(res.body).toMatchObject({ status: 404, code: 'request/not_found', type: 'about:blank' });
   });
 
+  it('a known path asked with a method it does not take is 405 with Allow, not 404', async () => {
+    const me = await t.http().delete('/v1/auth/me').expect(405);
+    expect(me.headers['content-type']).toMatch(/application\/problem\+json/);
+    expect(me.headers.allow).toBe('GET, HEAD');
+    expect(me.body).toMatchObject({ status: 405, code: 'request/method_not_allowed' });
+    // a path with a parameter: the agent routes of a tenant
+    const agent = await t.http().put('/v1/auth/dashboard/tenants/some-slug/agents/9b2f4d56-1c1e-4e7b-9a54-2f1f4a6f0c11').send({}).expect(405);
+    expect(agent.headers.allow).toBe('GET, HEAD, PATCH, DELETE');
+    expect((await t.http().get('/v1/auth/register').expect(405)).headers.allow).toBe('POST');
+    // under /oauth the RFC 6749 envelope
+    const token = await t.http().get('/oauth/token').expect(405);
+    expect(token.headers.allow).toBe('POST');
+    // unknown paths stay 404
+    await t.http().delete('/v1/auth/nope').expect(404);
+  });
+
   it('publishes the JWKS and discovery documents', async () => {
     const jwks = await t.http().get('/.well-known/jwks.json').expect(200);
     expect(jwks.body.keys.length).toBeGreaterThanOrEqual(1);
