@@ -5,17 +5,17 @@ import { createTransport, Transporter } from 'nodemailer';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { EnvelopeCipher } from '../crypto/envelope-cipher';
 import { Db } from '../db/db.service';
-import { openOutboxSecret, OutboxJobData, settleOutboxRow } from '../outbox/outbox-job';
+import { mailRetryDelayMs, openOutboxSecret, OutboxJobData, settleOutboxRow } from '../outbox/outbox-job';
 import { MAIL_TOPIC, MailPayload } from './mail.service';
 import { isMailTemplate, MailTemplateError, renderMail } from './templates';
 
 /**
  * Sends the emails of the outbox (topic `email`): decrypts the secret fields only here, renders
- * the template and hands it to SMTP_URL. A failure throws, so BullMQ retries with backoff;
+ * the template and hands it to SMTP_URL. A failure throws, so BullMQ retries (MAIL_RETRY_STEPS_SECONDS, about 25 hours);
  * a mail that can never be rendered fails at once. Without SMTP_URL (development and test
  * only; production refuses to start without it) the mail is logged so its link can be clicked.
  */
-@Processor(MAIL_TOPIC, { concurrency: 5 })
+@Processor(MAIL_TOPIC, { concurrency: 5, settings: { backoffStrategy: (attemptsMade: number) => mailRetryDelayMs(attemptsMade) } })
 export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
   private readonly log = new Logger(MailProcessor.name);
   private readonly transport?: Transporter;

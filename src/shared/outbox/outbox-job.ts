@@ -52,8 +52,23 @@ export const DEFAULT_OUTBOX_JOB_OPTIONS: JobsOptions = {
   removeOnFail: { age: 14 * 24 * 3600 },
 };
 
+/**
+ * Seconds to wait after the n-th failed send of a mail (the last step repeats until the attempts
+ * run out): quick retries for a blip, then as an MTA does, hours apart for about 25 hours in all,
+ * so an SMTP relay down for a night loses no mail.
+ */
+export const MAIL_RETRY_STEPS_SECONDS = [1, 5, 30, 120, 300, 600, 1200, 1800, 3600, 3600, 7200, 7200, 10800, 10800, 10800, 10800, 10800, 10800] as const;
+
+/** Delay before the next send after `failedAttempts` failures (1 = after the first), with up to 10% jitter. */
+export function mailRetryDelayMs(failedAttempts: number, random = Math.random()): number {
+  const i = Math.min(Math.max(failedAttempts, 1), MAIL_RETRY_STEPS_SECONDS.length) - 1;
+  return Math.round(MAIL_RETRY_STEPS_SECONDS[i] * 1000 * (1 + 0.1 * random));
+}
+
 /** Per-topic overrides of DEFAULT_OUTBOX_JOB_OPTIONS (a topic whose retries differ adds a line here). */
 export const TOPIC_JOB_OPTIONS: Readonly<Record<string, JobsOptions>> = {
+  // mail (MailProcessor's backoffStrategy 'mail': MAIL_RETRY_STEPS_SECONDS)
+  email: { attempts: MAIL_RETRY_STEPS_SECONDS.length + 1, backoff: { type: 'mail' } },
   // webhook fan-out (src/modules/webhooks): retried for about 36 hours, as long as deliveries are
   webhook: { attempts: 18 },
 };
