@@ -17,9 +17,13 @@ export class RateLimitGuard implements CanActivate {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
-  async canActivate(ctx: ExecutionContext): Promise<boolean> {
+  canActivate(ctx: ExecutionContext): boolean | Promise<boolean> {
     const rules = this.reflector.get<RateLimitRule[] | undefined>(RATE_LIMIT_RULES, ctx.getHandler());
-    if (!rules?.length) return true;
+    // most routes have no rule: answered at once, without a promise per request
+    return rules?.length ? this.enforce(ctx, rules) : true;
+  }
+
+  private async enforce(ctx: ExecutionContext, rules: RateLimitRule[]): Promise<boolean> {
     const req = ctx.switchToHttp().getRequest<FastifyRequest>();
     const results = await Promise.all(
       rules.map(async (rule) => {
