@@ -10,6 +10,7 @@ import { SessionSweepIndex1764100000000 } from './1764100000000-session-sweep-in
 import { MfaChallengeOauthParams1764200000000 } from './1764200000000-mfa-challenge-oauth-params';
 import { PasswordProven1764300000000 } from './1764300000000-password-proven';
 import { OutboxSettled1764400000000 } from './1764400000000-outbox-settled';
+import { RevokedAccessTokens1764500000000 } from './1764500000000-revoked-access-tokens';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -25,4 +26,5 @@ export const ALL_MIGRATIONS = [
   MfaChallengeOauthParams1764200000000,
   PasswordProven1764300000000,
   OutboxSettled1764400000000,
+  RevokedAccessTokens1764500000000,
 ];

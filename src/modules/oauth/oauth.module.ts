@@ -5,7 +5,7 @@ import { SessionsModule } from '../sessions/sessions.module';
 import { AccessTokenReader } from './access-token-reader';
 import { ClientAuthenticator } from './client-auth/client-authenticator.service';
 import { IntrospectTokenHandler } from './introspect/introspect-token.handler';
-import { jtiRevocationSource } from './jti-revocation.source';
+import { JtiRevocationSource } from './jti-revocation.source';
 import { OAuthController } from './oauth.controller';
 import { RevokeTokenHandler } from './revoke/revoke-token.handler';
 import { ExchangeTokenHandler } from './token-exchange/exchange-token.handler';
@@ -16,13 +16,16 @@ import { WellKnownController } from './well-known.controller';
 @Module({
   imports: [AgentsModule, SessionsModule],
   controllers: [WellKnownController, OAuthController],
-  providers: [ClientAuthenticator, SubjectTokenValidator, AccessTokenReader, ExchangeTokenHandler, IntrospectTokenHandler, RevokeTokenHandler],
+  providers: [ClientAuthenticator, SubjectTokenValidator, AccessTokenReader, ExchangeTokenHandler, IntrospectTokenHandler, RevokeTokenHandler, JtiRevocationSource],
 })
 export class OAuthModule implements OnModuleInit {
-  constructor(private readonly revocation: TokenRevocationService) {}
+  constructor(
+    private readonly revocation: TokenRevocationService,
+    private readonly jti: JtiRevocationSource,
+  ) {}
 
   onModuleInit(): void {
     // RFC 7009: an access token revoked by jti is refused until it expires
-    this.revocation.register(jtiRevocationSource);
+    this.revocation.register(this.jti);
   }
 }

@@ -22,6 +22,7 @@ export function expiredRowRules(config: Pick<AppConfig, 'DASHBOARD_SESSION_IDLE_
     { table: 'mfa_challenges', expired: gone('expires_at') },
     { table: 'idempotency_keys', expired: gone('expires_at') },
     { table: 'agent_denylist', expired: gone('expires_at') }, // every token it refused has expired too
+    { table: 'revoked_access_tokens', expired: gone('expires_at') }, // the token itself has expired
     // end-user sessions that ended (revoked) a day ago, found through a partial index; their
     // refresh tokens go with them by cascade. Sessions that simply ran out of refresh tokens go
     // with their last token (see ExpiredRowsSweeper.sweepRefreshTokens).

@@ -3,6 +3,7 @@ import { JwtService } from '../../../src/shared/crypto/jwt.service';
 import { hashPrefix } from '../../../src/shared/crypto/tokens';
 import { AgentDenylistService } from '../../../src/modules/agents/agent-denylist.service';
 import { AgentFixture, createAgent, createOAuthClient } from '../../factories/agent.factory';
+import { flushTestPrefix, rawRedis } from '../agents/agents.helpers';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { basic, claims, discoverAs, exchange, exchangeBody, ListeningApp, login, oauthFailure, postToken, registerUser, RegisteredUser, startListeningApp } from './oauth-helpers';
 
@@ -197,6 +198,30 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       const s2 = await session();
       expect(await oauthFailure(client.tokenRevocation(config, s2.refresh_token))).toMatchObject({ status: 400, error: 'unauthorized_client' });
       await t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).send({ refresh_token: s2.refresh_token }).expect(200);
+    });
+
+    it('revoked access tokens stay revoked when Redis loses its keys (PostgreSQL is the source of truth); live ones stay live', async () => {
+      const agentTok = await agentToken();
+      const s = await session();
+      const live = await agentToken();
+      await me(agentTok).expect(200);
+      await client.tokenRevocation(config, agentTok);
+      await t.http().post('/oauth/revoke').type('form').set('X-API-Key', tenant.apiKey).send({ token: s.access_token }).expect(200);
+      const [stored] = await t.db.query<{ n: string }>(`SELECT count(*)::text AS n FROM revoked_access_tokens WHERE jti = ANY($1)`, [[claims(agentTok).jti, claims(s.access_token).jti]]);
+      expect(stored.n).toBe('2');
+      const redis = rawRedis();
+      try {
+        expect(await flushTestPrefix(redis)).toBeGreaterThan(0);
+      } finally {
+        redis.disconnect();
+      }
+      expect((await me(agentTok).expect(401)).headers['www-authenticate']).toContain('token_revoked');
+      expect(await client.tokenIntrospection(config, agentTok)).toEqual({ active: false });
+      await me(s.access_token).expect(401);
+      expect((await postToken(t, agent, exchangeBody(s.access_token)).expect(400)).body.error_description).toBe('Subject token revoked');
+      // a token nobody revoked is read from PostgreSQL once and served as before
+      await me(live).expect(200);
+      expect((await client.tokenIntrospection(config, live)).active).toBe(true);
     });
 
     it('needs client authentication and a token', async () => {

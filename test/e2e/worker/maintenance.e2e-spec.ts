@@ -47,6 +47,7 @@ describe('worker maintenance: expired one-time rows', () => {
       await put('mfa_challenges', `INSERT INTO mfa_challenges (token_hash, tenant_id, user_id, expires_at) VALUES ($1, $2, $3, ${at}) RETURNING id`, [hex(), tenant.id, u.id]);
       await put('idempotency_keys', `INSERT INTO idempotency_keys (scope, key, request_hash, expires_at) VALUES ('test', $1, $2, ${at}) RETURNING key AS id`, [hex(), hex()]);
       await put('agent_denylist', `INSERT INTO agent_denylist (tenant_id, agent_client_id, reason, expires_at) VALUES ($1, $2, 'tokens_killed', ${at}) RETURNING id`, [tenant.id, agent.id]);
+      await put('revoked_access_tokens', `INSERT INTO revoked_access_tokens (jti, tenant_id, expires_at) VALUES ($1, $2, ${at}) RETURNING jti AS id`, [randomUUID(), tenant.id]);
       await put('dashboard_sessions', `INSERT INTO dashboard_sessions (token_hash, user_id, csrf_token, absolute_expires_at) VALUES ($1, $2, $3, ${at}) RETURNING id`, [hex(), d.userId, hex()]);
     }
     // dashboard sessions also end by revocation and by idleness
@@ -91,14 +92,14 @@ describe('worker maintenance: expired one-time rows', () => {
   }
 
   const exists = async (table: string, id: string) => {
-    const col = table === 'idempotency_keys' ? 'key' : 'id';
+    const col = table === 'idempotency_keys' ? 'key' : table === 'revoked_access_tokens' ? 'jti' : 'id';
     return (await w.t.db.query(`SELECT 1 FROM ${table} WHERE ${col}::text = $1`, [id])).length === 1;
   };
 
   it('deletes rows expired more than a day ago, keeps the recently expired and the live ones', async () => {
     const ids = await seed();
     const r = await w.worker.get(ExpiredRowsSweeper).runOnce();
-    for (const table of ['account_tokens', 'email_otp_codes', 'mfa_challenges', 'idempotency_keys', 'agent_denylist', 'dashboard_sessions', 'refresh_tokens', 'user_sessions']) {
+    for (const table of ['account_tokens', 'email_otp_codes', 'mfa_challenges', 'idempotency_keys', 'agent_denylist', 'revoked_access_tokens', 'dashboard_sessions', 'refresh_tokens', 'user_sessions']) {
       expect(r[table]).toBeGreaterThanOrEqual(1);
       expect(await exists(table, ids[table].old)).toBe(false);
       expect(await exists(table, ids[table].recent)).toBe(true);
@@ -152,7 +153,7 @@ describe('worker maintenance: expired one-time rows', () => {
       process.env.DATABASE_URL = saved;
       resetConfigForTests();
     }
-    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, dashboard_sessions 3$/m);
+    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, revoked_access_tokens 1, dashboard_sessions 3$/m);
     expect(await exists('account_tokens', ids.account_tokens.old)).toBe(false);
   });
 });

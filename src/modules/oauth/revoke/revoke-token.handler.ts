@@ -1,6 +1,4 @@
-import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import Redis from 'ioredis';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { AccessClaims } from '../../../shared/crypto/jwt.service';
 import { hashPrefix, safeEqual, sha256Hex } from '../../../shared/crypto/tokens';
@@ -8,12 +6,11 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { OAuthError } from '../../../shared/errors/oauth-error';
 import { EventsService } from '../../../shared/events/events.service';
-import { REDIS } from '../../../shared/redis/redis.module';
 import { AgentsService } from '../../agents/agents.service';
 import { SessionsService } from '../../sessions/sessions.service';
 import { AccessTokenReader } from '../access-token-reader';
 import { ClientAuthenticator, OAuthCaller } from '../client-auth/client-authenticator.service';
-import { revokedJtiKey } from '../oauth.constants';
+import { JtiRevocationSource } from '../jti-revocation.source';
 import { failClosed } from '../oauth-errors';
 import { RevokeTokenCommand } from './revoke-token.command';
 
@@ -38,7 +35,7 @@ export class RevokeTokenHandler implements ICommandHandler<RevokeTokenCommand, v
     private readonly events: EventsService,
     private readonly agents: AgentsService,
     private readonly revocation: TokenRevocationService,
-    @Inject(REDIS) private readonly redis: Redis,
+    private readonly jti: JtiRevocationSource,
   ) {}
 
   async execute(cmd: RevokeTokenCommand): Promise<void> {
@@ -63,14 +60,9 @@ export class RevokeTokenHandler implements ICommandHandler<RevokeTokenCommand, v
     if (!claims) return;
     const agentId = claims.act?.sub;
     if (caller.kind !== 'api_key' && (!agentId || caller.clientId !== agentId)) throw notYours();
-    const remaining = claims.exp - Math.floor(Date.now() / 1000);
-    if (remaining <= 0) return;
-    try {
-      await this.redis.set(revokedJtiKey(claims.jti), '1', 'EX', remaining + 60);
-    } catch {
-      throw new AppError('server/unavailable', 'Revocation state unavailable');
-    }
+    if (claims.exp - Math.floor(Date.now() / 1000) <= 0) return;
     await this.db.tx(async (tx) => {
+      await this.jti.revoke(tx, caller.tenantId, claims);
       await this.events.audit(tx, {
         tenantId: caller.tenantId,
         type: 'oauth.token_revoked',
@@ -94,6 +86,13 @@ export class RevokeTokenHandler implements ICommandHandler<RevokeTokenCommand, v
         });
       }
     });
+    // committed: cached before answering, so every API process refuses it from now on (when
+    // Redis cannot be written the caller gets 503 and retries; the row is already there)
+    try {
+      await this.jti.cacheRevoked(claims);
+    } catch {
+      throw new AppError('server/unavailable', 'Revocation state unavailable');
+    }
   }
 
   /** A refresh token of the tenant with the right secret ends its session (RFC 7009 section 2.1). */
