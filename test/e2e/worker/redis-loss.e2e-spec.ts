@@ -120,21 +120,27 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     expect(smtp.messages.filter((m) => m.to.includes(to))).toHaveLength(1);
   }, 60_000);
 
-  it('a webhook delivery waiting for its retry when Redis lost it resumes with the same webhook-id and its remaining attempts', async () => {
-    const path = rx.path((n) => (n === 1 ? 500 : 200));
+  it('a webhook delivery waiting for its retry when Redis lost it resumes where it was: same webhook-id, remaining attempts, retry schedule', async () => {
+    const path = rx.path((n) => (n <= 2 ? 500 : 200));
     const endpoint = (
       await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/webhooks`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ url: rx.url(path), events: ['*'] }).expect(201)
     ).body as { id: string };
     const events = t.app.get(EventsService);
     await t.db.tx((tx) => events.outbox(tx, { tenantId: owner.tenantId, topic: 'webhook', eventType: 'agent.created', payload: { n: 1 } }));
     await rx.waitFor((r) => r.path === path, 1);
-    const delivery = await eventually(
-      async () => (await t.db.query<{ id: string; outbox_id: string; attempts: number }>(`SELECT id, outbox_id::text AS outbox_id, attempts FROM webhook_deliveries WHERE endpoint_id = $1 AND attempts = 1`, [endpoint.id]))[0],
-      10_000,
-      'the first attempt to be recorded',
-    );
+    type Row = { id: string; outbox_id: string; status: string; attempts: number; wait_s: number | null };
+    const row = async (where = '') =>
+      (
+        await t.db.query<Row>(
+          `SELECT id, outbox_id::text AS outbox_id, status, attempts, extract(epoch FROM next_attempt_at - last_attempt_at)::float AS wait_s
+             FROM webhook_deliveries WHERE endpoint_id = $1 ${where}`,
+          [endpoint.id],
+        )
+      )[0];
+    const delivery = await eventually(() => row('AND attempts = 1'), 10_000, 'the first attempt to be recorded');
     // the fan-out settled its outbox row when it created the delivery
     expect((await outboxRow(delivery.outbox_id)).processed_at).not.toBeNull();
+    expect(delivery.wait_s).toBeCloseTo(60, 0); // first retry step: 1 x WEBHOOK_BACKOFF_BASE_MS
 
     // while Redis holds the job (delayed a minute), a reconcile pass changes nothing
     const deliveries = queue('webhook-delivery');
@@ -146,27 +152,35 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     expect(rx.on(path)).toHaveLength(1);
     expect(await deliveries.getJobState(jobId)).toBe('delayed');
 
-    // Redis loses it: the next pass queues it again, and it is delivered at once
+    // Redis loses it: the next pass queues it again, still due at the time the row says, with the
+    // attempts the row has not used (5 - 1) and its attempt count
     await flushTestPrefix(redis);
     expect(await deliveries.getJobState(jobId)).toBe('unknown');
     await reconcile();
-    const [first, second] = await rx.waitFor((r) => r.path === path, 2, 15_000);
-    expect(second.headers['webhook-id']).toBe(first.headers['webhook-id']);
-    expect(second.body).toBe(first.body);
-    const [row] = await eventually(
-      async () => {
-        const rows = await t.db.query<{ status: string; attempts: number }>(`SELECT status, attempts FROM webhook_deliveries WHERE id = $1 AND status <> 'pending'`, [delivery.id]);
-        return rows.length ? rows : undefined;
-      },
-      10_000,
-      'the delivery to settle',
-    );
-    expect(row).toEqual({ status: 'delivered', attempts: 2 });
-    // the re-added job had the attempts the row had not used (5 - 1)
-    expect((await deliveries.getJob(jobId))?.opts.attempts).toBe(4);
+    expect(await deliveries.getJobState(jobId)).toBe('delayed');
+    const resumed = (await deliveries.getJob(jobId))!;
+    expect(resumed.opts.attempts).toBe(4);
+    expect(resumed.data).toEqual({ deliveryId: delivery.id, attemptOffset: 1 });
+    expect(resumed.opts.delay).toBeGreaterThan(50_000);
+    await sleep(500);
+    expect(rx.on(path)).toHaveLength(1);
+
+    // its time comes (promoted here instead of waiting a minute): attempt 2 fails, and the next
+    // wait is the schedule's second step (6 x base), not the first one again
+    await resumed.promote();
+    await rx.waitFor((r) => r.path === path, 2, 15_000);
+    const second = await eventually(() => row('AND attempts = 2'), 10_000, 'the second attempt to be recorded');
+    expect(second.wait_s).toBeCloseTo(360, 0);
+    await eventually(async () => (await deliveries.getJobState(jobId)) === 'delayed', 10_000, 'the job to wait for attempt 3');
+    await (await deliveries.getJob(jobId))!.promote();
+    const received = await rx.waitFor((r) => r.path === path, 3, 15_000);
+    expect(new Set(received.map((r) => r.headers['webhook-id'])).size).toBe(1);
+    expect(new Set(received.map((r) => r.body)).size).toBe(1);
+    const done = await eventually(() => row("AND status <> 'pending'"), 10_000, 'the delivery to settle');
+    expect(done).toMatchObject({ status: 'delivered', attempts: 3 });
     await reconcile();
     await sleep(500);
-    expect(rx.on(path)).toHaveLength(2);
+    expect(rx.on(path)).toHaveLength(3);
   }, 60_000);
 
   it('an event relayed but never fanned out (its job lost) reaches the endpoint once the reconciler runs', async () => {

@@ -3,6 +3,12 @@ import type { JobsOptions } from 'bullmq';
 /** The data of a delivery job: everything else is read from the delivery row when it runs. */
 export interface DeliveryJobData {
   deliveryId: string;
+  /**
+   * Attempts the delivery had made before this job existed (a job re-added by the queue
+   * reconciler after Redis lost the first one): attempt numbers and the retry schedule go on
+   * from there instead of starting over.
+   */
+  attemptOffset?: number;
 }
 
 /** Job id of the delivery of one outbox event to one endpoint: re-adding it is a no-op. */
@@ -23,12 +29,23 @@ export interface PendingDelivery {
 
 /**
  * The BullMQ job of a delivery with `attempts` attempts left (the fan-out: WEBHOOK_MAX_ATTEMPTS;
- * the queue reconciler re-adding a lost job: what the delivery row has not used yet).
+ * the queue reconciler re-adding a lost job: what the delivery row has not used yet, resumed at
+ * the row's attempt count and its scheduled next attempt).
  */
-export function deliveryJob(d: PendingDelivery, attempts: number): { name: string; data: DeliveryJobData; opts: JobsOptions } {
+export function deliveryJob(
+  d: PendingDelivery,
+  attempts: number,
+  resume: { attemptOffset: number; delayMs: number } = { attemptOffset: 0, delayMs: 0 },
+): { name: string; data: DeliveryJobData; opts: JobsOptions } {
   return {
     name: d.event_type,
-    data: { deliveryId: d.id },
-    opts: { ...KEEP, jobId: deliveryJobId(d.outbox_id, d.endpoint_id), attempts: Math.max(1, attempts), backoff: { type: 'webhook' } },
+    data: resume.attemptOffset ? { deliveryId: d.id, attemptOffset: resume.attemptOffset } : { deliveryId: d.id },
+    opts: {
+      ...KEEP,
+      jobId: deliveryJobId(d.outbox_id, d.endpoint_id),
+      attempts: Math.max(1, attempts),
+      backoff: { type: 'webhook' },
+      ...(resume.delayMs > 0 ? { delay: resume.delayMs } : {}),
+    },
   };
 }

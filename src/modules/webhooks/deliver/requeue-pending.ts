@@ -12,8 +12,9 @@ const BATCH = 500;
 /**
  * The queue reconciler's step for webhooks: every delivery still pending (created at least the
  * grace period ago) gets its job re-added under its fixed id. A job Redis still holds (waiting,
- * delayed for its next retry, running) is left alone; one Redis lost resumes with the attempts
- * the delivery row has not used yet, the same webhook-id and body.
+ * delayed for its next retry, running) is left alone; one Redis lost resumes where the delivery
+ * row is (the attempts it has not used, its retry schedule and next attempt time), with the same
+ * webhook-id and body.
  */
 @Injectable()
 export class RequeuePendingDeliveries implements OnModuleInit {
@@ -32,14 +33,17 @@ export class RequeuePendingDeliveries implements OnModuleInit {
     let after = '00000000-0000-0000-0000-000000000000';
     let total = 0;
     for (;;) {
-      const rows = await this.db.query<PendingDelivery & { attempts: number }>(
-        `SELECT id, outbox_id::text AS outbox_id, endpoint_id, event_type, attempts FROM webhook_deliveries
+      const rows = await this.db.query<PendingDelivery & { attempts: number; delay_ms: number }>(
+        `SELECT id, outbox_id::text AS outbox_id, endpoint_id, event_type, attempts,
+                GREATEST(0, floor(extract(epoch FROM next_attempt_at - now()) * 1000))::int AS delay_ms
+           FROM webhook_deliveries
           WHERE status = 'pending' AND id > $1 AND created_at <= now() - make_interval(secs => $2)
           ORDER BY id LIMIT $3`,
         [after, graceSeconds, BATCH],
       );
       if (!rows.length) return total;
-      await this.deliveries.addBulk(rows.map((r) => deliveryJob(r, this.config.WEBHOOK_MAX_ATTEMPTS - r.attempts)));
+      // resumed where the row is: its attempt count, and its next attempt when it had one scheduled
+      await this.deliveries.addBulk(rows.map((r) => deliveryJob(r, this.config.WEBHOOK_MAX_ATTEMPTS - r.attempts, { attemptOffset: r.attempts, delayMs: r.delay_ms ?? 0 })));
       total += rows.length;
       after = rows[rows.length - 1].id;
     }

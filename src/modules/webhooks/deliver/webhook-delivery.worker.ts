@@ -43,7 +43,8 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
       lockDuration: c.WEBHOOK_LOCK_MS,
       stalledInterval: c.WEBHOOK_LOCK_MS,
       maxStalledCount: MAX_STALLED,
-      settings: { backoffStrategy: (attemptsMade: number) => retryDelayMs(attemptsMade, c.WEBHOOK_BACKOFF_BASE_MS) },
+      // a job re-added after a Redis loss goes on with the schedule where its delivery was
+      settings: { backoffStrategy: (attemptsMade, _type, _err, job) => retryDelayMs(attemptsMade + attemptOffset(job?.data), c.WEBHOOK_BACKOFF_BASE_MS) },
     });
     this.worker.on('failed', (job, err) => void this.onFailed(job, err));
     this.worker.on('error', (err) => this.log.error(`webhook delivery worker: ${err.message}`));
@@ -54,15 +55,15 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
   }
 
   process(job: Job<DeliveryJobData>): Promise<DeliverWebhookResult> {
-    const attempt = job.attemptsMade + 1;
-    return this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId, attempt, attempt >= (job.opts.attempts ?? 1)));
+    const made = job.attemptsMade + 1;
+    return this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId, made + attemptOffset(job.data), made >= (job.opts.attempts ?? 1)));
   }
 
   /** Logs the attempt; a job BullMQ gave up on outside the handler (stalled too often) is marked failed. */
   private async onFailed(job: Job<DeliveryJobData> | undefined, err: Error): Promise<void> {
     if (!job) return;
     const final = job.attemptsMade >= (job.opts.attempts ?? 1) || /stalled/i.test(err.message);
-    this.log.warn(`webhook delivery ${job.data.deliveryId} attempt ${job.attemptsMade} failed${final ? ', giving up' : ''}: ${err.message}`);
+    this.log.warn(`webhook delivery ${job.data.deliveryId} attempt ${job.attemptsMade + attemptOffset(job.data)} failed${final ? ', giving up' : ''}: ${err.message}`);
     if (!final) return;
     await this.db
       .query(
@@ -72,4 +73,10 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
       )
       .catch((e: Error) => this.log.error(`marking webhook delivery ${job.data.deliveryId} failed: ${e.message}`));
   }
+}
+
+/** Attempts made before the job existed (DeliveryJobData.attemptOffset), 0 for a job of the fan-out. */
+function attemptOffset(data: unknown): number {
+  const n = (data as Partial<DeliveryJobData> | undefined)?.attemptOffset;
+  return typeof n === 'number' && n > 0 ? n : 0;
 }
