@@ -29,7 +29,12 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 function methodNotAllowed(exception: unknown, req: FastifyRequest): AppError | undefined {
   if (!(exception instanceof NotFoundException) || req.routeOptions?.url !== undefined) return undefined;
   const path = req.url.split('?')[0];
-  const allow = METHODS.filter((method) => method !== req.method && req.server.findRoute({ method, url: path }));
+  // an empty segment (`//`, a trailing `/`) can match a parametric route of another method with
+  // an empty parameter, which no request could use: such a path is unknown, 404
+  if (path.length > 1 && (path.includes('//') || path.endsWith('/'))) return undefined;
+  const found = METHODS.filter((method) => method !== req.method && req.server.findRoute({ method, url: path }));
+  // HEAD exists only beside GET (Fastify answers it from the GET route)
+  const allow = found.filter((m) => m !== 'HEAD' || found.includes('GET'));
   if (!allow.length) return undefined;
   return new AppError('request/method_not_allowed', `${req.method} is not allowed on this path`, { headers: { Allow: allow.join(', ') } });
 }

@@ -43,8 +43,20 @@ describe('platform: operations, discovery, error envelope', () => {
     // under /oauth the RFC 6749 envelope
     const token = await t.http().get('/oauth/token').expect(405);
     expect(token.headers.allow).toBe('POST');
-    // unknown paths stay 404
+    // unknown paths stay 404, also an empty parameter or a trailing slash of a parametric path
     await t.http().delete('/v1/auth/nope').expect(404);
+    for (const [method, path] of [
+      ['get', '/v1/auth/dashboard/tenants//agents'],
+      ['post', '/v1/auth/dashboard/tenants//agents'],
+      ['head', '/v1/auth/dashboard/tenants//agents'],
+      ['get', '/v1/auth/dashboard/tenants/acme/agents/'],
+      ['delete', '/v1/auth/dashboard/tenants/acme/agents/'],
+      ['get', '/v1/auth/dashboard/tenants/acme/api-keys/'],
+      ['get', '/v1/auth/dashboard/tenants/acme/webhooks//deliveries'],
+    ] as const) {
+      const res = await t.http()[method](path);
+      expect([method, path, res.status]).toEqual([method, path, 404]);
+    }
   });
 
   it('publishes the JWKS and discovery documents', async () => {
