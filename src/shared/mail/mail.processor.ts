@@ -7,6 +7,7 @@ import { EnvelopeCipher } from '../crypto/envelope-cipher';
 import { Db } from '../db/db.service';
 import { mailRetryDelayMs, openOutboxSecret, OutboxJobData, settleOutboxRow } from '../outbox/outbox-job';
 import { MAIL_TOPIC, MailPayload } from './mail.service';
+import { outageLog } from '../redis/outage-log';
 import { isMailTemplate, MailTemplateError, renderMail } from './templates';
 
 /**
@@ -83,9 +84,11 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     if (final) void this.settle(job);
   }
 
+  private readonly outage = outageLog(this.log, 'mail worker');
+
   @OnWorkerEvent('error')
   onError(err: Error): void {
-    this.log.error(`mail worker: ${err.message}`);
+    this.outage(err);
   }
 
   onApplicationShutdown(): void {

@@ -4,6 +4,7 @@ import { Queue, Worker } from 'bullmq';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { bullConnection, bullPrefix } from '../outbox/bull-options';
 import { QueueReconciler } from '../outbox/queue-reconciler';
+import { outageLog } from '../redis/outage-log';
 
 export const MAINTENANCE_QUEUE = 'maintenance';
 
@@ -40,6 +41,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
     if (!this.jobs.size) return;
     const prefix = bullPrefix(this.config);
     this.queue = new Queue(MAINTENANCE_QUEUE, { connection: bullConnection(this.config), prefix });
+    this.queue.on('error', outageLog(this.logger, 'maintenance queue'));
     for (const job of this.jobs.values()) await this.upsert(job);
     // the worker's queue reconciler re-creates a schedule Redis lost (a restart without
     // persistence, a flush), instead of waiting for the next worker start
@@ -55,6 +57,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
       { connection: bullConnection(this.config), prefix, concurrency: 1 },
     );
     this.worker.on('failed', (job, err) => this.logger.error(`maintenance job ${job?.name} failed: ${err.message}`));
+    this.worker.on('error', outageLog(this.logger, 'maintenance worker'));
   }
 
   /** Re-creates the schedules Redis no longer holds; returns how many it re-created. */

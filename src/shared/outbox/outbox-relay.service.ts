@@ -4,6 +4,7 @@ import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { Db } from '../db/db.service';
 import { bullConnection, bullPrefix } from './bull-options';
+import { outageLog } from '../redis/outage-log';
 import { jobOptionsFor, OutboxJobData, outboxJobId } from './outbox-job';
 
 /** Rows per relay transaction; a full batch is followed at once by the next one. */
@@ -36,6 +37,8 @@ interface OutboxRow {
 @Injectable()
 export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly log = new Logger(OutboxRelay.name);
+  /** a store away: one warning a minute, not one per poll */
+  private readonly failing = outageLog(this.log, 'outbox relay failed, retrying every poll');
   private readonly queues = new Map<string, Queue>();
   private connection?: Redis;
   private timer?: NodeJS.Timeout;
@@ -139,7 +142,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     try {
       if ((await this.relayOnce()) === OUTBOX_BATCH_SIZE) next = 0;
     } catch (err) {
-      this.log.error(`outbox relay failed, retrying in ${next} ms: ${err instanceof Error ? err.message : err}`);
+      this.failing(err instanceof Error ? err : new Error(String(err)));
     }
     this.inFlight = undefined;
     this.schedule(next);
@@ -151,9 +154,12 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (!q) {
       // a producer fails fast instead of queueing commands while Redis is away: the batch rolls
       // back and the next poll tries again
-      this.connection ??= new Redis({ ...bullConnection(this.config), maxRetriesPerRequest: 1 });
+      if (!this.connection) {
+        this.connection = new Redis({ ...bullConnection(this.config), maxRetriesPerRequest: 1 });
+        this.connection.on('error', outageLog(this.log, 'outbox relay Redis connection'));
+      }
       q = new Queue(topic, { connection: this.connection, prefix: bullPrefix(this.config) });
-      q.on('error', (err) => this.log.warn(`queue ${topic}: ${err.message}`));
+      q.on('error', outageLog(this.log, `queue ${topic}`));
       this.queues.set(topic, q);
     }
     return q;

@@ -1,5 +1,7 @@
 import { BullModule, WorkerHost } from '@nestjs/bullmq';
-import { BeforeApplicationShutdown, Injectable, Logger, Module } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger, Module, OnApplicationBootstrap } from '@nestjs/common';
+import { Queue } from 'bullmq';
+import { outageLog } from '../redis/outage-log';
 import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { bullConnection, bullPrefix } from './bull-options';
@@ -33,6 +35,23 @@ export class QueueWorkersCloser implements BeforeApplicationShutdown {
 }
 
 /**
+ * Every BullMQ queue a module registered (BullModule.registerQueue) reports a Redis outage
+ * through outageLog; without an 'error' listener BullMQ prints each reconnection failure raw.
+ */
+@Injectable()
+export class QueueErrorLogs implements OnApplicationBootstrap {
+  private readonly log = new Logger('Queues');
+  constructor(private readonly discovery: DiscoveryService) {}
+
+  onApplicationBootstrap(): void {
+    for (const w of this.discovery.getProviders()) {
+      const q = w.instance as unknown;
+      if (q instanceof Queue && q.listenerCount('error') === 0) q.on('error', outageLog(this.log, `queue ${q.name}`));
+    }
+  }
+}
+
+/**
  * Worker side of the transactional outbox: the relay (outbox rows -> BullMQ queue per topic),
  * the queue reconciler (re-adds the jobs a Redis data loss dropped) and the shared BullMQ configuration (connection and key prefix) for every processor.
  *
@@ -56,7 +75,7 @@ export class QueueWorkersCloser implements BeforeApplicationShutdown {
       useFactory: (config: AppConfig) => ({ connection: bullConnection(config), prefix: bullPrefix(config) }),
     }),
   ],
-  providers: [OutboxRelay, QueueWorkersCloser, QueueReconciler],
+  providers: [OutboxRelay, QueueWorkersCloser, QueueReconciler, QueueErrorLogs],
   exports: [OutboxRelay, QueueReconciler],
 })
 export class OutboxModule {}

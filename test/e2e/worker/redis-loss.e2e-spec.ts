@@ -1,3 +1,5 @@
+import { spawn } from 'child_process';
+import { createServer, type AddressInfo } from 'net';
 import { INestApplicationContext } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import Redis from 'ioredis';
@@ -201,6 +203,59 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     await sleep(500);
     expect(rx.on(path)).toHaveLength(1);
   }, 60_000);
+
+  it('a worker whose Redis goes away reports it once per component in its log, not a raw stack per reconnection', async () => {
+    // a Redis of this test's own, to stop
+    const port = await new Promise<number>((resolve) => {
+      const srv = createServer().listen(0, '127.0.0.1', () => {
+        const p = (srv.address() as AddressInfo).port;
+        srv.close(() => resolve(p));
+      });
+    });
+    const startRedis = () => spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const ping = async () => {
+      const c = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      try {
+        return (await c.ping()) === 'PONG';
+      } catch {
+        return false;
+      } finally {
+        c.disconnect();
+      }
+    };
+    let server = startRedis();
+    let own: INestApplicationContext | undefined;
+    const printed: unknown[] = [];
+    const spy = jest.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void printed.push(args));
+    try {
+      await eventually(ping, 10_000, 'redis-server to start');
+      const saved: Record<string, string | undefined> = {};
+      for (const [k, v] of Object.entries({ ...WORKER_ENV, DATABASE_URL: db.url, REDIS_URL: `redis://127.0.0.1:${port}` })) {
+        saved[k] = process.env[k];
+        process.env[k] = v;
+      }
+      resetConfigForTests();
+      try {
+        own = await startWorker({ logger: false });
+      } finally {
+        for (const [k, v] of Object.entries(saved)) {
+          if (v === undefined) delete process.env[k];
+          else process.env[k] = v;
+        }
+        resetConfigForTests();
+      }
+      server.kill('SIGKILL');
+      await sleep(4000);
+      expect(printed).toEqual([]);
+      // back, so the worker can close (BullMQ waits for Redis to close its queues)
+      server = startRedis();
+      await eventually(ping, 10_000, 'redis-server to restart');
+    } finally {
+      spy.mockRestore();
+      await own?.close().catch(() => undefined);
+      server.kill('SIGKILL');
+    }
+  }, 30_000);
 
   it('job schedules Redis lost are re-created by the next pass', async () => {
     const scheduler = worker.get(MaintenanceScheduler, { strict: false });

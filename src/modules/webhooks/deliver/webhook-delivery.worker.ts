@@ -4,6 +4,7 @@ import { Job, Worker } from 'bullmq';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { Db } from '../../../shared/db/db.service';
 import { bullConnection, bullPrefix } from '../../../shared/outbox/bull-options';
+import { outageLog } from '../../../shared/redis/outage-log';
 import { retryDelayMs, retrySpanMs } from '../backoff';
 import { WEBHOOK_DELIVERY_QUEUE } from '../webhook-events';
 import { DeliverWebhookCommand, DeliverWebhookResult } from './deliver-webhook.command';
@@ -47,7 +48,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
       settings: { backoffStrategy: (attemptsMade, _type, _err, job) => retryDelayMs(attemptsMade + attemptOffset(job?.data), c.WEBHOOK_BACKOFF_BASE_MS) },
     });
     this.worker.on('failed', (job, err) => void this.onFailed(job, err));
-    this.worker.on('error', (err) => this.log.error(`webhook delivery worker: ${err.message}`));
+    this.worker.on('error', outageLog(this.log, 'webhook delivery worker'));
   }
 
   async beforeApplicationShutdown(): Promise<void> {

@@ -4,6 +4,7 @@ import { CommandBus } from '@nestjs/cqrs';
 import { Job } from 'bullmq';
 import { Db } from '../../../shared/db/db.service';
 import { OutboxJobData, settleOutboxRow } from '../../../shared/outbox/outbox-job';
+import { outageLog } from '../../../shared/redis/outage-log';
 import { WEBHOOK_TOPIC } from '../webhook-events';
 import { FanOutWebhookEventCommand } from './fan-out-event.command';
 
@@ -32,8 +33,10 @@ export class WebhookEventProcessor extends WorkerHost {
       void settleOutboxRow(this.db, job.data.outboxId).catch((e: Error) => this.log.warn(`settling outbox ${job.data.outboxId}: ${e.message}`));
   }
 
+  private readonly outage = outageLog(this.log, 'webhook fan-out worker');
+
   @OnWorkerEvent('error')
   onError(err: Error): void {
-    this.log.error(`webhook fan-out worker: ${err.message}`);
+    this.outage(err);
   }
 }
