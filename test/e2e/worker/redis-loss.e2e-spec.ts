@@ -51,6 +51,25 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     return q;
   }
 
+  /** A worker started with these variables set (restored afterwards). */
+  async function startWorkerWith(env: Record<string, string>): Promise<INestApplicationContext> {
+    const saved: Record<string, string | undefined> = {};
+    for (const [k, v] of Object.entries(env)) {
+      saved[k] = process.env[k];
+      process.env[k] = v;
+    }
+    resetConfigForTests();
+    try {
+      return await startWorker({ logger: false });
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+      resetConfigForTests();
+    }
+  }
+
   const reconcile = () => worker.get(QueueReconciler, { strict: false }).runOnce(0);
 
   async function outboxRow(id: string): Promise<{ dispatched_at: Date | null; processed_at: Date | null }> {
@@ -64,21 +83,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     smtp = await startSmtpCapture();
     rx = await new Receiver().start();
     t = await createTestApp({ DATABASE_URL: db.url });
-    const saved: Record<string, string | undefined> = {};
-    for (const [k, v] of Object.entries({ ...WORKER_ENV, DATABASE_URL: db.url, SMTP_URL: smtp.url })) {
-      saved[k] = process.env[k];
-      process.env[k] = v;
-    }
-    resetConfigForTests();
-    try {
-      worker = await startWorker({ logger: false });
-    } finally {
-      for (const [k, v] of Object.entries(saved)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
-      resetConfigForTests();
-    }
+    worker = await startWorkerWith({ ...WORKER_ENV, DATABASE_URL: db.url, SMTP_URL: smtp.url });
     redis = rawRedis();
     owner = await signupTenant(t);
   }, 60_000);
@@ -229,21 +234,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     const spy = jest.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void printed.push(args));
     try {
       await eventually(ping, 10_000, 'redis-server to start');
-      const saved: Record<string, string | undefined> = {};
-      for (const [k, v] of Object.entries({ ...WORKER_ENV, DATABASE_URL: db.url, REDIS_URL: `redis://127.0.0.1:${port}` })) {
-        saved[k] = process.env[k];
-        process.env[k] = v;
-      }
-      resetConfigForTests();
-      try {
-        own = await startWorker({ logger: false });
-      } finally {
-        for (const [k, v] of Object.entries(saved)) {
-          if (v === undefined) delete process.env[k];
-          else process.env[k] = v;
-        }
-        resetConfigForTests();
-      }
+      own = await startWorkerWith({ ...WORKER_ENV, DATABASE_URL: db.url, REDIS_URL: `redis://127.0.0.1:${port}` });
       server.kill('SIGKILL');
       await sleep(4000);
       expect(printed).toEqual([]);
