@@ -1,8 +1,7 @@
 import { createHash } from 'crypto';
 import { INestApplicationContext } from '@nestjs/common';
 import { decode } from 'jsonwebtoken';
-import { resetConfigForTests } from '../../../src/config/config.module';
-import { startWorker } from '../../../src/worker';
+import { startWorkerWith } from '../../setup/worker';
 import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
@@ -32,18 +31,7 @@ export async function startMailWorld(env: Record<string, string> = {}): Promise<
   const isolated = await createIsolatedDatabase();
   const smtp = await startSmtpCapture();
   const overrides: Record<string, string> = { DATABASE_URL: isolated.url, SMTP_URL: smtp.url, OUTBOX_POLL_MS: '50', ACCOUNTS_URL, ...env };
-  const saved: Record<string, string | undefined> = {};
-  for (const [k, v] of Object.entries(overrides)) {
-    saved[k] = process.env[k];
-    process.env[k] = v;
-  }
-  resetConfigForTests();
-  const worker = await startWorker({ logger: false });
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  resetConfigForTests();
+  const worker = await startWorkerWith(overrides);
   const t = await createTestApp(overrides);
   const extras: TestApp[] = [];
   const taken = new Set<CapturedMail>();

@@ -1,15 +1,14 @@
 import { INestApplicationContext } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import { loadConfig } from '../../../src/config/config';
-import { resetConfigForTests } from '../../../src/config/config.module';
 import { WebhookDeliveryWorker } from '../../../src/modules/webhooks/deliver/webhook-delivery.worker';
 import { FanOutWebhookEventCommand } from '../../../src/modules/webhooks/fan-out/fan-out-event.command';
 import { EventsService } from '../../../src/shared/events/events.service';
 import { OutboxJobData } from '../../../src/shared/outbox/outbox-job';
 import { OutboxRelay } from '../../../src/shared/outbox/outbox-relay.service';
-import { startWorker } from '../../../src/worker';
 import { DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, TestApp } from '../../setup/app';
+import { startWorkerWith } from '../../setup/worker';
 import { addDashboardMember, createIsolatedDatabase, eventually, insertAgentClient, Receiver, sleep, verifyStandardWebhook } from './webhook-helpers';
 
 interface Delivery {
@@ -47,24 +46,6 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
   let rx: Receiver;
   let owner: DashboardFixture;
   const savedDbUrl = process.env.DATABASE_URL;
-
-  async function startWorkerWith(env: Record<string, string>): Promise<INestApplicationContext> {
-    const saved: Record<string, string | undefined> = {};
-    for (const [k, v] of Object.entries(env)) {
-      saved[k] = process.env[k];
-      process.env[k] = v;
-    }
-    resetConfigForTests();
-    try {
-      return await startWorker({ logger: false });
-    } finally {
-      for (const [k, v] of Object.entries(saved)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
-      resetConfigForTests();
-    }
-  }
 
   const base = (slug: string) => `/v1/auth/dashboard/tenants/${slug}/webhooks`;
 

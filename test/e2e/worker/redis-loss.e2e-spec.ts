@@ -3,17 +3,16 @@ import { createServer, type AddressInfo } from 'net';
 import { INestApplicationContext } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import Redis from 'ioredis';
-import { resetConfigForTests } from '../../../src/config/config.module';
 import { GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
 import { EventsService } from '../../../src/shared/events/events.service';
 import { MailService } from '../../../src/shared/mail/mail.service';
 import { MaintenanceScheduler } from '../../../src/shared/maintenance/maintenance.scheduler';
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
 import { QueueReconciler } from '../../../src/shared/outbox/queue-reconciler';
-import { startWorker } from '../../../src/worker';
 import { DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, TestApp, uniqueEmail } from '../../setup/app';
 import { SmtpCapture, startSmtpCapture } from '../../setup/smtp-capture';
+import { startWorkerWith } from '../../setup/worker';
 import { flushTestPrefix, rawRedis } from '../agents/agents.helpers';
 import { createIsolatedDatabase, eventually, Receiver, sleep } from '../webhooks/webhook-helpers';
 
@@ -49,25 +48,6 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     const q = new Queue(name, { connection: bullConnection({ REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' }), prefix: bullPrefix({ REDIS_KEY_PREFIX: prefix }) });
     queues.push(q);
     return q;
-  }
-
-  /** A worker started with these variables set (restored afterwards). */
-  async function startWorkerWith(env: Record<string, string>): Promise<INestApplicationContext> {
-    const saved: Record<string, string | undefined> = {};
-    for (const [k, v] of Object.entries(env)) {
-      saved[k] = process.env[k];
-      process.env[k] = v;
-    }
-    resetConfigForTests();
-    try {
-      return await startWorker({ logger: false });
-    } finally {
-      for (const [k, v] of Object.entries(saved)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
-      resetConfigForTests();
-    }
   }
 
   const reconcile = () => worker.get(QueueReconciler, { strict: false }).runOnce(0);
