@@ -113,12 +113,25 @@ async function run(opts) {
   const sent = r.sentAll ?? r.requests.sent ?? r.requests.total;
   // CPU time per request (microseconds): of the API processes, and of the whole host (API,
   // PostgreSQL, Redis and this generator). Steadier than req/s when the host's speed varies.
-  if (before && after && sent) r.cpu = { api: Math.round(((after.api - before.api) * 1e6) / TICK / sent), host: Math.round(((after.host - before.host) * 1e6) / TICK / sent) };
+  if (before && after && sent) {
+    const per = (k) => Math.round(((after[k] - before[k]) * 1e6) / TICK / sent);
+    r.cpu = { api: per('api'), pg: per('pg'), redis: per('redis'), host: per('host') };
+  }
   return r;
 }
 
 const TICK = 100; // USER_HZ: /proc reports CPU time in 1/100 s on Linux
-/** CPU ticks used so far by the API (BENCH_API_PID and its children) and by the whole host; null off Linux. */
+/** utime + stime (ticks) of one process from its /proc stat line. */
+function procTicks(stat) {
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(f[11]) + Number(f[12]);
+}
+
+/**
+ * CPU ticks used so far by the API (BENCH_API_PID and its children), by PostgreSQL and Redis
+ * (every process of theirs on the host: run the benchmark on a host nothing else uses them on)
+ * and by the whole host; null off Linux.
+ */
 function cpuSnapshot() {
   const apiPid = process.env.BENCH_API_PID;
   try {
@@ -126,13 +139,24 @@ function cpuSnapshot() {
     const hostBusy = host.reduce((a, b) => a + b, 0) - host[3] - (host[4] || 0); // minus idle and iowait
     let api = 0;
     const visit = (pid) => {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      api += Number(f[11]) + Number(f[12]); // utime, stime
+      api += procTicks(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
       for (const c of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) visit(c);
     };
     if (apiPid) visit(apiPid);
-    return { api, host: hostBusy };
+    let pg = 0;
+    let redis = 0;
+    for (const pid of fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+      let stat;
+      try {
+        stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      } catch {
+        continue; // ended meanwhile
+      }
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      if (comm === 'postgres') pg += procTicks(stat);
+      else if (comm === 'redis-server') redis += procTicks(stat);
+    }
+    return { api, pg, redis, host: hostBusy };
   } catch {
     return null;
   }
@@ -324,13 +348,13 @@ async function main() {
   const lines = [];
   lines.push(`\n## ${new Date().toISOString()} — ${os.cpus().length} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, PostgreSQL ${pg}, ${redis}`);
   lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=${process.env.API_WORKERS || 2}, NODE_ENV=development (OWASP argon2id cost, m=${argon2Options().memoryCost} KiB t=${argon2Options().timeCost} p=${argon2Options().parallelism}), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time, recorded once all connections are open and after 1 s at the rate; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run; host stall: the late wake-ups of an idle process at nice -20 waking every millisecond (bench/canary.js) during the run, which only the machine itself causes; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each).\n`);
-  lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors | host stall ms: longest / lost over 10 ms | CPU µs per request: API / host |');
+  lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors | host stall ms: longest / lost over 10 ms | CPU µs per request: API / PostgreSQL / Redis / host |');
   lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of [...maxRuns, ...fixedRuns]) {
     const rateKey = { 'GET /v1/auth/me': 'me', 'GET /v1/auth/me with an agent token': 'me', 'POST /v1/auth/refresh': 'refresh', 'POST /v1/auth/login': 'login', 'POST /v1/auth/anonymous': 'anonymous', 'POST /oauth/token (token exchange)': 'exchange', 'login with MFA (password + TOTP), sign-ins': 'login' }[r.name];
     const mode = r.mode === 'max' ? 'max throughput' : `fixed ${rates[rateKey]}/s`;
     const stall = r.stall ? `${r.stall.max} / ${r.stall.over10}` : '';
-    lines.push(`| ${r.name} | ${mode} | ${r.rps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.total} | ${r.non2xx} | ${r.errors + r.timeouts} | ${stall} | ${r.cpu ? `${r.cpu.api} / ${r.cpu.host}` : ''} |`);
+    lines.push(`| ${r.name} | ${mode} | ${r.rps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.total} | ${r.non2xx} | ${r.errors + r.timeouts} | ${stall} | ${r.cpu ? `${r.cpu.api} / ${r.cpu.pg} / ${r.cpu.redis} / ${r.cpu.host}` : ''} |`);
   }
   lines.push(`\nRaw cost in the same run (one core each): RS256 sign ${raw.sign}/s, RS256 verify ${raw.verify}/s (2048-bit KeyObject); argon2id verify (m=${argon2Options().memoryCost} KiB, t=${argon2Options().timeCost}, p=${argon2Options().parallelism}) ${argon}/s on ${os.cpus().length} cores.`);
   lines.push(`\nGuest purge: ${purge.guests} stale guests across ${purge.tenants} tenants removed in ${purge.runs} runs, ${purge.seconds} s wall time in total (${purge.perRun} s per run on average).`);
