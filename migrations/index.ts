@@ -11,6 +11,7 @@ import { MfaChallengeOauthParams1764200000000 } from './1764200000000-mfa-challe
 import { PasswordProven1764300000000 } from './1764300000000-password-proven';
 import { OutboxSettled1764400000000 } from './1764400000000-outbox-settled';
 import { RevokedAccessTokens1764500000000 } from './1764500000000-revoked-access-tokens';
+import { RevokedAccessTokensTenant1764600000000 } from './1764600000000-revoked-access-tokens-tenant';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -27,4 +28,5 @@ export const ALL_MIGRATIONS = [
   PasswordProven1764300000000,
   OutboxSettled1764400000000,
   RevokedAccessTokens1764500000000,
+  RevokedAccessTokensTenant1764600000000,
 ];

@@ -1,10 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import Redis from 'ioredis';
+import { APP_CONFIG, AppConfig } from '../../config/config';
 import { RevocationCheck, RevocationSource } from '../../shared/auth/token-revocation.service';
 import { AccessClaims } from '../../shared/crypto/jwt.service';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { REDIS } from '../../shared/redis/redis.module';
-import { revokedJtiKey } from './oauth.constants';
+import { AGENT_TOKEN_MAX_TTL_SECONDS, revokedJtiKey, revokedJtiTenantKey } from './oauth.constants';
 
 /** What `revoked:jti:<jti>` holds: revoked, or PostgreSQL said it was not when read. */
 const JTI_REVOKED = '1';
@@ -20,17 +21,37 @@ const ttlFor = (claims: AccessClaims) => Math.max(60, claims.exp - Math.floor(Da
  * "revoked" unconditionally after its commit, a reader that found the key absent asks PostgreSQL
  * once and fills only an empty slot (SET NX), so neither a race nor a Redis that lost its data
  * ever brings a revoked token back.
+ *
+ * Most tenants never revoke an access token, and every new token would otherwise cost one
+ * PostgreSQL read on its first use. So Redis also holds, per tenant, whether the tenant has any
+ * revoked token that has not expired (`revoked:jti-tenant:<id>`), under the same protocol (the
+ * revoker sets "yes" after its commit; a reader fills "no" only into an empty slot): while it
+ * says "no", a token's first use reads nothing more than the MGET the guard makes anyway.
  */
 @Injectable()
 export class JtiRevocationSource implements RevocationSource {
   constructor(
     private readonly db: Db,
     @Inject(REDIS) private readonly redis: Redis,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
+  /** How long a tenant's answer stays cached: longer than any token it covers lives. */
+  private get tenantTtlSeconds(): number {
+    return Math.max(this.config.ACCESS_TOKEN_TTL_SECONDS, AGENT_TOKEN_MAX_TTL_SECONDS) + 60;
+  }
+
   keysFor(claims: AccessClaims): RevocationCheck[] {
-    if (typeof claims.jti !== 'string' || !claims.jti || claims.jti.length > 64) return [];
-    return [{ key: revokedJtiKey(claims.jti), reason: 'token_revoked', refuses: (v) => v !== JTI_LIVE, onMiss: (c) => this.revokedInDb(c) }];
+    if (typeof claims.jti !== 'string' || !claims.jti || claims.jti.length > 64 || typeof claims.tenant_id !== 'string') return [];
+    return [
+      {
+        key: revokedJtiKey(claims.jti),
+        reason: 'token_revoked',
+        refuses: (v) => v !== JTI_LIVE,
+        onMiss: (c) => this.revokedInDb(c),
+        unless: { key: revokedJtiTenantKey(claims.tenant_id), value: JTI_LIVE, onMiss: (c) => this.tenantHasRevocations(c.tenant_id) },
+      },
+    ];
   }
 
   /** Records the revocation in the caller's transaction; call `cacheRevoked` once it committed. */
@@ -43,7 +64,13 @@ export class JtiRevocationSource implements RevocationSource {
 
   /** After the commit (and before answering): the token is refused at once everywhere. */
   async cacheRevoked(claims: AccessClaims): Promise<void> {
-    await this.redis.set(revokedJtiKey(claims.jti), JTI_REVOKED, 'EX', ttlFor(claims));
+    const res = await this.redis
+      .multi()
+      .set(revokedJtiTenantKey(claims.tenant_id), JTI_REVOKED, 'EX', this.tenantTtlSeconds)
+      .set(revokedJtiKey(claims.jti), JTI_REVOKED, 'EX', ttlFor(claims))
+      .exec();
+    const failed = res?.find(([err]) => err);
+    if (!res || failed) throw failed?.[0] ?? new Error('revocation cache not written');
   }
 
   private async revokedInDb(claims: AccessClaims): Promise<boolean> {
@@ -54,5 +81,16 @@ export class JtiRevocationSource implements RevocationSource {
     );
     await this.redis.set(revokedJtiKey(claims.jti), row.revoked ? JTI_REVOKED : JTI_LIVE, 'EX', ttlFor(claims), 'NX');
     return row.revoked;
+  }
+
+  /** Whether the tenant has a revoked token not yet expired (cached for the next tokens, never over "yes"). */
+  private async tenantHasRevocations(tenantId: string): Promise<boolean> {
+    const [row] = await this.db.query<{ any: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM revoked_access_tokens WHERE tenant_id = $1 AND expires_at > now()) AS any`,
+      [tenantId],
+      'jti_revoked_tenant',
+    );
+    await this.redis.set(revokedJtiTenantKey(tenantId), row.any ? JTI_REVOKED : JTI_LIVE, 'EX', this.tenantTtlSeconds, 'NX');
+    return row.any;
   }
 }

@@ -14,3 +14,5 @@ export const TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN = 10;
 
 /** Redis key of an access token revoked through POST /oauth/revoke (RFC 7009), kept until it expires. */
 export const revokedJtiKey = (jti: string) => `revoked:jti:${jti}`;
+/** Redis key of whether a tenant has any such token that has not expired ("1") or none ("0"). */
+export const revokedJtiTenantKey = (tenantId: string) => `revoked:jti-tenant:${tenantId}`;

@@ -18,6 +18,14 @@ export interface RevocationCheck {
   refuses?: (value: string, claims: AccessClaims) => boolean;
   /** on a cache miss, asks the source of truth (a Redis flush must never un-revoke) */
   onMiss?: (claims: AccessClaims) => Promise<boolean>;
+  /**
+   * A broader answer read in the same MGET: when `key` holds `value` (e.g. "this tenant has no
+   * revoked token"), a miss of this check's own key is answered without `onMiss`. When `key` is
+   * absent too, `onMiss` of the gate asks the source of truth (and caches it): false ends the
+   * check, true goes on to this check's own `onMiss`. A value in this check's own key always
+   * decides, whatever the gate says.
+   */
+  unless?: { key: string; value: string; onMiss: (claims: AccessClaims) => Promise<boolean> };
 }
 
 /** Extra revocation checks other modules add (the agent denylist): Redis keys to test, and the reason. */
@@ -96,33 +104,43 @@ export class TokenRevocationService {
       });
     for (const s of this.sources) checks.push(...s.keysFor(claims));
     if (!checks.length && !extraKeys.length) return { reason: null, extra: [] };
+    // the checks' keys, then their gates' keys, then the caller's extra keys: one MGET
+    const gates = checks.filter((c) => c.unless).map((c) => c.unless!.key);
     let values: (string | null)[];
     try {
-      values = await this.redis.mget(...checks.map((c) => c.key), ...extraKeys);
+      values = await this.redis.mget(...checks.map((c) => c.key), ...gates, ...extraKeys);
     } catch {
       throw new AppError('server/unavailable', 'Token revocation state unavailable');
     }
-    const extra = values.slice(checks.length);
+    const extra = values.slice(checks.length + gates.length);
     return { reason: await this.reasonFrom(checks, values, claims), extra };
   }
 
   private async reasonFrom(checks: RevocationCheck[], values: (string | null)[], claims: AccessClaims): Promise<string | null> {
-    const misses: RevocationCheck[] = [];
+    const misses: { check: RevocationCheck; ask: () => Promise<boolean> }[] = [];
+    let gate = checks.length;
     for (let i = 0; i < checks.length; i++) {
       const c = checks[i];
       const v = values[i];
+      const g = c.unless ? values[gate++] : undefined;
       if (v !== null && (!c.refuses || c.refuses(v, claims))) return c.reason;
-      if (v === null && c.onMiss) misses.push(c);
+      if (v !== null || !c.onMiss) continue;
+      const onMiss = c.onMiss;
+      if (!c.unless) misses.push({ check: c, ask: () => onMiss(claims) });
+      else if (g !== c.unless.value) {
+        const unless = c.unless;
+        misses.push({ check: c, ask: async () => (g === null && !(await unless.onMiss(claims)) ? false : onMiss(claims)) });
+      }
     }
     if (!misses.length) return null;
     let answers: boolean[];
     try {
-      answers = await Promise.all(misses.map((c) => c.onMiss!(claims)));
+      answers = await Promise.all(misses.map((m) => m.ask()));
     } catch (e) {
       if (e instanceof AppError) throw e;
       throw new AppError('server/unavailable', 'Token revocation state unavailable');
     }
     const refused = answers.findIndex(Boolean);
-    return refused >= 0 ? misses[refused].reason : null;
+    return refused >= 0 ? misses[refused].check.reason : null;
   }
 }

@@ -224,6 +224,37 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       expect((await client.tokenIntrospection(config, live)).active).toBe(true);
     });
 
+    it('a tenant without revoked tokens: a new token is checked without a per-token read; one revocation makes every token of the tenant checked again', async () => {
+      const other = await createTenant(t.db, { tier: 'pro' });
+      const u = await registerUser(t, other);
+      const prefix = process.env.REDIS_KEY_PREFIX as string;
+      const redis = rawRedis();
+      try {
+        const a = await login(t, other, u.email);
+        await me(a.access_token).expect(200);
+        // the tenant's answer is cached ("none"); the token's own slot was never needed
+        expect(await redis.get(`${prefix}revoked:jti-tenant:${other.id}`)).toBe('0');
+        expect(await redis.exists(`${prefix}revoked:jti:${claims(a.access_token).jti}`)).toBe(0);
+        // the next new token of the tenant: answered by the cached "none", no per-token read either
+        const c = await login(t, other, u.email);
+        await me(c.access_token).expect(200);
+        expect(await redis.exists(`${prefix}revoked:jti:${claims(c.access_token).jti}`)).toBe(0);
+
+        const b = await login(t, other, u.email);
+        await t.http().post('/oauth/revoke').type('form').set('X-API-Key', other.apiKey).send({ token: b.access_token }).expect(200);
+        expect(await redis.get(`${prefix}revoked:jti-tenant:${other.id}`)).toBe('1');
+        // the revoked token's own slot is lost (eviction): the tenant's answer sends the guard to PostgreSQL
+        await redis.del(`${prefix}revoked:jti:${claims(b.access_token).jti}`);
+        expect((await me(b.access_token).expect(401)).headers['www-authenticate']).toContain('token_revoked');
+        expect((await introspectWithKey(b.access_token, other.apiKey).expect(200)).body).toEqual({ active: false });
+        // the other tokens of the tenant are read once each, and stay live
+        await me(a.access_token).expect(200);
+        expect(await redis.get(`${prefix}revoked:jti:${claims(a.access_token).jti}`)).toBe('0');
+      } finally {
+        redis.disconnect();
+      }
+    });
+
     it('needs client authentication and a token', async () => {
       const none = await t.http().post('/oauth/revoke').type('form').send({ token: 'x' });
       expect(none.status).toBe(401);
