@@ -55,6 +55,8 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(0) @Max(3600) API_KEY_CACHE_TTL_SECONDS = 120;
   /** how long an agent client (for client authentication at /oauth/*) may come from the Redis cache (0 = always PostgreSQL) */
   @Transform(toInt) @IsInt() @Min(0) @Max(3600) AGENT_CLIENT_CACHE_TTL_SECONDS = 120;
+  /** how long each API process keeps an agent's api_calls_per_min in memory (a PATCH takes effect within it; 0 = read the agent-client cache on every agent-token call) */
+  @Transform(toInt) @IsInt() @Min(0) @Max(60) AGENT_LIMITS_LOCAL_TTL_SECONDS = 5;
   @Transform(toInt) @IsInt() @Min(60) DASHBOARD_SESSION_IDLE_SECONDS = 30 * 60;
   @Transform(toInt) @IsInt() @Min(300) DASHBOARD_SESSION_ABSOLUTE_SECONDS = 12 * 3600;
   @Transform(toInt) @IsInt() @Min(60) DASHBOARD_REAUTH_MAX_AGE_SECONDS = 5 * 60;

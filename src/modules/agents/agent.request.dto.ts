@@ -32,7 +32,15 @@ export class AgentRateLimitsDto {
   @limit('CIBA initiations') @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) ciba_initiate_per_min?: number;
   @limit('device code requests') @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) device_code_per_min?: number;
   @limit('client credentials grants') @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) client_credentials_per_min?: number;
-  @limit('API calls') @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) api_calls_per_min?: number;
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: RATE_LIMIT_OAUTH_AGENT_CEILING,
+    description:
+      'bearer API calls per minute made with any of the agent\'s tokens (all users together); beyond it 429 rate_limit/exceeded with Retry-After and X-Service-Docs, ' +
+      'and agent.rate_limited (limit_scope api_calls) once per minute. Unset: no limit. A change takes effect within AGENT_LIMITS_LOCAL_TTL_SECONDS (default 5 s)',
+  })
+  @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) api_calls_per_min?: number;
 }
 
 /** spec 2.10 agent_settings. */
@@ -41,7 +49,15 @@ export class AgentSettingsDto {
   @Present() @IsObject() @ValidateNested() @Type(() => AgentRateLimitsDto)
   rate_limits?: AgentRateLimitsDto;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100000, nullable: true, description: 'null clears it (PATCH)' })
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: 100000,
+    nullable: true,
+    description:
+      'at most this many unexpired agent tokens at once (all users together); a token exchange beyond it is 429 slow_down with Retry-After until the oldest live token expires, ' +
+      'and agent.rate_limited (limit_scope max_concurrent_tokens) once per minute. kill-tokens and revoke free every slot. Unset or null (PATCH clears it): no limit',
+  })
   @IsOptional() @IsInt() @Min(1) @Max(100000)
   max_concurrent_tokens?: number | null;
 }

@@ -1,7 +1,9 @@
 import { Module } from '@nestjs/common';
 import { AgentActivityHandler } from './agent-activity/agent-activity.handler';
+import { AgentApiLimitService } from './agent-api-limit.service';
 import { AgentClientCache } from './agent-client.cache';
 import { AgentDenylistService } from './agent-denylist.service';
+import { AgentTokenSlotsService } from './agent-token-slots.service';
 import { AgentsController } from './agents.controller';
 import { AgentsService } from './agents.service';
 import { DisableAgentHandler } from './disable-agent/disable-agent.handler';
@@ -29,6 +31,8 @@ import { UpdateAgentHandler } from './update-agent/update-agent.handler';
     AgentsService,
     AgentClientCache,
     AgentDenylistService,
+    AgentTokenSlotsService,
+    AgentApiLimitService,
     RegisterAgentHandler,
     ListAgentsHandler,
     GetAgentHandler,
@@ -46,6 +50,6 @@ import { UpdateAgentHandler } from './update-agent/update-agent.handler';
     RejectAgentClientTypeGuard,
     MyAgentsGuard,
   ],
-  exports: [AgentsService, AgentDenylistService, AgentClientCache],
+  exports: [AgentsService, AgentDenylistService, AgentClientCache, AgentTokenSlotsService],
 })
 export class AgentsModule {}

@@ -50,7 +50,9 @@ export class OAuthController {
   })
   @ApiTooManyRequestsResponse({
     type: OAuthErrorDto,
-    description: 'slow_down with Retry-After: 60 per minute per agent client (override up to 600), 10 per minute per subject token jti',
+    description:
+      'slow_down with Retry-After: 60 per minute per agent client (override up to 600), 10 per minute per subject token jti; ' +
+      'the agent already holds agent_settings.max_concurrent_tokens unexpired tokens (Retry-After: until the oldest expires)',
     headers: {
       'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' } },
       'X-Service-Docs': { description: 'URL of the rate limits documentation', schema: { type: 'string', format: 'uri' } },

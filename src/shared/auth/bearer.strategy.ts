@@ -20,6 +20,18 @@ export function bearerToken(req: FastifyRequest): string | undefined {
 }
 
 /**
+ * A per-call limit other modules add to the bearer guard (the agents module: an agent's
+ * `api_calls_per_min`). `count` answers undefined, without any I/O, when no limit applies to the
+ * token; otherwise a promise that counts the call, resolving to a function that records and throws
+ * the refusal (called only for a token that is otherwise accepted), or null when the call is within
+ * the limit. It should issue its Redis command synchronously, so it leaves in the same
+ * auto-pipelined write as the revocation MGET.
+ */
+export interface BearerCallLimiter {
+  count(claims: AccessClaims): Promise<(() => Promise<never>) | null> | undefined;
+}
+
+/**
  * Verifies an end-user access token: signature, kid, iss, aud, exp, then the tenant (an
  * X-API-Key sent beside it must be of the same tenant) and revocation (ended session, denylist).
  */
@@ -33,6 +45,12 @@ export class BearerAuthenticator {
   ) {}
 
   private readonly prefetchSources = new Map<Type<BearerPrefetchSource>, BearerPrefetchSource>();
+  private callLimiter: BearerCallLimiter | undefined;
+
+  /** Installs the per-call limiter (one: the agents module's). */
+  registerCallLimiter(limiter: BearerCallLimiter): void {
+    this.callLimiter = limiter;
+  }
 
   /** The keys the route asked for (BearerPrefetch), read with the revocation check. */
   private prefetchKeys(req: FastifyRequest, claims: AccessClaims): string[] {
@@ -60,12 +78,15 @@ export class BearerAuthenticator {
     if (!this.audienceOk(claims.aud)) throw new InvalidTokenError();
     const apiKeyHeader = req.headers['x-api-key'];
     const extraKeys = this.prefetchKeys(req, claims);
-    const [{ reason, extra }, apiKey] = await Promise.all([
+    // the revocation MGET and a call limit's counter are issued in this same tick (one write)
+    const [{ reason, extra }, apiKey, refuse] = await Promise.all([
       this.revocation.check(claims, extraKeys),
       apiKeyHeader ? this.apiKeys.resolve(String(apiKeyHeader)) : undefined,
+      claims.act ? this.callLimiter?.count(claims) : undefined,
     ]);
     if (reason) throw new InvalidTokenError(reason === 'session_revoked' ? 'invalid_token' : reason);
     if (apiKey && apiKey.tenantId !== claims.tenant_id) throw tenantMismatch();
+    if (refuse) await refuse();
     const principal: UserPrincipal = {
       userId: claims.sub,
       tenantId: claims.tenant_id,

@@ -97,8 +97,11 @@ export const Problems = {
   list: ['request/invalid', 'request/invalid_cursor'] as ErrorCode[],
   /** X-API-Key */
   apiKey: ['auth/invalid_api_key'] as ErrorCode[],
-  /** Authorization: Bearer, with an optional X-API-Key naming the tenant (the revocation state is read fail-closed: 503) */
-  bearer: ['auth/invalid_token', 'auth/tenant_mismatch', 'auth/invalid_api_key', 'server/unavailable'] as ErrorCode[],
+  /**
+   * Authorization: Bearer, with an optional X-API-Key naming the tenant (the revocation state is read fail-closed: 503);
+   * 429 for an agent token past its agent's api_calls_per_min (spec 2.10)
+   */
+  bearer: ['auth/invalid_token', 'auth/tenant_mismatch', 'auth/invalid_api_key', 'rate_limit/exceeded', 'server/unavailable'] as ErrorCode[],
   /** a @RateLimit route (the limiter fails closed: 503) */
   rateLimited: ['rate_limit/exceeded', 'server/unavailable'] as ErrorCode[],
   /** dashboard session, read (per-session read limit) */

@@ -2,6 +2,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
 import { AgentDenylistService } from '../agent-denylist.service';
+import { AgentTokenSlotsService } from '../agent-token-slots.service';
 import { agentAdminEvent } from '../agent-events';
 import { notUpdatable } from '../agent.errors';
 import { KillAgentTokensResponse } from '../agent.response.dto';
@@ -18,6 +19,7 @@ export class KillAgentTokensHandler implements ICommandHandler<KillAgentTokensCo
     private readonly db: Db,
     private readonly events: EventsService,
     private readonly denylist: AgentDenylistService,
+    private readonly slots: AgentTokenSlotsService,
   ) {}
 
   async execute(cmd: KillAgentTokensCommand): Promise<KillAgentTokensResponse> {
@@ -38,6 +40,8 @@ export class KillAgentTokensHandler implements ICommandHandler<KillAgentTokensCo
       return out;
     });
     await this.denylist.cacheAfterCommit(res.id);
+    // spec 2.10 max_concurrent_tokens: the denylisted tokens are no longer live
+    await this.slots.clear(res.id);
     return res;
   }
 }

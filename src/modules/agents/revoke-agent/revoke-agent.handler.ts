@@ -4,6 +4,7 @@ import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { AgentClientCache } from '../agent-client.cache';
 import { AgentDenylistService } from '../agent-denylist.service';
+import { AgentTokenSlotsService } from '../agent-token-slots.service';
 import { agentAdminEvent } from '../agent-events';
 import { findTenantAgent } from '../agent.errors';
 import { RevokeAgentResponse } from '../agent.response.dto';
@@ -30,6 +31,7 @@ export class RevokeAgentHandler implements ICommandHandler<RevokeAgentCommand> {
     private readonly events: EventsService,
     private readonly mail: MailService,
     private readonly denylist: AgentDenylistService,
+    private readonly slots: AgentTokenSlotsService,
     private readonly cache: AgentClientCache,
   ) {}
 
@@ -63,6 +65,8 @@ export class RevokeAgentHandler implements ICommandHandler<RevokeAgentCommand> {
     });
     // also on a repeat: restores a cache write a crash after an earlier commit may have missed
     await this.denylist.cacheAfterCommit(row.id);
+    // spec 2.10 max_concurrent_tokens: the denylisted tokens are no longer live
+    await this.slots.clear(row.id);
     await this.cache.invalidate([row.id]);
     return { id: row.id, name: row.name, revoked_at: row.revoked_at!.toISOString(), agent_metadata_version: row.agent_metadata_version };
   }

@@ -8,6 +8,7 @@ import { OAuthError } from '../../../shared/errors/oauth-error';
 import { AuditEvent, EventsService, OutboxMessage, Severity } from '../../../shared/events/events.service';
 import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
 import { AgentDenylistService } from '../../agents/agent-denylist.service';
+import { AgentTokenSlotsService, CONCURRENCY_EVENT_WINDOW_SECONDS } from '../../agents/agent-token-slots.service';
 import { AgentActionInput, AgentClientRow, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from '../../agents/agents.service';
 import { ClientAuthenticator, ClientCaller, invalidClient } from '../client-auth/client-authenticator.service';
 import {
@@ -80,6 +81,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     private readonly revocation: TokenRevocationService,
     private readonly agents: AgentsService,
     private readonly denylist: AgentDenylistService,
+    private readonly slots: AgentTokenSlotsService,
   ) {
     this.issuer = new Batcher((items) => this.issueMany(items), async (item) => (await this.issueMany([item]))[0], {
       name: 'token_exchange_issue',
@@ -113,7 +115,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const override = agent.rate_limits?.token_exchange_per_min;
     const clientLimit = Number.isInteger(override) && override! > 0 ? Math.min(override!, RATE_LIMIT_OAUTH_AGENT_CEILING) : TOKEN_EXCHANGE_PER_CLIENT_PER_MIN;
     const perClient = await this.limiter.hit('token_exchange_client', `agent:${agent.id}`, clientLimit, 60);
-    if (!perClient.allowed) throw await this.rateLimited(agent, 'agent_client', clientLimit, perClient, form);
+    if (!perClient.allowed) throw await this.rateLimited(agent, 'agent_client', clientLimit, windowHit(perClient, clientLimit), form);
 
     // RFC 6749 section 4.1.3 / RFC 8693 section 2.1: grant_type
     assertTokenExchangeGrant(form);
@@ -149,7 +151,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       this.revocation.revokedReason(subject),
       this.denylist.isDenied(agent.id, nowSec),
     ]);
-    if (!perJti.allowed) throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, perJti, form, subject.jti);
+    if (!perJti.allowed) throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, windowHit(perJti, TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN), form, subject.jti);
     if (denied) {
       // revoked (every token refused) answers like a revoked client; a kill-tokens of this very
       // second would refuse a token minted now, so the client retries in a second
@@ -199,7 +201,21 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       ttl,
     );
 
-    await this.issue(caller, agent, subject, claims, scope, client);
+    // spec 2.10 max_concurrent_tokens: a slot per unexpired token of the agent (across users),
+    // taken atomically before issuing and given back if the issuance does not happen
+    const maxLive = agent.max_concurrent_tokens;
+    if (maxLive) {
+      const slot = await this.slots.acquire(agent.id, maxLive, claims.jti, claims.exp);
+      if (!slot.acquired) {
+        throw await this.rateLimited(agent, 'max_concurrent_tokens', maxLive, { first: slot.firstInWindow, retryAfterSeconds: slot.retryAfterSeconds }, form, subject.jti);
+      }
+    }
+    try {
+      await this.issue(caller, agent, subject, claims, scope, client);
+    } catch (e) {
+      if (maxLive) await this.slots.release(agent.id, claims.jti);
+      throw e;
+    }
 
     // RFC 8693 section 2.2.1: the response (Cache-Control: no-store set by the controller)
     return { access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: ttl, scope };
@@ -398,17 +414,18 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
   /**
    * spec 6 oauth.token_exchange.rate_limited and agent.rate_limited (audit with the offending
    * limit scope and the computed limit; both also as webhooks). Written once per
-   * window, on the first refused request, so a flood cannot flood the audit log.
+   * window, on the first refused request (`first`), so a flood cannot flood the audit log.
+   * `max_concurrent_tokens` answers the same 429 slow_down, Retry-After until its oldest live token expires.
    */
   private async rateLimited(
     agent: AgentClientRow,
-    limitScope: 'agent_client' | 'subject_token_jti',
+    limitScope: 'agent_client' | 'subject_token_jti' | 'max_concurrent_tokens',
     limit: number,
-    r: { count: number; retryAfterSeconds: number },
+    r: { first: boolean; retryAfterSeconds: number },
     form: FormParams,
     subjectJti?: string,
   ): Promise<OAuthError> {
-    if (r.count === limit + 1) {
+    if (r.first) {
       let requested: string | null = null;
       try {
         requested = form.get('scope') ?? null;
@@ -418,16 +435,16 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       const metadata = {
         agent_client_id: agent.id,
         limit_scope: limitScope,
-        rate_limit_key: limitScope === 'agent_client' ? 'token_exchange_per_min' : 'token_exchange_per_subject_jti_per_min',
+        rate_limit_key: RATE_LIMIT_KEYS[limitScope],
         computed_limit: limit,
-        window_seconds: 60,
+        window_seconds: limitScope === 'max_concurrent_tokens' ? CONCURRENCY_EVENT_WINDOW_SECONDS : 60,
         retry_after_seconds: r.retryAfterSeconds,
         requested_scope: requested,
         subject_token_jti_hash_prefix: subjectJti ? hashPrefix(subjectJti) : null,
       };
       const base = { tenantId: agent.tenant_id, actorType: 'agent' as const, actorId: agent.id, targetType: 'agent_client', targetId: agent.id, severity: 'medium' as Severity, metadata };
       await this.db.tx(async (tx) => {
-        const payload = { agent_client_id: agent.id, limit_scope: limitScope, computed_limit: limit, window_seconds: 60 };
+        const payload = { agent_client_id: agent.id, limit_scope: limitScope, computed_limit: limit, window_seconds: metadata.window_seconds };
         await this.events.auditAndOutbox(tx, { ...base, type: 'oauth.token_exchange.rate_limited' }, {
           tenantId: agent.tenant_id,
           topic: 'webhook',
@@ -437,7 +454,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         await this.events.auditAndOutbox(tx, { ...base, type: 'agent.rate_limited' }, { tenantId: agent.tenant_id, topic: 'webhook', eventType: 'agent.rate_limited', payload });
       });
     }
-    return slowDown(r.retryAfterSeconds, 'token exchanges');
+    return slowDown(r.retryAfterSeconds, limitScope === 'max_concurrent_tokens' ? `live tokens of this agent (at most ${limit})` : 'token exchanges');
   }
 
   /**
@@ -461,6 +478,18 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       { tenantId: agent.tenant_id, topic: 'webhook', eventType: type, payload },
     );
   }
+}
+
+/** The `rate_limit_key` of each limit scope in the rate_limited events. */
+const RATE_LIMIT_KEYS = {
+  agent_client: 'token_exchange_per_min',
+  subject_token_jti: 'token_exchange_per_subject_jti_per_min',
+  max_concurrent_tokens: 'max_concurrent_tokens',
+} as const;
+
+/** A fixed-window counter's refusal; the first refused hit of the window (count = limit + 1) records it. */
+function windowHit(r: { count: number; retryAfterSeconds: number }, limit: number): { first: boolean; retryAfterSeconds: number } {
+  return { first: r.count === limit + 1, retryAfterSeconds: r.retryAfterSeconds };
 }
 
 /** RFC 6749 section 5.2: the only grant this endpoint serves is token exchange. */

@@ -1,0 +1,171 @@
+import Redis from 'ioredis';
+import { REDIS } from '../../../src/shared/redis/redis.module';
+import { createAgent } from '../../factories/agent.factory';
+import { createTestApp, TestApp } from '../../setup/app';
+import { auditRows, claims, exchangeBody, postToken } from '../oauth/oauth-helpers';
+import { agentsUrl, agentToken, as, bearerCall, endUser, EndUser, nextSecond, registerAgent, sleep, tenantOnTier } from './agents.helpers';
+
+type Res = { status: number; body: Record<string, unknown>; headers: Record<string, string> };
+
+// spec 2.10 / 8 agent_settings.rate_limits.api_calls_per_min and agent_settings.max_concurrent_tokens;
+// spec 6 agent.rate_limited; spec 7.1 429 with Retry-After and X-Service-Docs
+describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 2.10, 6, 8)', () => {
+  let t: TestApp;
+  let redis: Redis;
+  beforeAll(async () => {
+    // a 1 s in-process memory of agent limits, so a PATCH shows within the test
+    t = await createTestApp({ AGENT_LIMITS_LOCAL_TTL_SECONDS: '1' });
+    redis = t.app.get<Redis>(REDIS);
+  });
+  afterAll(() => t.close());
+
+  const expectProblem429 = (res: Res) => {
+    expect(res.status).toBe(429);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(60);
+    expect(res.headers['x-service-docs']).toMatch(/^https?:\/\//);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.body).toMatchObject({ status: 429, code: 'rate_limit/exceeded' });
+  };
+  const rlKey = (agentId: string) => `{rl:agent:${agentId}:agent_api_calls}:hits`;
+
+  describe('api_calls_per_min', () => {
+    it('counts bearer calls of all the agent tokens (across users); past the limit 429, one agent.rate_limited per window', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const [u1, u2] = [await endUser(t, owner), await endUser(t, owner)];
+      const limited = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: 3 } } });
+      const other = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: 3 } } });
+      const unlimited = await registerAgent(t, owner);
+      const tok1 = (await agentToken(t, u1, limited.id)).token;
+      const tok2 = (await agentToken(t, u2, limited.id)).token;
+      const tok1b = (await agentToken(t, u1, limited.id)).token;
+
+      await bearerCall(t, tok1).expect(200);
+      await bearerCall(t, tok2).expect(200);
+      await bearerCall(t, tok1b).expect(200);
+      expectProblem429(await bearerCall(t, tok2));
+      expectProblem429(await bearerCall(t, tok1));
+      expectProblem429(await bearerCall(t, tok1b));
+
+      const rows = await auditRows(t, 'agent.rate_limited', limited.id);
+      expect(rows).toHaveLength(1);
+      expect(rows[0].metadata).toMatchObject({ agent_client_id: limited.id, limit_scope: 'api_calls', rate_limit_key: 'api_calls_per_min', computed_limit: 3, window_seconds: 60 });
+      const outbox = await t.db.query<{ topic: string; payload: Record<string, unknown> }>(
+        `SELECT topic, payload FROM outbox WHERE event_type = 'agent.rate_limited' AND payload->>'agent_client_id' = $1`,
+        [limited.id],
+      );
+      expect(outbox).toHaveLength(1);
+      expect(outbox[0]).toMatchObject({ topic: 'webhook', payload: { limit_scope: 'api_calls', computed_limit: 3 } });
+
+      // another agent with the same limit, an agent without one, and the users' own tokens: unaffected
+      const otherTok = (await agentToken(t, u1, other.id)).token;
+      for (let i = 0; i < 3; i++) await bearerCall(t, otherTok).expect(200);
+      const freeTok = (await agentToken(t, u1, unlimited.id)).token;
+      for (let i = 0; i < 8; i++) await bearerCall(t, freeTok).expect(200);
+      for (let i = 0; i < 8; i++) await bearerCall(t, u1.accessToken).expect(200);
+    });
+
+    it('a revoked token is 401, not 429, even past the limit', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const u = await endUser(t, owner);
+      const a = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: 1 } } });
+      const { token } = await agentToken(t, u, a.id);
+      await bearerCall(t, token).expect(200);
+      expectProblem429(await bearerCall(t, token));
+      await as(t, owner).delete(agentsUrl(owner, `/${a.id}`)).expect(200);
+      await bearerCall(t, token).expect(401);
+    });
+
+    it('an agent without api_calls_per_min costs no counter; a PATCH that sets it takes effect within the local TTL', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const u = await endUser(t, owner);
+      const a = await registerAgent(t, owner);
+      const { token } = await agentToken(t, u, a.id);
+      for (let i = 0; i < 5; i++) await bearerCall(t, token).expect(200);
+      expect(await redis.exists(rlKey(a.id))).toBe(0);
+
+      await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_settings: { rate_limits: { api_calls_per_min: 2 } } }).expect(200);
+      await sleep(1100);
+      await bearerCall(t, token).expect(200);
+      await bearerCall(t, token).expect(200);
+      expectProblem429(await bearerCall(t, token));
+    });
+
+    it('an override above the ceiling counts as 600', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const u = await endUser(t, owner);
+      const a = await createAgent(t.db, owner.tenantId, { rate_limits: { api_calls_per_min: 100_000 } });
+      const { token } = await agentToken(t, u, a.id);
+      await bearerCall(t, token).expect(200);
+      // white box: the counter of RateLimitService.hit, primed so the next call is the 601st
+      await redis.set(rlKey(a.id), '600', 'KEEPTTL');
+      expectProblem429(await bearerCall(t, token));
+      const [row] = await auditRows(t, 'agent.rate_limited', a.id);
+      expect(row.metadata).toMatchObject({ limit_scope: 'api_calls', computed_limit: 600 });
+    });
+  });
+
+  describe('max_concurrent_tokens', () => {
+    const subjects = async (owner: Parameters<typeof endUser>[1], n: number): Promise<EndUser[]> => Promise.all(Array.from({ length: n }, () => endUser(t, owner)));
+    const exchangeAs = (a: Record<string, any>, subject: string) => postToken(t, { id: a.id, secret: a.client_secret }, exchangeBody(subject));
+
+    it('N parallel exchanges across users issue exactly M; the rest 429 slow_down until kill-tokens frees the slots', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const users = await subjects(owner, 4);
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { max_concurrent_tokens: 3 } });
+
+      const results = await Promise.all(Array.from({ length: 10 }, (_, i) => exchangeAs(a, users[i % 4].accessToken)));
+      const ok = results.filter((r) => r.status === 200);
+      expect(ok).toHaveLength(3);
+      for (const r of results.filter((x) => x.status !== 200)) {
+        expect(r.status).toBe(429);
+        expect(r.body.error).toBe('slow_down');
+        const retry = Number(r.headers['retry-after']);
+        expect(retry).toBeGreaterThanOrEqual(1);
+        expect(retry).toBeLessThanOrEqual(900);
+        expect(r.headers['x-service-docs']).toMatch(/^https?:\/\//);
+      }
+      // exactly the issued tokens are live, and only they were audited as issued
+      const live = await redis.zrange(`agent_tokens:{${a.id}}`, 0, -1);
+      expect(live.sort()).toEqual(ok.map((r) => claims(r.body.access_token as string).jti).sort());
+      const issued = await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND actor_id = $1`, [a.id]);
+      expect(issued).toHaveLength(3);
+
+      const rows = await auditRows(t, 'agent.rate_limited', a.id);
+      expect(rows).toHaveLength(1);
+      expect(rows[0].metadata).toMatchObject({ limit_scope: 'max_concurrent_tokens', computed_limit: 3 });
+      expect(await auditRows(t, 'oauth.token_exchange.rate_limited', a.id)).toHaveLength(1);
+
+      // still refused, not audited again in the window
+      expect((await exchangeAs(a, users[0].accessToken)).status).toBe(429);
+      expect(await auditRows(t, 'agent.rate_limited', a.id)).toHaveLength(1);
+
+      // kill-tokens: the live tokens are dead, their slots free (a kill refuses tokens of its own second)
+      await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+      await nextSecond();
+      const again = await Promise.all(Array.from({ length: 4 }, (_, i) => exchangeAs(a, users[i].accessToken)));
+      expect(again.filter((r) => r.status === 200)).toHaveLength(3);
+      expect(again.filter((r) => r.status === 429)).toHaveLength(1);
+    });
+
+    it('without max_concurrent_tokens nothing is counted', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const users = await subjects(owner, 2);
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'] });
+      const results = await Promise.all(Array.from({ length: 6 }, (_, i) => exchangeAs(a, users[i % 2].accessToken)));
+      expect(results.map((r) => r.status)).toEqual(Array(6).fill(200));
+      expect(await redis.exists(`agent_tokens:{${a.id}}`)).toBe(0);
+    });
+
+    it('validates the field: a positive integer up to 100000, null clears it (PATCH)', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      for (const bad of [0, -1, 1.5, '3', 100_001]) {
+        const res = await as(t, owner).post(agentsUrl(owner), { name: 'x', agent_settings: { max_concurrent_tokens: bad } });
+        expect(res.status).toBe(400);
+      }
+      const a = await registerAgent(t, owner, { agent_settings: { max_concurrent_tokens: 1 } });
+      const res = await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_settings: { max_concurrent_tokens: null } }).expect(200);
+      expect(res.body.agent_settings.max_concurrent_tokens).toBeNull();
+    });
+  });
+});
