@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { ClientHasher } from '../../shared/crypto/client-hash';
 import { EnvelopeCipher } from '../../shared/crypto/envelope-cipher';
 import { hashPrefix, randomToken } from '../../shared/crypto/tokens';
 import { Queryable } from '../../shared/db/db.service';
@@ -15,6 +16,7 @@ export class RequestTrail {
   constructor(
     private readonly events: EventsService,
     private readonly cipher: EnvelopeCipher,
+    private readonly hasher: ClientHasher,
   ) {}
 
   async nothingSent(tx: Queryable, tenantId: string, type: string, emailNormalized: string, ip: string): Promise<void> {
@@ -23,7 +25,7 @@ export class RequestTrail {
       tenantId,
       type,
       actorType: 'anonymous',
-      metadata: { email_hash_prefix: hashPrefix(emailNormalized), ip_hash_prefix: hashPrefix(ip), mail_sent: false },
+      metadata: { email_hash_prefix: hashPrefix(emailNormalized), ip_hash_prefix: this.hasher.prefix(ip), mail_sent: false },
     });
   }
 }

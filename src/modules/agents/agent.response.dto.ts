@@ -71,7 +71,7 @@ export class KillAgentTokensResponse {
   @ApiProperty({ format: 'date-time' }) denylisted_until!: string;
 }
 
-/** AgentActionResponse (spec 2.10): IP and user agent only as 12-hex SHA-256 prefixes. */
+/** AgentActionResponse (spec 2.10): IP and user agent only as 12-hex keyed (HMAC-SHA256) prefixes. */
 export class AgentActionResponse {
   @ApiProperty({ format: 'uuid' }) id!: string;
   @ApiProperty() action!: string;
@@ -81,8 +81,10 @@ export class AgentActionResponse {
   @ApiPropertyOptional() method_or_event?: string;
   @ApiPropertyOptional() jti?: string;
   @ApiPropertyOptional() scope_used?: string;
-  @ApiPropertyOptional({ minLength: 12, maxLength: 12 }) ip_hash_prefix?: string;
-  @ApiPropertyOptional({ minLength: 12, maxLength: 12 }) user_agent_hash_prefix?: string;
+  @ApiPropertyOptional({ minLength: 12, maxLength: 12, pattern: '^[0-9a-f]{12}$', description: 'HMAC-SHA256 of the client IP under a server secret, 12 hex; equal for equal addresses, not reversible without the secret' })
+  ip_hash_prefix?: string;
+  @ApiPropertyOptional({ minLength: 12, maxLength: 12, pattern: '^[0-9a-f]{12}$', description: 'HMAC-SHA256 of the User-Agent under a server secret, 12 hex' })
+  user_agent_hash_prefix?: string;
   @ApiProperty({ format: 'date-time' }) created_at!: string;
 }
 

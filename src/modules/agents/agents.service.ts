@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { hashPrefix } from '../../shared/crypto/tokens';
+import { ClientHasher } from '../../shared/crypto/client-hash';
 import { Db, Queryable } from '../../shared/db/db.service';
 import type { AgentRow } from './agent.response.dto';
 import { insertRowSql, insertRowsSql, transpose } from '../../shared/db/insert-row.sql';
@@ -45,9 +45,9 @@ export interface AgentActionInput {
   methodOrEvent?: string | null;
   jti?: string | null;
   scopeUsed?: string | null;
-  /** raw client address: stored only as a 12-hex SHA-256 prefix */
+  /** raw client address: stored only as a 12-hex keyed hash prefix (ClientHasher) */
   ip?: string | null;
-  /** raw user agent: stored only as a 12-hex SHA-256 prefix */
+  /** raw user agent: stored only as a 12-hex keyed hash prefix (ClientHasher) */
   userAgent?: string | null;
 }
 
@@ -67,6 +67,7 @@ export class AgentsService {
   constructor(
     private readonly db: Db,
     private readonly cache: AgentClientCache,
+    private readonly hasher: ClientHasher,
   ) {}
 
   /** The agent client with this client_id (= agent id) in any state, or null (also for a non-UUID). */
@@ -104,26 +105,27 @@ export class AgentsService {
 
   /** The INSERT of recordAction with parameters numbered from `from`, to compose into a CTE. */
   recordActionSql(a: AgentActionInput, from: number): [string, unknown[]] {
-    return [insertRowSql('agent_actions', ACTION_COLUMNS, from), actionValues(a)];
+    return [insertRowSql('agent_actions', ACTION_COLUMNS, from), this.actionValues(a)];
   }
 
   /** The INSERT of several agent_actions rows (one array parameter per column); `when`: see insertRowsSql. */
   recordActionsSql(actions: AgentActionInput[], from: number, when?: string): [string, unknown[]] {
-    return [insertRowsSql('agent_actions', ACTION_COLUMNS, from, when), transpose(actions.map(actionValues), ACTION_COLUMNS.length)];
+    return [insertRowsSql('agent_actions', ACTION_COLUMNS, from, when), transpose(actions.map((a) => this.actionValues(a)), ACTION_COLUMNS.length)];
   }
-}
 
-function actionValues(a: AgentActionInput): unknown[] {
-  return [
-    a.tenantId,
-    a.agentClientId,
-    a.action,
-    a.actorUserId ?? null,
-    a.resource ?? null,
-    a.methodOrEvent ?? null,
-    a.jti ?? null,
-    a.scopeUsed ?? null,
-    a.ip ? hashPrefix(a.ip) : null,
-    a.userAgent ? hashPrefix(a.userAgent) : null,
-  ];
+  /** Column values of one row; the raw IP and user agent become keyed hash prefixes here. */
+  private actionValues(a: AgentActionInput): unknown[] {
+    return [
+      a.tenantId,
+      a.agentClientId,
+      a.action,
+      a.actorUserId ?? null,
+      a.resource ?? null,
+      a.methodOrEvent ?? null,
+      a.jti ?? null,
+      a.scopeUsed ?? null,
+      this.hasher.optional(a.ip),
+      this.hasher.optional(a.userAgent),
+    ];
+  }
 }

@@ -1,4 +1,5 @@
 import { Global, Module } from '@nestjs/common';
+import { ClientHasher } from './client-hash';
 import { EnvelopeCipher } from './envelope-cipher';
 import { JwtService } from './jwt.service';
 import { PasswordHasher } from './password-hasher';
@@ -6,7 +7,7 @@ import { SigningKeysService } from './signing-keys.service';
 
 @Global()
 @Module({
-  providers: [EnvelopeCipher, PasswordHasher, SigningKeysService, JwtService],
-  exports: [EnvelopeCipher, PasswordHasher, SigningKeysService, JwtService],
+  providers: [ClientHasher, EnvelopeCipher, PasswordHasher, SigningKeysService, JwtService],
+  exports: [ClientHasher, EnvelopeCipher, PasswordHasher, SigningKeysService, JwtService],
 })
 export class CryptoModule {}

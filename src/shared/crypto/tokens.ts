@@ -10,7 +10,11 @@ export function sha256Hex(value: string | Buffer): string {
   return createHash('sha256').update(value).digest('hex');
 }
 
-/** 12 hex characters of SHA-256: how IPs, user agents and token ids appear in audit records. */
+/**
+ * 12 hex characters of SHA-256: how token ids (`jti`, random UUIDs: 122 random bits, nothing to
+ * enumerate) and other high-entropy values appear in audit records. Never for IP addresses or user
+ * agents, whose few values a plain hash does not hide: ClientHasher (client-hash.ts) keys those.
+ */
 export function hashPrefix(value: string): string {
   return sha256Hex(value).slice(0, 12);
 }

@@ -1,7 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
-import { hashPrefix, sha256Hex } from '../crypto/tokens';
+import { ClientHasher } from '../crypto/client-hash';
+import { sha256Hex } from '../crypto/tokens';
 import { RateLimitedError } from '../errors/app-error';
 import { REDIS } from '../redis/redis.module';
 import { RateLimitService } from './rate-limit.service';
@@ -28,11 +29,12 @@ export class LoginThrottleService {
     private readonly limiter: RateLimitService,
     @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly hasher: ClientHasher,
   ) {}
 
   private keys(realm: string, account: string, ip: string) {
     const acct = sha256Hex(`${realm}:${account}`).slice(0, 32);
-    const addr = hashPrefix(addressKey(ip));
+    const addr = this.hasher.prefix(addressKey(ip));
     return { pair: `pair:${acct}:${addr}`, account: `acct:${acct}`, ip: `ip:${realm.split(':')[0]}:${addr}`, trusted: `login-trusted:${acct}`, addr };
   }
 

@@ -1,8 +1,6 @@
-import { createHash } from 'crypto';
 import { createTestApp, TestApp } from '../../setup/app';
+import { expectedClientHash, plainSha256Prefix } from '../../setup/client-hash';
 import { addMember, agentsUrl, as, endUser, EndUser, insertAction, registerAgent, Session, tenantOnTier } from './agents.helpers';
-
-const prefix12 = (s: string) => createHash('sha256').update(s).digest('hex').slice(0, 12);
 
 describe('agent activity timeline (spec 4.4, 2.10 AgentActionResponse)', () => {
   let t: TestApp;
@@ -47,10 +45,13 @@ describe('agent activity timeline (spec 4.4, 2.10 AgentActionResponse)', () => {
       method_or_event: 'POST /oauth/token',
       jti: expect.any(String),
       scope_used: 'openid email',
-      ip_hash_prefix: prefix12('203.0.113.7'),
-      user_agent_hash_prefix: prefix12('agent-sdk/1.0'),
+      // keyed (HMAC under a KEY_ENCRYPTION_KEY-derived secret), not a reversible plain SHA-256
+      ip_hash_prefix: expectedClientHash('203.0.113.7'),
+      user_agent_hash_prefix: expectedClientHash('agent-sdk/1.0'),
       created_at: expect.any(String),
     });
+    expect(first.ip_hash_prefix).not.toBe(plainSha256Prefix('203.0.113.7'));
+    expect(first.user_agent_hash_prefix).not.toBe(plainSha256Prefix('agent-sdk/1.0'));
     const client = res.body.data.find((a: { action: string }) => a.action === 'client_credentials');
     expect(client).not.toHaveProperty('actor_user_id');
     expect(JSON.stringify(res.body)).not.toContain('203.0.113.7');

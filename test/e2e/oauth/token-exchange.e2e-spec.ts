@@ -6,6 +6,7 @@ import { hashPrefix } from '../../../src/shared/crypto/tokens';
 import { AgentFixture, createAgent, createOAuthClient } from '../../factories/agent.factory';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { randomIp } from '../../setup/app';
+import { expectedClientHash, plainSha256Prefix } from '../../setup/client-hash';
 import {
   ACCESS_TOKEN_TYPE,
   auditRows,
@@ -128,6 +129,40 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       );
       expect(x).toMatchObject({ action: 'token_exchange', actor_user_id: user.id, scope_used: 'openid profile email' });
       expect(x.ip_hash_prefix).toMatch(/^[0-9a-f]{12}$/);
+    });
+
+    it('reduces the client IP and user agent to keyed hash prefixes (HMAC, 12 hex), equal for equal inputs, never the plain SHA-256', async () => {
+      const ip = '198.51.100.23';
+      const ua = 'agent-sdk/2.1 (+https://agent.example)';
+      const jtis: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const res = await postToken(t, agent, exchangeBody(await subject())).set('X-Forwarded-For', ip).set('User-Agent', ua).expect(200);
+        jtis.push(claims(res.body.access_token).jti as string);
+      }
+      const actions = await t.db.query<{ ip_hash_prefix: string; user_agent_hash_prefix: string }>(
+        `SELECT ip_hash_prefix, user_agent_hash_prefix FROM agent_actions WHERE agent_client_id = $1 AND jti = ANY ($2) ORDER BY created_at`,
+        [agent.id, jtis],
+      );
+      const audits = await t.db.query<{ metadata: Record<string, unknown> }>(
+        `SELECT metadata FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND metadata->>'jti_hash_prefix' = ANY ($1)`,
+        [jtis.map((j) => hashPrefix(j))],
+      );
+      expect(actions).toHaveLength(2);
+      expect(audits).toHaveLength(2);
+      for (const row of [...actions, ...audits.map((a) => a.metadata)]) {
+        expect(row.ip_hash_prefix).toMatch(/^[0-9a-f]{12}$/);
+        expect(row.ip_hash_prefix).toBe(expectedClientHash(ip));
+        expect(row.ip_hash_prefix).not.toBe(plainSha256Prefix(ip));
+      }
+      for (const row of actions) {
+        expect(row.user_agent_hash_prefix).toBe(expectedClientHash(ua));
+        expect(row.user_agent_hash_prefix).not.toBe(plainSha256Prefix(ua));
+      }
+      // another address gets another prefix
+      const other = await postToken(t, agent, exchangeBody(await subject())).set('X-Forwarded-For', '198.51.100.24').expect(200);
+      const [o] = await t.db.query<{ ip_hash_prefix: string }>(`SELECT ip_hash_prefix FROM agent_actions WHERE jti = $1`, [claims(other.body.access_token).jti]);
+      expect(o.ip_hash_prefix).toBe(expectedClientHash('198.51.100.24'));
+      expect(o.ip_hash_prefix).not.toBe(actions[0].ip_hash_prefix);
     });
   });
 

@@ -1,5 +1,6 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
+import { ClientHasher } from '../../../shared/crypto/client-hash';
 import { AccessClaims, JwtService } from '../../../shared/crypto/jwt.service';
 import { hashPrefix } from '../../../shared/crypto/tokens';
 import { Batcher } from '../../../shared/db/batcher';
@@ -82,6 +83,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     private readonly agents: AgentsService,
     private readonly denylist: AgentDenylistService,
     private readonly slots: AgentTokenSlotsService,
+    private readonly hasher: ClientHasher,
   ) {
     this.issuer = new Batcher((items) => this.issueMany(items), async (item) => (await this.issueMany([item]))[0], {
       name: 'token_exchange_issue',
@@ -292,7 +294,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
           audience,
           expires_at: expiresAt,
           auth_method: caller.method,
-          ip_hash_prefix: client.ip ? hashPrefix(client.ip) : null,
+          ip_hash_prefix: this.hasher.optional(client.ip),
         },
       },
       outbox: {

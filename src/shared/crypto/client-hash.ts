@@ -1,0 +1,40 @@
+import { createHmac, hkdfSync } from 'crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../../config/config';
+
+/** HKDF `info` of the key of IP and user-agent hash prefixes; no other key is derived with it. */
+export const CLIENT_HASH_INFO = 'authp:client-hash-prefix:v1';
+
+/**
+ * The HMAC key of client hash prefixes: HKDF-SHA256 (RFC 5869) of KEY_ENCRYPTION_KEY, empty salt
+ * (the KEK is already uniformly random). Deterministic, so every process and restart with the
+ * same KEK yields the same prefixes and audit rows stay correlatable.
+ */
+export function clientHashKey(kek: Buffer): Buffer {
+  return Buffer.from(hkdfSync('sha256', kek, Buffer.alloc(0), CLIENT_HASH_INFO, 32));
+}
+
+/**
+ * How a client's IP address or user agent appears in audit metadata, the agent activity timeline
+ * (spec 2.10 ip_hash_prefix, user_agent_hash_prefix) and throttling keys: 12 hex characters of
+ * HMAC-SHA256 under a server secret. A plain SHA-256 of an IPv4 address (2^32 values) is reversed
+ * by enumeration; without the key a prefix reveals nothing, with it equal inputs still match.
+ */
+@Injectable()
+export class ClientHasher {
+  private readonly key: Buffer;
+
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    this.key = clientHashKey(config.keyEncryptionKey);
+  }
+
+  /** 12 hex characters of HMAC-SHA256(key, value). */
+  prefix(value: string): string {
+    return createHmac('sha256', this.key).update(value, 'utf8').digest('hex').slice(0, 12);
+  }
+
+  /** The prefix of an optional value: null when it is absent or empty. */
+  optional(value: string | null | undefined): string | null {
+    return value ? this.prefix(value) : null;
+  }
+}
