@@ -48,6 +48,8 @@ describe('POST /oauth/token: rate limits (spec 6, 8)', () => {
     expect(agentLimited).toHaveLength(1);
     for (const row of [limited[0], agentLimited[0]]) {
       expect(row.metadata).toMatchObject({ agent_client_id: agent.id, limit_scope: 'agent_client', rate_limit_key: 'token_exchange_per_min', computed_limit: 60, window_seconds: 60 });
+      // spec 6: the refused request's subject token, although the limit is checked before it is verified
+      expect(row.metadata.subject_token_jti_hash_prefix).toBe(hashPrefix(claims(tokens[6]).jti as string));
     }
     const [webhook] = await t.db.query<{ topic: string; payload: Record<string, unknown> }>(
       `SELECT topic, payload FROM outbox WHERE event_type = 'agent.rate_limited' AND payload->>'agent_client_id' = $1`,
@@ -70,6 +72,22 @@ describe('POST /oauth/token: rate limits (spec 6, 8)', () => {
     expect(row.metadata).toMatchObject({ limit_scope: 'agent_client', computed_limit: 3 });
   });
 
+  it('per-client rate_limited events carry subject_token_jti_hash_prefix null when the request has no readable subject token', async () => {
+    for (const subjectToken of [undefined, 'not-a-jwt']) {
+      const agent = await createAgent(t.db, tenant.id, { rate_limits: { token_exchange_per_min: 1 } });
+      const [st] = await subjects(1);
+      await postToken(t, agent, exchangeBody(st)).expect(200);
+      const form = exchangeBody('');
+      if (subjectToken) form.subject_token = subjectToken;
+      expect429(await postToken(t, agent, form));
+      for (const type of ['oauth.token_exchange.rate_limited', 'agent.rate_limited']) {
+        const [row] = await auditRows(t, type, agent.id);
+        expect(row.metadata).toMatchObject({ limit_scope: 'agent_client', computed_limit: 1 });
+        expect(row.metadata).toHaveProperty('subject_token_jti_hash_prefix', null);
+      }
+    }
+  });
+
   it('an override above the ceiling counts as 600', async () => {
     const agent = await createAgent(t.db, tenant.id, { rate_limits: { token_exchange_per_min: 100_000 } });
     // the limiter's counter for this agent is primed to the ceiling (white box: the key of
@@ -78,7 +96,7 @@ describe('POST /oauth/token: rate limits (spec 6, 8)', () => {
     const [st] = await subjects(1);
     expect429(await postToken(t, agent, exchangeBody(st)));
     const [row] = await auditRows(t, 'oauth.token_exchange.rate_limited', agent.id);
-    expect(row.metadata).toMatchObject({ computed_limit: 600 });
+    expect(row.metadata).toMatchObject({ computed_limit: 600, subject_token_jti_hash_prefix: hashPrefix(claims(st).jti as string) });
   });
 
   it('the 11th exchange of one subject token in a minute is 429, whichever agent asks; audited with the jti hash prefix', async () => {

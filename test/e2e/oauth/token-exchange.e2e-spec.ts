@@ -362,14 +362,37 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
         const f = await oauthFailure(exchange(await discoverAs(t.baseUrl, c.agent), c.st));
         expect(f).toMatchObject({ status: 400, error: 'unauthorized_client' });
         const [row] = await auditRows(t, 'oauth.token_exchange.client_unauthorized', c.agent.id);
-        expect(row.metadata).toEqual({ agent_client_id: c.agent.id, reason: c.reason });
+        // spec 6: the subject token's jti hash prefix, although the token is never verified here
+        const metadata = { agent_client_id: c.agent.id, reason: c.reason, subject_token_jti_hash_prefix: hashPrefix(claims(c.st).jti as string) };
+        expect(row.metadata).toEqual(metadata);
         expect(row.severity).toBe('medium');
+        const [hook] = await t.db.query<{ payload: Record<string, unknown> }>(
+          `SELECT payload FROM outbox WHERE event_type = 'oauth.token_exchange.client_unauthorized' AND payload->>'agent_client_id' = $1`,
+          [c.agent.id],
+        );
+        expect(hook.payload).toEqual(metadata);
       }
       // a public client (no secret) fails the confidential gate
       const pub = await createOAuthClient(t.db, tenant.id, 'public');
-      const res = await t.http().post('/oauth/token').type('form').send({ ...exchangeBody(await subject()), client_id: pub.id }).expect(400);
+      const pst = await subject();
+      const res = await t.http().post('/oauth/token').type('form').send({ ...exchangeBody(pst), client_id: pub.id }).expect(400);
       expect(res.body.error).toBe('unauthorized_client');
-      expect((await auditRows(t, 'oauth.token_exchange.client_unauthorized', pub.id))[0].metadata.reason).toBe('public_client');
+      expect((await auditRows(t, 'oauth.token_exchange.client_unauthorized', pub.id))[0].metadata).toEqual({
+        agent_client_id: pub.id,
+        reason: 'public_client',
+        subject_token_jti_hash_prefix: hashPrefix(claims(pst).jti as string),
+      });
+    });
+
+    it('client_unauthorized carries subject_token_jti_hash_prefix null when no jti can be read (absent or not a JWT)', async () => {
+      for (const subjectToken of [undefined, 'not-a-jwt']) {
+        const disabled = await createAgent(t.db, tenant.id, { disabled: true, grant_types: [] });
+        const form: Record<string, string> = { grant_type: TOKEN_EXCHANGE, subject_token_type: ACCESS_TOKEN_TYPE };
+        if (subjectToken) form.subject_token = subjectToken;
+        expect((await postToken(t, disabled, form).expect(400)).body.error).toBe('unauthorized_client');
+        const [row] = await auditRows(t, 'oauth.token_exchange.client_unauthorized', disabled.id);
+        expect(row.metadata).toEqual({ agent_client_id: disabled.id, reason: 'client_disabled', subject_token_jti_hash_prefix: null });
+      }
     });
 
     it('an agent on a kill-tokens denylist entry still exchanges (only earlier tokens are killed)', async () => {

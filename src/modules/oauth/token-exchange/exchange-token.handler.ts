@@ -23,7 +23,7 @@ import {
 import { failClosed, slowDown } from '../oauth-errors';
 import { FormParams } from '../oauth-form';
 import { ExchangeTokenCommand, TokenExchangeResponse } from './exchange-token.command';
-import { SubjectInvalidReason, SubjectTokenRejected, SubjectTokenValidator } from './subject-token';
+import { SubjectInvalidReason, SubjectTokenRejected, SubjectTokenValidator, unverifiedJti } from './subject-token';
 
 /** RFC 6749 section 3.3 scope-token: %x21 / %x23-5B / %x5D-7E. */
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
@@ -108,7 +108,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     if (caller.kind !== 'agent') {
       assertTokenExchangeGrant(form);
       const reason = caller.kind === 'oauth_client' && !caller.confidential ? 'public_client' : 'not_agent_client';
-      await this.clientUnauthorized(caller, reason);
+      await this.clientUnauthorized(caller, reason, presentedJtiPrefix(form));
       throw new OAuthError('unauthorized_client', 'Only confidential agent clients may use token exchange');
     }
     const agent = caller.agent;
@@ -117,18 +117,18 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const override = agent.rate_limits?.token_exchange_per_min;
     const clientLimit = Number.isInteger(override) && override! > 0 ? Math.min(override!, RATE_LIMIT_OAUTH_AGENT_CEILING) : TOKEN_EXCHANGE_PER_CLIENT_PER_MIN;
     const perClient = await this.limiter.hit('token_exchange_client', `agent:${agent.id}`, clientLimit, 60);
-    if (!perClient.allowed) throw await this.rateLimited(agent, 'agent_client', clientLimit, windowHit(perClient, clientLimit), form);
+    if (!perClient.allowed) throw await this.rateLimited(agent, 'agent_client', clientLimit, windowHit(perClient, clientLimit), form, presentedJtiPrefix(form));
 
     // RFC 6749 section 4.1.3 / RFC 8693 section 2.1: grant_type
     assertTokenExchangeGrant(form);
 
     // spec 5 rules 2-3, 3.2: Pro tier or higher; the grant type in the agent's allowlist (disable clears it)
     if (agent.tenant_tier === 'free') {
-      await this.clientUnauthorized(caller, 'tier_below_pro');
+      await this.clientUnauthorized(caller, 'tier_below_pro', presentedJtiPrefix(form));
       throw new OAuthError('unauthorized_client', 'Agent clients require the Pro tier or higher');
     }
     if (agent.disabled_at || !agent.grant_types.includes(TOKEN_EXCHANGE_GRANT)) {
-      await this.clientUnauthorized(caller, agent.disabled_at ? 'client_disabled' : 'grant_type_not_allowed');
+      await this.clientUnauthorized(caller, agent.disabled_at ? 'client_disabled' : 'grant_type_not_allowed', presentedJtiPrefix(form));
       throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
     }
 
@@ -153,7 +153,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       this.revocation.revokedReason(subject),
       this.denylist.isDenied(agent.id, nowSec),
     ]);
-    if (!perJti.allowed) throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, windowHit(perJti, TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN), form, subject.jti);
+    if (!perJti.allowed) throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, windowHit(perJti, TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN), form, hashPrefix(subject.jti));
     if (denied) {
       // revoked (every token refused) answers like a revoked client; a kill-tokens of this very
       // second would refuse a token minted now, so the client retries in a second
@@ -209,7 +209,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     if (maxLive) {
       const slot = await this.slots.acquire(agent.id, maxLive, claims.jti, claims.exp);
       if (!slot.acquired) {
-        throw await this.rateLimited(agent, 'max_concurrent_tokens', maxLive, { first: slot.firstInWindow, retryAfterSeconds: slot.retryAfterSeconds }, form, subject.jti);
+        throw await this.rateLimited(agent, 'max_concurrent_tokens', maxLive, { first: slot.firstInWindow, retryAfterSeconds: slot.retryAfterSeconds }, form, hashPrefix(subject.jti));
       }
     }
     try {
@@ -329,7 +329,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     // the final conditional write lost a race with a revocation (spec 3.2: nothing issued after it)
     if (!flags.agent_active) throw invalidClient(caller.method);
     if (!flags.grant_ok) {
-      await this.clientUnauthorized(caller, 'client_disabled');
+      await this.clientUnauthorized(caller, 'client_disabled', subjectJtiPrefix);
       throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
     }
     const reason = flags.session_ok ? 'agent_revoked_by_user' : 'session_revoked';
@@ -394,9 +394,12 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     return new OAuthError('invalid_grant', r.description);
   }
 
-  /** spec 6 oauth.token_exchange.client_unauthorized: confidential gate, grant type allowlist, clientType, tier (audit plus webhook). */
-  private async clientUnauthorized(caller: ClientCaller, reason: string): Promise<void> {
-    const metadata = { agent_client_id: caller.clientId, reason };
+  /**
+   * spec 6 oauth.token_exchange.client_unauthorized: confidential gate, grant type allowlist,
+   * clientType, tier (audit plus webhook, the payload is the metadata).
+   */
+  private async clientUnauthorized(caller: ClientCaller, reason: string, subjectJtiPrefix: string | null): Promise<void> {
+    const metadata = { agent_client_id: caller.clientId, reason, subject_token_jti_hash_prefix: subjectJtiPrefix };
     await this.events.auditAndOutbox(
       this.db,
       {
@@ -425,7 +428,8 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     limit: number,
     r: { first: boolean; retryAfterSeconds: number },
     form: FormParams,
-    subjectJti?: string,
+    /** spec 6: of the verified subject token (per-jti limit) or of the presented one (presentedJtiPrefix) */
+    subjectJtiPrefix: string | null,
   ): Promise<OAuthError> {
     if (r.first) {
       let requested: string | null = null;
@@ -442,7 +446,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         window_seconds: limitScope === 'max_concurrent_tokens' ? CONCURRENCY_EVENT_WINDOW_SECONDS : 60,
         retry_after_seconds: r.retryAfterSeconds,
         requested_scope: requested,
-        subject_token_jti_hash_prefix: subjectJti ? hashPrefix(subjectJti) : null,
+        subject_token_jti_hash_prefix: subjectJtiPrefix,
       };
       const base = { tenantId: agent.tenant_id, actorType: 'agent' as const, actorId: agent.id, targetType: 'agent_client', targetId: agent.id, severity: 'medium' as Severity, metadata };
       await this.db.tx(async (tx) => {
@@ -499,6 +503,23 @@ function assertTokenExchangeGrant(form: FormParams): void {
   const grantType = form.get('grant_type');
   if (!grantType) throw new OAuthError('invalid_request', 'grant_type is required');
   if (grantType !== TOKEN_EXCHANGE_GRANT) throw new OAuthError('unsupported_grant_type', 'Only the token-exchange grant is supported');
+}
+
+/**
+ * spec 6 subject_token_jti_hash_prefix of a refusal decided before the subject token is verified:
+ * the hash prefix of the presented token's jti, read without verification (only to be hashed),
+ * or null when the request has no readable one.
+ */
+function presentedJtiPrefix(form: FormParams): string | null {
+  let token: string | undefined;
+  try {
+    token = form.get('subject_token');
+  } catch {
+    return null; // repeated: no single token presented
+  }
+  if (!token || token.length > MAX_SUBJECT_TOKEN_LENGTH) return null;
+  const jti = unverifiedJti(token);
+  return jti ? hashPrefix(jti) : null;
 }
 
 function splitScope(s: string): string[] {

@@ -50,6 +50,21 @@ function verificationReason(message: string): SubjectInvalidReason {
   return 'bad_signature'; // invalid signature, unknown kid, signature required, invalid algorithm
 }
 
+/**
+ * The `jti` of a token read without verifying it (RFC 7519 decode only), for audit hash prefixes
+ * of refusals that happen before or without verification; undefined when it cannot be read.
+ * Never a basis for any decision: only its hash prefix is recorded.
+ */
+export function unverifiedJti(token: string | undefined): string | undefined {
+  if (!token) return undefined;
+  try {
+    const peek = jwt.decode(token, { json: true });
+    return typeof peek?.jti === 'string' && peek.jti ? peek.jti.slice(0, 200) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
@@ -67,10 +82,8 @@ export class SubjectTokenValidator {
       claims = await this.jwt.verify(token, { audience: this.jwt.audience });
     } catch (e) {
       if (!(e instanceof TokenVerificationError)) throw e;
-      const peek = jwt.decode(token, { json: true });
-      const jti = typeof peek?.jti === 'string' ? peek.jti.slice(0, 200) : undefined;
       // an unverified `sub` names nobody: the audit record gets no target user
-      throw new SubjectTokenRejected(verificationReason(e.message), jti);
+      throw new SubjectTokenRejected(verificationReason(e.message), unverifiedJti(token));
     }
     const jti = typeof claims.jti === 'string' ? claims.jti : undefined;
     const sub = typeof claims.sub === 'string' && UUID.test(claims.sub) ? claims.sub : undefined;
