@@ -101,7 +101,10 @@ export class AgentsController {
   @DashboardAuth({ tenant: true, owner: true })
   @ApiOkResponse({ type: KillAgentTokensResponse })
   @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'agent/not_found', 'agent/already_revoked')
-  @ApiOperation({ summary: "Denylist the agent's outstanding tokens without revoking it" })
+  @ApiOperation({
+    summary: "Denylist the agent's outstanding tokens without revoking it",
+    description: 'Tokens issued up to not_before (whole seconds: its own second included) are refused. Token exchanges asked for in that second wait until the next second and are then issued normally.',
+  })
   killTokens(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string): Promise<KillAgentTokensResponse> {
     return this.commandBus.execute(new KillAgentTokensCommand(s, agentId));
   }

@@ -60,7 +60,10 @@ export class OAuthController {
   })
   @ApiOperation({
     summary: 'Token exchange (RFC 8693, spec 4.3): a user access token becomes a narrowed agent token',
-    description: 'Client authentication: HTTP Basic (client_secret_basic) or client_id and client_secret in the body (client_secret_post), not both. 503 temporarily_unavailable when the revocation state cannot be read (nothing is issued).',
+    description:
+      'Client authentication: HTTP Basic (client_secret_basic) or client_id and client_secret in the body (client_secret_post), not both. ' +
+      "An exchange in the same second as the agent's kill-tokens waits server-side for the next second (at most about 1 s) and issues a token whose iat is after the kill. " +
+      '503 temporarily_unavailable when the revocation state cannot be read (nothing is issued).',
   })
   token(@OAuthForm() form: FormParams, @Headers('authorization') authorization: string | undefined, @ClientInfo() client: ClientInfoValue): Promise<TokenExchangeResponse> {
     return this.commandBus.execute(new ExchangeTokenCommand(form, authorization, client));

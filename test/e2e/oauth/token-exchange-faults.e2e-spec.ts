@@ -84,22 +84,44 @@ describe('dashboard actions on an agent and the token endpoint (spec 3.2, contra
     expect(row.metadata.reason).toBe('client_disabled');
   });
 
-  it('kill-tokens: earlier agent tokens are refused, a new exchange (a second later) works', async () => {
+  /** Resolves early in a wall-clock second (the kill and the exchange after it then share it). */
+  const startOfSecond = () => new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 10));
+
+  it("kill-tokens: an exchange in the kill's own second waits for the next second and is issued (no 5xx); the token is accepted, earlier ones stay refused", async () => {
     const agent = await createAgent(t.db, tenant.id);
     const old = (await postToken(t, agent, exchangeBody(await subject())).expect(200)).body.access_token as string;
-    await dashboard('post', `/${agent.id}/kill-tokens`).expect(200);
-    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${old}`).expect(401);
     const st = await subject();
-    let res = await postToken(t, agent, exchangeBody(st));
-    if (res.status === 503) {
-      // the kill's own second: a token minted now would already be refused
-      expect(res.body.error).toBe('temporarily_unavailable');
-      expect(res.headers['retry-after']).toBe('1');
-      await new Promise((r) => setTimeout(r, 1100));
-      res = await postToken(t, agent, exchangeBody(st));
-    }
+    await startOfSecond();
+    const kill = await dashboard('post', `/${agent.id}/kill-tokens`).expect(200);
+    const killSecond = Math.floor(Date.parse(kill.body.not_before) / 1000);
+    const sentAt = Date.now();
+    // the case under test: the exchange is asked for in the very second of the kill
+    expect(Math.floor(sentAt / 1000)).toBe(killSecond);
+    const res = await postToken(t, agent, exchangeBody(st));
     expect(res.status).toBe(200);
+    expect(res.headers['retry-after']).toBeUndefined();
+    // minted after the kill's second, within about a second of waiting
+    const iat = claims(res.body.access_token).iat as number;
+    expect(iat).toBeGreaterThan(killSecond);
+    expect(Date.now() - sentAt).toBeLessThan(1500);
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.body.access_token}`).expect(200);
+    // a token minted before the kill is still refused
+    const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${old}`).expect(401);
+    expect(me.headers['www-authenticate']).toContain('agent_revoked');
+  });
+
+  it("kill-tokens then a revoke while an exchange of the kill's second waits: invalid_client, nothing issued", async () => {
+    const agent = await createAgent(t.db, tenant.id);
+    const st = await subject();
+    await startOfSecond();
+    await dashboard('post', `/${agent.id}/kill-tokens`).expect(200);
+    const pending = postToken(t, agent, exchangeBody(st)).then((r) => r);
+    await new Promise((r) => setTimeout(r, 300));
+    await dashboard('delete', `/${agent.id}`).expect(200);
+    const res = await pending;
+    expect(res.status).toBe(401);
+    expect(res.body.error).toBe('invalid_client');
+    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND actor_id = $1`, [agent.id])).toHaveLength(0);
   });
 
   it('a revoke racing a loop of exchanges: none started after the DELETE returned gets a token; every issued token is refused afterwards', async () => {

@@ -154,12 +154,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       this.denylist.isDenied(agent.id, nowSec),
     ]);
     if (!perJti.allowed) throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, windowHit(perJti, TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN), form, hashPrefix(subject.jti));
-    if (denied) {
-      // revoked (every token refused) answers like a revoked client; a kill-tokens of this very
-      // second would refuse a token minted now, so the client retries in a second
-      if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient(caller.method);
-      throw new OAuthError('temporarily_unavailable', 'Agent tokens were just revoked; retry shortly', 503, { 'Retry-After': '1' });
-    }
+    if (denied) await this.afterKillSecond(caller, agent);
     if (revokedReason) {
       const reason: SubjectInvalidReason = revokedReason === 'session_revoked' ? 'session_revoked' : 'token_revoked';
       throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
@@ -395,6 +390,23 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
   }
 
   /**
+   * spec 3.2 denylist: `denied` at this second. A revoked agent (every token refused) answers like
+   * a revoked client. A kill-tokens refuses tokens with iat up to its own second, so a token minted
+   * in that second would be dead on arrival: wait for the next second (at most ~1 s), read the
+   * denylist again (a revoke may have landed meanwhile) and let the exchange go on; its iat is then
+   * after the kill. Still refused a second later (another kill in that second, or the clocks of
+   * PostgreSQL and this process disagree): 503, never a token the bearer guard would refuse.
+   */
+  private async afterKillSecond(caller: Extract<ClientCaller, { kind: 'agent' }>, agent: AgentClientRow): Promise<void> {
+    if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient(caller.method);
+    await untilNextSecond();
+    const iatFrom = Math.floor(Date.now() / 1000);
+    if (!(await this.denylist.isDenied(agent.id, iatFrom))) return;
+    if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient(caller.method);
+    throw new OAuthError('temporarily_unavailable', 'Agent tokens were just revoked; retry shortly', 503, { 'Retry-After': '1' });
+  }
+
+  /**
    * spec 6 oauth.token_exchange.client_unauthorized: confidential gate, grant type allowlist,
    * clientType, tier (audit plus webhook, the payload is the metadata).
    */
@@ -520,6 +532,11 @@ function presentedJtiPrefix(form: FormParams): string | null {
   if (!token || token.length > MAX_SUBJECT_TOKEN_LENGTH) return null;
   const jti = unverifiedJti(token);
   return jti ? hashPrefix(jti) : null;
+}
+
+/** Resolves once the next whole second of the wall clock has started. */
+function untilNextSecond(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 2));
 }
 
 function splitScope(s: string): string[] {
