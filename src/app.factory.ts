@@ -135,7 +135,7 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
           '| Limit | Default | Code |\n|---|---|---|\n' +
           `| POST /v1/auth/register per client address | ${config.RATE_LIMIT_REGISTER_PER_MIN}/min | rate_limit/exceeded |\n` +
           `| POST /v1/auth/anonymous per client address | ${config.RATE_LIMIT_ANONYMOUS_PER_IP_PER_MIN}/min | anonymous/rate_limited |\n` +
-          `| POST /v1/auth/anonymous per API key | ${config.RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR}/hour | anonymous/rate_limited |\n` +
+          `| POST /v1/auth/anonymous per API key (counts only requests the per-address limit let through, with a valid body) | ${config.RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR}/hour | anonymous/rate_limited |\n` +
           `| POST /v1/onboarding/signup per client address | ${config.RATE_LIMIT_SIGNUP_PER_MIN}/min | rate_limit/exceeded |\n` +
           `| POST /v1/auth/refresh per client address | ${config.RATE_LIMIT_REFRESH_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
           `| failed sign-ins per (account, address) / account / address | ${config.LOGIN_FAILURES_PER_ACCOUNT_IP} / ${config.LOGIN_FAILURES_PER_ACCOUNT} / ${config.LOGIN_FAILURES_PER_IP} per ${config.LOGIN_FAILURE_WINDOW_SECONDS} s | auth/login_throttled |\n` +

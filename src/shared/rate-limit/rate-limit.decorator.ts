@@ -11,9 +11,20 @@ export interface RateLimitRule {
   limit: (config: AppConfig) => number;
   windowSeconds: number;
   code?: ErrorCode;
+  /**
+   * Count only requests whose body passes the route's validation (a request refused with 400 uses
+   * none of this limit). For limits shared by many clients (per API key), so that malformed
+   * requests of one client do not use up the others' allowance.
+   */
+  validBodyOnly?: boolean;
 }
 
 export const RATE_LIMIT_RULES = 'authp:rate-limit-rules';
 
-/** Declares limits on a route; the global RateLimitGuard enforces them (one mechanism). */
+/**
+ * Declares limits on a route; the global RateLimitGuard enforces them (one mechanism), in the
+ * order given: a rule is counted only if every rule before it let the request through, so declare
+ * per-client limits before limits shared by many clients (a client refused by its own limit does
+ * not use up the shared one).
+ */
 export const RateLimit = (...rules: RateLimitRule[]) => SetMetadata(RATE_LIMIT_RULES, rules);

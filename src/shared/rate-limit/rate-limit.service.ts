@@ -38,6 +38,28 @@ export class RateLimitService {
     };
   }
 
+  /**
+   * Several limits in order, in one Redis round trip: each is counted only if every limit before
+   * it let the request through (a refused request uses up nothing further down the list). A limit
+   * not counted answers `allowed` unless it is blocked already (its remaining wait is reported).
+   */
+  async hitInOrder(limits: { bucket: string; key: string; limit: number; windowSeconds: number }[]): Promise<(LimitResult & { counted: boolean })[]> {
+    let rs;
+    try {
+      rs = await this.storage.incrementInOrder(
+        limits.map((l) => ({ key: `rl:${l.key}`, name: l.bucket, ttl: l.windowSeconds * 1000, limit: l.limit, blockDuration: l.windowSeconds * 1000 })),
+      );
+    } catch {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    }
+    return rs.map((r) => ({
+      counted: r.counted,
+      allowed: !r.isBlocked,
+      count: r.totalHits,
+      retryAfterSeconds: r.isBlocked ? Math.max(1, r.timeToBlockExpire) : 0,
+    }));
+  }
+
   /** `hit`, throwing 429 (with `code`) when over the limit. */
   async enforce(bucket: string, key: string, limit: number, windowSeconds: number, code: ErrorCode = 'rate_limit/exceeded'): Promise<void> {
     const r = await this.hit(bucket, key, limit, windowSeconds);

@@ -305,6 +305,37 @@ describe('guest limits (spec 8)', () => {
   });
 });
 
+describe('guest limits: the per-key allowance counts only requests the address limit let through, with a valid body', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR: '6' });
+  });
+  afterAll(() => t.close());
+  const anon = (key: string, ip: string, body: object = {}) => t.http().post('/v1/auth/anonymous').set('X-API-Key', key).set('X-Forwarded-For', ip).send(body);
+
+  it('requests refused by the per-address limit do not use up the key: one address cannot lock the other guests out', async () => {
+    const a = await createTenant(t.db, { anonymous_signins_enabled: true });
+    const ip = randomIp();
+    for (let i = 0; i < 5; i++) await anon(a.apiKey, ip).expect(201);
+    for (let i = 0; i < 30; i++) expect((await anon(a.apiKey, ip).expect(429)).body.code).toBe('anonymous/rate_limited');
+    // the key counted 5 of its 6: another address still gets a guest, then the key's limit holds
+    await anon(a.apiKey, randomIp()).expect(201);
+    const res = await anon(a.apiKey, randomIp()).expect(429);
+    expect(res.body.code).toBe('anonymous/rate_limited');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(60);
+  });
+
+  it('requests refused for an invalid body do not count against the key (they do against the address)', async () => {
+    const a = await createTenant(t.db, { anonymous_signins_enabled: true });
+    for (let i = 0; i < 10; i++) expect((await anon(a.apiKey, randomIp(), { public_metadata: 'x' }).expect(400)).body.code).toBe('request/invalid');
+    for (let i = 0; i < 6; i++) await anon(a.apiKey, randomIp()).expect(201);
+    await anon(a.apiKey, randomIp()).expect(429);
+    const ip = randomIp();
+    for (let i = 0; i < 5; i++) await anon(a.apiKey, ip, { nope: 1 }).expect(400);
+    expect((await anon(a.apiKey, ip, { nope: 1 }).expect(429)).body.code).toBe('anonymous/rate_limited');
+  });
+});
+
 describe('tenant anonymous settings (contract "Tenant settings")', () => {
   let t: TestApp;
   beforeAll(async () => {
