@@ -48,10 +48,15 @@ export class GuestsController {
 
   @Patch('v1/auth/dashboard/tenants/:slug/settings/anonymous')
   @DashboardAuth({ tenant: true, owner: true })
-  @ApiHeader({ name: 'X-Service-Confirm', required: false, description: 'privileged-default-role: confirms enabling guests with a role broader than read_only' })
+  @ApiHeader({ name: 'X-Service-Confirm', required: false, description: 'privileged-default-role: confirms giving guests a role broader than read_only (see the description)' })
   @ApiOperation({
     summary: 'Update guest sign-in settings (owner)',
-    description: 'Enabling guests for the first time while default_user_role is broader than read_only needs `X-Service-Confirm: privileged-default-role` (else 409 anonymous/confirmation_required).',
+    description:
+      'Guests get the tenant\'s current default_user_role. A change after which guests are enabled with a role broader than read_only needs ' +
+      '`X-Service-Confirm: privileged-default-role` (else 409 anonymous/confirmation_required) when that role is broader than what guests could get before: ' +
+      'while guests are enabled, broader than their current role (every widening, e.g. read_only to admin); when guests go from disabled to enabled, ' +
+      'broader than the broadest role confirmed (or in effect) for guests before (always on the first enabling). Disabling, narrowing the role and ' +
+      'changing the retention need no confirmation.',
   })
   @ApiOkResponse({ type: AnonymousSettingsResponseDto, description: 'the settings after the update' })
   @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'anonymous/confirmation_required')

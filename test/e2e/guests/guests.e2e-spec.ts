@@ -356,10 +356,47 @@ describe('tenant anonymous settings (contract "Tenant settings")', () => {
     expect((await patch({ anonymous_signins_enabled: true }, 'yes').expect(409)).body.code).toBe('anonymous/confirmation_required');
     const ok = await patch({ anonymous_signins_enabled: true, anonymous_user_ttl_days: 7 }, 'privileged-default-role').expect(200);
     expect(ok.body).toEqual({ anonymous_signins_enabled: true, anonymous_user_ttl_days: 7, default_user_role: 'member' });
-    // not the first time any more
+    // not the first time any more: re-enabling with the role confirmed before needs nothing
     await patch({ anonymous_signins_enabled: false }).expect(200);
-    await patch({ anonymous_signins_enabled: true, default_user_role: 'admin' }).expect(200);
-    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'tenant.anonymous_settings_updated' AND tenant_id = $1`, [o.tenantId])).toHaveLength(3);
+    await patch({ anonymous_signins_enabled: true }).expect(200);
+    // re-enabling with a broader role than was ever confirmed does
+    await patch({ anonymous_signins_enabled: false }).expect(200);
+    expect((await patch({ anonymous_signins_enabled: true, default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    await patch({ anonymous_signins_enabled: true, default_user_role: 'admin' }, 'privileged-default-role').expect(200);
+    const audits = await t.db.query<{ metadata: { confirmed_privileged_role: boolean } }>(
+      `SELECT metadata FROM audit_events WHERE type = 'tenant.anonymous_settings_updated' AND tenant_id = $1 ORDER BY created_at, id`,
+      [o.tenantId],
+    );
+    expect(audits.map((a) => a.metadata.confirmed_privileged_role)).toEqual([true, false, false, false, true]);
+  });
+
+  it('widening the role while guests are enabled needs the confirmation too (no two-step bypass); narrowing does not', async () => {
+    const o = await signupTenant(t);
+    const { key } = await createApiKey(t, o);
+    const url = `/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`;
+    const patch = (body: object, confirm?: string) => {
+      const r = t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf);
+      if (confirm) r.set('X-Service-Confirm', confirm);
+      return r.send(body);
+    };
+    expect((await patch({ anonymous_signins_enabled: true, default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    await patch({ anonymous_signins_enabled: true, default_user_role: 'read_only' }).expect(200);
+    expect((await patch({ default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    expect((await patch({ default_user_role: 'member' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    expect(claims(g.body.access_token).role).toBe('read_only');
+    await patch({ default_user_role: 'member' }, 'privileged-default-role').expect(200);
+    // member confirmed; admin still needs its own confirmation, even after a detour through disabled
+    expect((await patch({ default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    await patch({ anonymous_signins_enabled: false }).expect(200);
+    await patch({ default_user_role: 'admin' }).expect(200); // guests off: this role reaches no guest yet
+    expect((await patch({ anonymous_signins_enabled: true }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    await patch({ anonymous_signins_enabled: true, default_user_role: 'member' }).expect(200);
+    // narrowing and unrelated fields need nothing
+    await patch({ default_user_role: 'read_only', anonymous_user_ttl_days: 9 }).expect(200);
+    // widening back while enabled: confirmed again
+    expect((await patch({ default_user_role: 'member' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    expect((await t.http().get(url).set('Cookie', o.cookie).expect(200)).body).toEqual({ anonymous_signins_enabled: true, anonymous_user_ttl_days: 9, default_user_role: 'read_only' });
   });
 
   it('enabling with read_only needs no confirmation', async () => {

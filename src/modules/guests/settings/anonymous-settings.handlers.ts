@@ -4,7 +4,7 @@ import { ApiKeyCache } from '../../../shared/cache/api-key.cache';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
-import { AnonymousSettingsResponse, UpdateAnonymousSettingsDto, UserRole } from './anonymous-settings.dto';
+import { AnonymousSettingsResponse, UpdateAnonymousSettingsDto, USER_ROLES, UserRole } from './anonymous-settings.dto';
 
 export const CONFIRM_HEADER_VALUE = 'privileged-default-role';
 
@@ -36,10 +36,16 @@ export class UpdateAnonymousSettingsCommand extends Command<AnonymousSettingsRes
   }
 }
 
+const rank = (role: UserRole | null): number => (role ? USER_ROLES.indexOf(role) : 0);
+
 /**
- * spec 5 rule 5: enabling anonymous sign-ins for the first time while the default role is broader
- * than read_only needs `X-Service-Confirm: privileged-default-role` (409 otherwise). Disabling
- * stops new guests only.
+ * spec 5 rule 5: guests get the tenant's current default role, so a change after which guests are
+ * enabled with a role broader than read_only needs `X-Service-Confirm: privileged-default-role`
+ * (409 otherwise) when that role is broader than what guests could get before it: while guests
+ * are enabled, broader than their role in effect (widening needs it, every time); when guests go
+ * from disabled to enabled, broader than the broadest role confirmed (or in effect) for them before
+ * (`anonymous_confirmed_role`; the first enabling compares with none). Disabling, narrowing and
+ * other fields need nothing.
  */
 @CommandHandler(UpdateAnonymousSettingsCommand)
 export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAnonymousSettingsCommand> {
@@ -52,8 +58,8 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
   async execute(cmd: UpdateAnonymousSettingsCommand): Promise<AnonymousSettingsResponse> {
     const tenantId = cmd.actor.tenant!.id;
     const next = await this.db.tx(async (tx) => {
-      const [cur] = await tx.query<AnonymousSettingsResponse & { anonymous_ever_enabled: boolean }>(
-        `SELECT anonymous_signins_enabled, anonymous_user_ttl_days, default_user_role, anonymous_ever_enabled FROM tenants WHERE id = $1 FOR UPDATE`,
+      const [cur] = await tx.query<AnonymousSettingsResponse & { anonymous_confirmed_role: UserRole | null }>(
+        `SELECT anonymous_signins_enabled, anonymous_user_ttl_days, default_user_role, anonymous_confirmed_role FROM tenants WHERE id = $1 FOR UPDATE`,
         [tenantId],
       );
       const next = {
@@ -61,17 +67,22 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
         anonymous_user_ttl_days: cmd.patch.anonymous_user_ttl_days ?? cur.anonymous_user_ttl_days,
         default_user_role: (cmd.patch.default_user_role ?? cur.default_user_role) as UserRole,
       };
-      const firstEnable = next.anonymous_signins_enabled && !cur.anonymous_ever_enabled;
-      if (firstEnable && next.default_user_role !== 'read_only' && cmd.confirmHeader !== CONFIRM_HEADER_VALUE) {
+      const allowedBefore = cur.anonymous_signins_enabled ? cur.default_user_role : cur.anonymous_confirmed_role;
+      const needsConfirmation =
+        next.anonymous_signins_enabled && rank(next.default_user_role) > rank('read_only') && rank(next.default_user_role) > rank(allowedBefore);
+      if (needsConfirmation && cmd.confirmHeader !== CONFIRM_HEADER_VALUE) {
         throw new AppError(
           'anonymous/confirmation_required',
           `Guests would get the role "${next.default_user_role}". Send X-Service-Confirm: ${CONFIRM_HEADER_VALUE} to confirm, or set default_user_role to read_only`,
         );
       }
+      // the broadest role guests have been allowed to get: grows while guests are enabled
+      const confirmedAfter =
+        next.anonymous_signins_enabled && rank(next.default_user_role) > rank(cur.anonymous_confirmed_role) ? next.default_user_role : cur.anonymous_confirmed_role;
       await tx.query(
         `UPDATE tenants SET anonymous_signins_enabled = $2, anonymous_user_ttl_days = $3, default_user_role = $4,
-                anonymous_ever_enabled = anonymous_ever_enabled OR $2, updated_at = now() WHERE id = $1`,
-        [tenantId, next.anonymous_signins_enabled, next.anonymous_user_ttl_days, next.default_user_role],
+                anonymous_ever_enabled = anonymous_ever_enabled OR $2, anonymous_confirmed_role = $5, updated_at = now() WHERE id = $1`,
+        [tenantId, next.anonymous_signins_enabled, next.anonymous_user_ttl_days, next.default_user_role, confirmedAfter],
       );
       await this.events.audit(tx, {
         tenantId,
@@ -80,8 +91,9 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
         actorId: cmd.actor.userId,
         targetType: 'tenant',
         targetId: tenantId,
-        severity: firstEnable ? 'medium' : 'info',
-        metadata: { before: { ...cur, anonymous_ever_enabled: undefined }, after: next, confirmed_privileged_role: firstEnable && next.default_user_role !== 'read_only' },
+        severity: needsConfirmation ? 'medium' : 'info',
+        // true exactly when this change needed (and carried) X-Service-Confirm
+        metadata: { before: { ...cur, anonymous_confirmed_role: undefined }, after: next, confirmed_privileged_role: needsConfirmation },
       });
       return next;
     });
