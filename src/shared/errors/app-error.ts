@@ -39,11 +39,14 @@ export class RateLimitedError extends AppError {
   }
 }
 
-/** The 401 of bearer-authenticated endpoints (RFC 6750 section 3). */
+/**
+ * The 401 of bearer-authenticated endpoints (RFC 6750 section 3), also when a handler finds the
+ * token's user or session gone: every such 401 carries the Bearer challenge.
+ */
 export class InvalidTokenError extends AppError {
-  constructor(description = 'invalid_token') {
+  constructor(description = 'invalid_token', detail?: string) {
     const q = description.replace(/"/g, '');
-    super('auth/invalid_token', undefined, {
+    super('auth/invalid_token', detail, {
       headers: {
         'WWW-Authenticate':
           q === 'invalid_token'

@@ -73,6 +73,7 @@ describe('guest purge (spec 3.1, 8)', () => {
       const r = await run;
       expect(claim.status).toBe(401);
       expect(claim.body.code).toBe('auth/invalid_token');
+      expect(claim.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
       expect(r.perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(3);
       expect(await t.db.query(`SELECT 1 FROM users WHERE id = $1`, [id])).toHaveLength(0);
       expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.claimed' AND target_id = $1`, [id])).toHaveLength(0);
@@ -80,6 +81,18 @@ describe('guest purge (spec 3.1, 8)', () => {
       await t.db.query(`DROP TRIGGER ${fn} ON users`);
       await t.db.query(`DROP FUNCTION ${fn}()`);
     }
+  });
+
+  it("a purged guest's unexpired access token: 401 auth/invalid_token with the Bearer challenge (RFC 6750 section 3) on /me", async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    const bearer = `Bearer ${g.body.access_token}`;
+    await t.http().get('/v1/auth/me').set('Authorization', bearer).expect(200);
+    await t.db.query(`UPDATE users SET last_active_at = now() - interval '40 days' WHERE id = $1`, [g.body.user.id]);
+    expect((await purge.runOnce()).perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(1);
+    const me = await t.http().get('/v1/auth/me').set('Authorization', bearer).expect(401);
+    expect(me.body.code).toBe('auth/invalid_token');
+    expect(me.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
   });
 
   it('a stale guest whose session is held right now (a claim or refresh in flight) is skipped this run, without waiting', async () => {

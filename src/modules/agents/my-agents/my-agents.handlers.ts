@@ -1,7 +1,7 @@
 import { CommandHandler, ICommandHandler, IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db, Queryable } from '../../../shared/db/db.service';
 import { decodeCursor, Page, toPage } from '../../../shared/db/pagination';
-import { AppError } from '../../../shared/errors/app-error';
+import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { agentNotFound } from '../agent.errors';
 import { RestoreMyAgentResponse, RevokeMyAgentResponse, UserAgentResponse } from './my-agents.dto';
@@ -108,7 +108,7 @@ export class RevokeMyAgentHandler implements ICommandHandler<RevokeMyAgentComman
         )
         .catch((e: { code?: string }) => {
           // the user row is gone (deleted after the token was issued)
-          if (e.code === '23503') throw new AppError('auth/invalid_token', 'The user no longer exists');
+          if (e.code === '23503') throw new InvalidTokenError('invalid_token', 'The user no longer exists');
           throw e;
         });
       if (won) {

@@ -1,7 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db, isUniqueViolation } from '../../../shared/db/db.service';
-import { AppError, tenantMismatch } from '../../../shared/errors/app-error';
+import { AppError, InvalidTokenError, tenantMismatch } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { UserEmailPolicy } from '../user-email-policy.service';
@@ -44,7 +44,7 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
         if (!user) {
           const [exists] = await tx.query(`SELECT 1 FROM users WHERE id = $1 AND tenant_id = $2`, [guest.userId, cmd.tenantId]);
           if (exists) throw new AppError('anonymous/already_claimed');
-          throw new AppError('auth/invalid_token', 'The guest no longer exists; sign in again');
+          throw new InvalidTokenError('invalid_token', 'The guest no longer exists; sign in again');
         }
         const audit = {
           tenantId: cmd.tenantId,

@@ -1,7 +1,7 @@
 import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db } from '../../../shared/db/db.service';
-import { AppError } from '../../../shared/errors/app-error';
+import { InvalidTokenError } from '../../../shared/errors/app-error';
 import { activityCtes } from '../../sessions/activity.sql';
 import { GetMeQuery, MeResponse } from './get-me.query';
 
@@ -42,7 +42,7 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
       [q.userId, q.tenantId],
       'user_me',
     );
-    if (!u) throw new AppError('auth/invalid_token', 'The user no longer exists');
+    if (!u) throw new InvalidTokenError('invalid_token', 'The user no longer exists');
     const me: MeResponse = {
       id: u.id,
       email: u.email,
