@@ -24,6 +24,22 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
   const login = (body: object, key = tenant.apiKey, ip = randomIp()) => t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', ip).send(body);
   const valid = () => ({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true });
 
+  it('an email is one address whatever its Unicode normalization form: NFC then NFD is 409 user/email_exists, and login works with either form', async () => {
+    const tag = Math.random().toString(36).slice(2, 10);
+    const nfc = `Jos\u00e9.${tag}@example.com`;
+    const nfd = `jose\u0301.${tag}@example.com`;
+    expect(nfc.normalize('NFD').toLowerCase()).toBe(nfd);
+    const created = await register({ email: nfc, password: STRONG_PASSWORD, consent: true }).expect(201);
+    expect((await register({ email: nfd, password: STRONG_PASSWORD, consent: true }).expect(409)).body.code).toBe('user/email_exists');
+    const viaNfd = await login({ email: nfd, password: STRONG_PASSWORD }).expect(200);
+    expect(viaNfd.body.user.id).toBe(created.body.user.id);
+    // the other way round too
+    const tag2 = Math.random().toString(36).slice(2, 10);
+    const first = await register({ email: `jose\u0301.${tag2}@example.com`, password: STRONG_PASSWORD, consent: true }).expect(201);
+    expect((await register({ email: `jos\u00e9.${tag2}@example.com`, password: STRONG_PASSWORD, consent: true }).expect(409)).body.code).toBe('user/email_exists');
+    expect((await login({ email: `JOS\u00c9.${tag2}@example.com`, password: STRONG_PASSWORD }).expect(200)).body.user.id).toBe(first.body.user.id);
+  });
+
   it('registers: 201 token response; the access token verifies against the JWKS with an independent JOSE library', async () => {
     const body = valid();
     const res = await register(body).expect(201);

@@ -27,9 +27,9 @@ export function domainMatches(domain: string, entry: string): boolean {
   return domain === entry || domain.endsWith(`.${entry}`);
 }
 
-/** The part after the last `@`, lower-cased, without a trailing dot. */
+/** The part after the last `@`, NFC, lower-cased, without a trailing dot. */
 export function emailDomain(email: string): string {
-  return email.slice(email.lastIndexOf('@') + 1).trim().toLowerCase().replace(/\.+$/, '');
+  return email.slice(email.lastIndexOf('@') + 1).trim().normalize('NFC').toLowerCase().replace(/\.+$/, '');
 }
 
 /**

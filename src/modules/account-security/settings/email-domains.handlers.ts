@@ -34,7 +34,7 @@ export class PutEmailDomainsCommand extends Command<EmailDomainsResponse> {
  * (a domain covers its subdomains anyway). Undefined for something that cannot be a domain.
  */
 export function normalizeDomain(entry: string): string | undefined {
-  const d = entry.trim().toLowerCase().replace(/^@/, '').replace(/^\*\./, '').replace(/\.+$/, '');
+  const d = entry.trim().normalize('NFC').toLowerCase().replace(/^@/, '').replace(/^\*\./, '').replace(/\.+$/, '');
   if (!d || /[\s@/:]/.test(d)) return undefined;
   return d;
 }
