@@ -85,9 +85,15 @@ export class DashboardAuthController {
   @Post('invites/accept')
   @HttpCode(200)
   @RateLimit({ bucket: 'invite-accept', by: 'ip', limit: (c) => c.RATE_LIMIT_SIGNUP_PER_MIN * 4, windowSeconds: 60 })
-  @ApiOperation({ summary: 'Accept an invitation; answers as login' })
+  @ApiOperation({
+    summary: 'Accept an invitation; answers as login',
+    description:
+      'An existing dashboard account accepts with its own password; `user.email` is the account\'s email as stored. An account that is already a member of ' +
+      'the tenant (e.g. another invitation for the same address was accepted first) gets 409 member/exists and the invitation stays unused: an invitation ' +
+      'never changes the role of a member (so it can never demote an owner).',
+  })
   @ApiOkResponse({ type: DashboardSessionResponseDto, headers: { 'Set-Cookie': { description: 'the dashboard session cookie (HttpOnly, SameSite=Lax)', schema: { type: 'string' } } } })
-  @ApiProblems(...Problems.input, 'invite/invalid', 'auth/invalid_credentials', 'auth/login_throttled', ...Problems.rateLimited)
+  @ApiProblems(...Problems.input, 'invite/invalid', 'auth/invalid_credentials', 'auth/login_throttled', 'member/exists', ...Problems.rateLimited)
   async accept(@Body() body: AcceptInviteRequestDto, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<DashboardSessionResponse> {
     const r = await this.commandBus.execute(new AcceptInviteCommand(body.token, body.password, client.ip));
     this.sessions.setCookie(reply, r.sessionToken);

@@ -135,6 +135,31 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     expect(acc.body.memberships.map((m: { tenant_slug: string }) => m.tenant_slug).sort()).toEqual([owner.slug, other.slug].sort());
   });
 
+  it('two pending invitations for one address (member, then owner), both accepted: the second is 409 member/exists, stays unused, and the role is unchanged', async () => {
+    const email = uniqueEmail('twice');
+    const invite = (role: string) => t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email, role }).expect(201);
+    const asMember = await invite('member');
+    const asOwner = await invite('owner');
+    const first = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: asMember.body.invite_token, password: STRONG_PASSWORD }).expect(200);
+    expect(first.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
+    const second = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: asOwner.body.invite_token, password: STRONG_PASSWORD }).expect(409);
+    expect(second.body.code).toBe('member/exists');
+    expect(second.headers['set-cookie']).toBeUndefined();
+    const invites = await t.db.query<{ role: string; used: boolean }>(`SELECT role, accepted_at IS NOT NULL AS used FROM dashboard_invites WHERE email_normalized = $1 ORDER BY role`, [email]);
+    expect(invites).toEqual([{ role: 'member', used: true }, { role: 'owner', used: false }]);
+    const me = await t.http().get('/v1/auth/dashboard/me').set('Cookie', sessionCookie(first.headers['set-cookie'])).expect(200);
+    expect(me.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
+  });
+
+  it("an existing account accepting an invitation answers the account's email, not the invitation's spelling of it", async () => {
+    const other = await signupTenant(t);
+    const spelled = owner.email.toUpperCase();
+    const inv = await t.http().post(`/v1/auth/dashboard/tenants/${other.slug}/members`).set('Cookie', other.cookie).set('X-CSRF-Token', other.csrf).send({ email: spelled, role: 'member' }).expect(201);
+    const acc = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: owner.password }).expect(200);
+    expect(acc.body.user.email).toBe(owner.email);
+    expect(acc.body.user.email).not.toBe(spelled);
+  });
+
   it('rejects invite bodies that break the constraints', async () => {
     const url = `/v1/auth/dashboard/tenants/${owner.slug}/members`;
     const send = (body: object) => t.http().post(url).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send(body);

@@ -76,8 +76,8 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
       [sha256Hex(cmd.token)],
     );
     if (!inv) throw new AppError('invite/invalid');
-    const [existing] = await this.db.query<{ id: string; password_hash: string }>(
-      `SELECT id, password_hash FROM dashboard_users WHERE email_normalized = $1`,
+    const [existing] = await this.db.query<{ id: string; email: string; password_hash: string }>(
+      `SELECT id, email, password_hash FROM dashboard_users WHERE email_normalized = $1`,
       [inv.email_normalized],
     );
     let newHash: string | undefined;
@@ -109,13 +109,18 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
           throw e;
         }
       }
-      await tx.query(
-        `INSERT INTO tenant_members (tenant_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT (tenant_id, user_id) DO NOTHING`,
+      // already a member (another invitation for the same address was accepted first): 409, as
+      // inviting a member is; this invitation stays unused (the transaction rolls back). An
+      // invitation never changes the role of a member, so it can never demote an owner.
+      const joined = await tx.query(
+        `INSERT INTO tenant_members (tenant_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT (tenant_id, user_id) DO NOTHING RETURNING 1`,
         [inv.tenant_id, userId, inv.role],
       );
+      if (!joined.length) throw new AppError('member/exists', 'This account is already a member of the tenant; the invitation was not used');
       await this.events.audit(tx, { tenantId: inv.tenant_id, type: 'dashboard.member_joined', actorType: 'dashboard_user', actorId: userId, targetType: 'invite', targetId: inv.id, metadata: { role: inv.role } });
       const s = await this.sessions.create(tx, userId);
-      return { body: { user: { id: userId, email: inv.email }, memberships: await this.memberships.of(tx, userId), csrf_token: s.csrfToken }, sessionToken: s.token };
+      // the account's own email, not the invitation's spelling of it
+      return { body: { user: { id: userId, email: existing?.email ?? inv.email }, memberships: await this.memberships.of(tx, userId), csrf_token: s.csrfToken }, sessionToken: s.token };
     });
     // a sign-in with the account's password: this address is known to the failed-login throttle
     await this.throttle.recordSuccess('dashboard', inv.email_normalized, cmd.ip);
