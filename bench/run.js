@@ -121,10 +121,14 @@ async function run(opts) {
 }
 
 const TICK = 100; // USER_HZ: /proc reports CPU time in 1/100 s on Linux
-/** utime + stime (ticks) of one process from its /proc stat line. */
-function procTicks(stat) {
+/**
+ * utime + stime (ticks) of one process from its /proc stat line; with `reaped`, also cutime +
+ * cstime, the time of its children that have ended (PostgreSQL's backends end when the pool
+ * closes a connection: their time moves to the postmaster's cutime, it does not vanish).
+ */
+function procTicks(stat, reaped = false) {
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]);
+  return Number(f[11]) + Number(f[12]) + (reaped ? Number(f[13]) + Number(f[14]) : 0);
 }
 
 /**
@@ -153,7 +157,7 @@ function cpuSnapshot() {
         continue; // ended meanwhile
       }
       const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      if (comm === 'postgres') pg += procTicks(stat);
+      if (comm === 'postgres') pg += procTicks(stat, true);
       else if (comm === 'redis-server') redis += procTicks(stat);
     }
     return { api, pg, redis, host: hostBusy };
