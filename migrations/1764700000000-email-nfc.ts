@@ -5,8 +5,9 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * NFC (an address typed with decomposed accents) are rewritten to NFC, so that the same address
  * typed either way finds the existing account. A key is left as it is when rewriting it would
  * collide with another account's key (two accounts that differ only in normalization form were
- * already created apart; a migration cannot merge accounts): such accounts keep signing in with
- * their original spelling, and the unique indexes stay intact. Short-lived codes and tokens are
+ * already created apart; a migration cannot merge accounts) and the unique indexes stay intact.
+ * Every spelling now reaches the NFC account, so the one left cannot sign in by email until an
+ * operator resolves the pair (README: the query that lists them). Short-lived codes and tokens are
  * left to expire.
  */
 export class EmailNfc1764700000000 implements MigrationInterface {
