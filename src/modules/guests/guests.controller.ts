@@ -52,11 +52,11 @@ export class GuestsController {
   @ApiOperation({
     summary: 'Update guest sign-in settings (owner)',
     description:
-      'Guests get the tenant\'s current default_user_role. A change after which guests are enabled with a role broader than read_only needs ' +
-      '`X-Service-Confirm: privileged-default-role` (else 409 anonymous/confirmation_required) when that role is broader than what guests could get before: ' +
-      'while guests are enabled, broader than their current role (every widening, e.g. read_only to admin); when guests go from disabled to enabled, ' +
-      'broader than the broadest role confirmed (or in effect) for guests before (always on the first enabling). Disabling, narrowing the role and ' +
-      'changing the retention need no confirmation.',
+      'Guests get the tenant\'s current default_user_role, existing guests on their next refresh too (also while sign-ins are disabled). ' +
+      'A change that gives guests (new ones, or existing ones once guests have ever been enabled) a role broader than read_only and broader than ' +
+      'the role they hold now needs `X-Service-Confirm: privileged-default-role` (else 409 anonymous/confirmation_required): the first enabling with ' +
+      'such a role, widening it while enabled, and widening it while disabled. Disabling, narrowing, re-enabling with the role guests already hold ' +
+      'and changing the retention need no confirmation.',
   })
   @ApiOkResponse({ type: AnonymousSettingsResponseDto, description: 'the settings after the update' })
   @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'anonymous/confirmation_required')

@@ -386,17 +386,54 @@ describe('tenant anonymous settings (contract "Tenant settings")', () => {
     const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({}).expect(201);
     expect(claims(g.body.access_token).role).toBe('read_only');
     await patch({ default_user_role: 'member' }, 'privileged-default-role').expect(200);
-    // member confirmed; admin still needs its own confirmation, even after a detour through disabled
+    // member confirmed; admin still needs its own confirmation, even after a detour through disabled:
+    // existing guests keep refreshing while sign-ins are off, with the tenant's current role
     expect((await patch({ default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
     await patch({ anonymous_signins_enabled: false }).expect(200);
-    await patch({ default_user_role: 'admin' }).expect(200); // guests off: this role reaches no guest yet
-    expect((await patch({ anonymous_signins_enabled: true }).expect(409)).body.code).toBe('anonymous/confirmation_required');
-    await patch({ anonymous_signins_enabled: true, default_user_role: 'member' }).expect(200);
+    expect((await patch({ default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    const refreshed = await t.http().post('/v1/auth/refresh').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ refresh_token: g.body.refresh_token }).expect(200);
+    expect(claims(refreshed.body.access_token).role).toBe('member');
+    // re-enabling with the role guests already have needs nothing
+    await patch({ anonymous_signins_enabled: true }).expect(200);
     // narrowing and unrelated fields need nothing
     await patch({ default_user_role: 'read_only', anonymous_user_ttl_days: 9 }).expect(200);
     // widening back while enabled: confirmed again
     expect((await patch({ default_user_role: 'member' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
     expect((await t.http().get(url).set('Cookie', o.cookie).expect(200)).body).toEqual({ anonymous_signins_enabled: true, anonymous_user_ttl_days: 9, default_user_role: 'read_only' });
+  });
+
+  it('guests that exist get no privileged role while sign-ins are off without the confirmation (review: disable + admin in one change)', async () => {
+    const o = await signupTenant(t);
+    const { key } = await createApiKey(t, o);
+    const url = `/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`;
+    const patch = (body: object, confirm?: string) => {
+      const r = t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf);
+      if (confirm) r.set('X-Service-Confirm', confirm);
+      return r.send(body);
+    };
+    await patch({ anonymous_signins_enabled: true, default_user_role: 'read_only' }).expect(200);
+    const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    expect((await patch({ anonymous_signins_enabled: false, default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    await patch({ anonymous_signins_enabled: false }).expect(200);
+    expect((await patch({ default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
+    const r1 = await t.http().post('/v1/auth/refresh').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ refresh_token: g.body.refresh_token }).expect(200);
+    expect(claims(r1.body.access_token).role).toBe('read_only');
+    // confirmed: the existing guest gets it on its next refresh, and the audit says it was confirmed
+    await patch({ default_user_role: 'admin' }, 'privileged-default-role').expect(200);
+    const r2 = await t.http().post('/v1/auth/refresh').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ refresh_token: r1.body.refresh_token }).expect(200);
+    expect(claims(r2.body.access_token).role).toBe('admin');
+    const audits = await t.db.query<{ metadata: { confirmed_privileged_role: boolean } }>(
+      `SELECT metadata FROM audit_events WHERE type = 'tenant.anonymous_settings_updated' AND tenant_id = $1 ORDER BY created_at, id`,
+      [o.tenantId],
+    );
+    expect(audits.map((a) => a.metadata.confirmed_privileged_role)).toEqual([false, false, true]);
+  });
+
+  it('a tenant that never enabled guests changes its default role freely (no guest can get it)', async () => {
+    const o = await signupTenant(t);
+    const url = `/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`;
+    await t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf).send({ default_user_role: 'admin' }).expect(200);
+    expect((await t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf).send({ anonymous_signins_enabled: true }).expect(409)).body.code).toBe('anonymous/confirmation_required');
   });
 
   it('enabling with read_only needs no confirmation', async () => {

@@ -39,13 +39,13 @@ export class UpdateAnonymousSettingsCommand extends Command<AnonymousSettingsRes
 const rank = (role: UserRole | null): number => (role ? USER_ROLES.indexOf(role) : 0);
 
 /**
- * spec 5 rule 5: guests get the tenant's current default role, so a change after which guests are
- * enabled with a role broader than read_only needs `X-Service-Confirm: privileged-default-role`
- * (409 otherwise) when that role is broader than what guests could get before it: while guests
- * are enabled, broader than their role in effect (widening needs it, every time); when guests go
- * from disabled to enabled, broader than the broadest role confirmed (or in effect) for them before
- * (`anonymous_confirmed_role`; the first enabling compares with none). Disabling, narrowing and
- * other fields need nothing.
+ * spec 5 rule 5: guests get the tenant's current default role, the existing ones on their next
+ * refresh too, even while guest sign-ins are disabled (spec 3.1: they keep refreshing). So any
+ * change that gives guests (new ones, or existing ones once guests have ever been enabled) a role
+ * broader than read_only and broader than the role they have now needs
+ * `X-Service-Confirm: privileged-default-role` (409 otherwise): the first enabling with such a
+ * role, widening it while enabled, and widening it while disabled. Disabling, narrowing, keeping
+ * the role (re-enabling with the role guests already had) and other fields need nothing.
  */
 @CommandHandler(UpdateAnonymousSettingsCommand)
 export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAnonymousSettingsCommand> {
@@ -58,8 +58,8 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
   async execute(cmd: UpdateAnonymousSettingsCommand): Promise<AnonymousSettingsResponse> {
     const tenantId = cmd.actor.tenant!.id;
     const next = await this.db.tx(async (tx) => {
-      const [cur] = await tx.query<AnonymousSettingsResponse & { anonymous_confirmed_role: UserRole | null }>(
-        `SELECT anonymous_signins_enabled, anonymous_user_ttl_days, default_user_role, anonymous_confirmed_role FROM tenants WHERE id = $1 FOR UPDATE`,
+      const [cur] = await tx.query<AnonymousSettingsResponse & { anonymous_ever_enabled: boolean }>(
+        `SELECT anonymous_signins_enabled, anonymous_user_ttl_days, default_user_role, anonymous_ever_enabled FROM tenants WHERE id = $1 FOR UPDATE`,
         [tenantId],
       );
       const next = {
@@ -67,22 +67,23 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
         anonymous_user_ttl_days: cmd.patch.anonymous_user_ttl_days ?? cur.anonymous_user_ttl_days,
         default_user_role: (cmd.patch.default_user_role ?? cur.default_user_role) as UserRole,
       };
-      const allowedBefore = cur.anonymous_signins_enabled ? cur.default_user_role : cur.anonymous_confirmed_role;
+      // guests exist (or may: enabled once) and hold the current role; after the change, guests
+      // (new or existing) get the new one
+      const guestsBefore = cur.anonymous_signins_enabled || cur.anonymous_ever_enabled;
+      const guestsAfter = next.anonymous_signins_enabled || cur.anonymous_ever_enabled;
+      const roleBefore = guestsBefore ? cur.default_user_role : null;
       const needsConfirmation =
-        next.anonymous_signins_enabled && rank(next.default_user_role) > rank('read_only') && rank(next.default_user_role) > rank(allowedBefore);
+        guestsAfter && rank(next.default_user_role) > rank('read_only') && rank(next.default_user_role) > rank(roleBefore);
       if (needsConfirmation && cmd.confirmHeader !== CONFIRM_HEADER_VALUE) {
         throw new AppError(
           'anonymous/confirmation_required',
           `Guests would get the role "${next.default_user_role}". Send X-Service-Confirm: ${CONFIRM_HEADER_VALUE} to confirm, or set default_user_role to read_only`,
         );
       }
-      // the broadest role guests have been allowed to get: grows while guests are enabled
-      const confirmedAfter =
-        next.anonymous_signins_enabled && rank(next.default_user_role) > rank(cur.anonymous_confirmed_role) ? next.default_user_role : cur.anonymous_confirmed_role;
       await tx.query(
         `UPDATE tenants SET anonymous_signins_enabled = $2, anonymous_user_ttl_days = $3, default_user_role = $4,
-                anonymous_ever_enabled = anonymous_ever_enabled OR $2, anonymous_confirmed_role = $5, updated_at = now() WHERE id = $1`,
-        [tenantId, next.anonymous_signins_enabled, next.anonymous_user_ttl_days, next.default_user_role, confirmedAfter],
+                anonymous_ever_enabled = anonymous_ever_enabled OR $2, updated_at = now() WHERE id = $1`,
+        [tenantId, next.anonymous_signins_enabled, next.anonymous_user_ttl_days, next.default_user_role],
       );
       await this.events.audit(tx, {
         tenantId,
@@ -93,7 +94,7 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
         targetId: tenantId,
         severity: needsConfirmation ? 'medium' : 'info',
         // true exactly when this change needed (and carried) X-Service-Confirm
-        metadata: { before: { ...cur, anonymous_confirmed_role: undefined }, after: next, confirmed_privileged_role: needsConfirmation },
+        metadata: { before: { ...cur, anonymous_ever_enabled: undefined }, after: next, confirmed_privileged_role: needsConfirmation },
       });
       return next;
     });
