@@ -144,6 +144,35 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
       expect(alone.body.user.id).toBe(g2.body.user.id);
     });
 
+    // contract "Tokens": a refresh token that was rotated, presented again, ends the session. The
+    // claim rotates the guest's chain into the claimed user's: its older tokens keep that rule.
+    describe.each([
+      ['the token live at the claim (retired by it)', 2],
+      ['a token rotated before the claim', 0],
+    ])('after a claim, %s presented again', (_title, which) => {
+      it('within the grace: 401 and the session goes on; after it: reuse, the session ends', async () => {
+        const g = await anon().expect(201);
+        const r1 = await refresh(g.body.refresh_token).expect(200);
+        const r2 = await refresh(r1.body.refresh_token).expect(200);
+        const chain = [g.body.refresh_token, r1.body.refresh_token, r2.body.refresh_token] as string[];
+        const claimed = await register(r2.body.access_token, uniqueEmail('reuse')).expect(201);
+        const old = chain[which as number];
+        if (which === 2) expect((await refresh(old).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+        const next = await refresh(claimed.body.refresh_token).expect(200);
+        // the grace is over (back-dated: the chain's rotations and the claim's retirement)
+        const sid = claims(g.body.access_token).sid as string;
+        await t.db.query(
+          `UPDATE refresh_tokens SET rotated_at = rotated_at - interval '1 minute', revoked_at = revoked_at - interval '1 minute' WHERE session_id = $1 AND id = ANY($2::uuid[])`,
+          [sid, chain.map((c) => c.split(':')[0])],
+        );
+        const reuse = await refresh(old).expect(401);
+        expect(reuse.body.code).toBe('auth/invalid_refresh_token');
+        expect((await t.db.query<{ revoked_reason: string }>(`SELECT revoked_reason FROM user_sessions WHERE id = $1`, [sid]))[0].revoked_reason).toBe('refresh_token_reuse');
+        await refresh(next.body.refresh_token).expect(401);
+        await me(next.body.access_token).expect(401);
+      });
+    });
+
     it('two parallel claims of one guest: exactly one wins, the other 409, nothing half-written', async () => {
       const g = await anon().expect(201);
       const results = await Promise.all([register(g.body.access_token, uniqueEmail('a')), register(g.body.access_token, uniqueEmail('b')), register(g.body.access_token, uniqueEmail('c'))]);
