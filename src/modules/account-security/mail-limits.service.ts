@@ -4,7 +4,8 @@ import { sha256Hex } from '../../shared/crypto/tokens';
 import { RateLimitedError } from '../../shared/errors/app-error';
 import { RateLimitService } from '../../shared/rate-limit/rate-limit.service';
 import { RateLimitRule } from '../../shared/rate-limit/rate-limit.decorator';
-import { addressKey } from '../../shared/rate-limit/address-key';
+import { addressSubject } from '../../shared/rate-limit/address-key';
+import { ClientHasher } from '../../shared/crypto/client-hash';
 
 /** Per client address limit of token and code checks (guessing is already hopeless; this bounds the work). */
 export const VERIFY_PER_IP: RateLimitRule = {
@@ -25,12 +26,13 @@ export class MailLimits {
   constructor(
     private readonly limiter: RateLimitService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly hasher: ClientHasher,
   ) {}
 
   async enforce(flow: string, tenantId: string, address: string, ip: string): Promise<void> {
     const window = this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS;
     const [byIp, byAddress] = await Promise.all([
-      this.limiter.hit('mail-ip', `ip:${addressKey(ip)}`, this.config.RATE_LIMIT_EMAIL_PER_IP, window),
+      this.limiter.hit('mail-ip', `ip:${addressSubject(this.hasher, ip)}`, this.config.RATE_LIMIT_EMAIL_PER_IP, window),
       this.limiter.hit(`mail-${flow}`, `addr:${sha256Hex(`${tenantId}:${address}`).slice(0, 32)}`, this.config.RATE_LIMIT_EMAIL_PER_ADDRESS, window),
     ]);
     const waits = [byIp, byAddress].filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);

@@ -1,4 +1,5 @@
 import { isIPv4, isIPv6 } from 'node:net';
+import type { ClientHasher } from '../crypto/client-hash';
 
 /**
  * The client a per-address limit counts, in one spelling: an IPv4 address as is (also when it
@@ -16,6 +17,14 @@ export function addressKey(ip: string): string {
     return [groups[6] >> 8, groups[6] & 0xff, groups[7] >> 8, groups[7] & 0xff].join('.');
   }
   return `${groups.slice(0, 4).map((g) => g.toString(16)).join(':')}::/64`;
+}
+
+/**
+ * The per-address counter's subject as it appears in Redis keys: the keyed hash prefix of
+ * `addressKey` (ClientHasher), never the address itself.
+ */
+export function addressSubject(hasher: ClientHasher, ip: string): string {
+  return hasher.prefix(addressKey(ip));
 }
 
 /** Eight 16-bit groups of a canonical IPv6 text (hex groups, at most one `::`, no dotted quad). */

@@ -6,7 +6,7 @@ import { sha256Hex } from '../crypto/tokens';
 import { RateLimitedError } from '../errors/app-error';
 import { REDIS } from '../redis/redis.module';
 import { RateLimitService } from './rate-limit.service';
-import { addressKey } from './address-key';
+import { addressSubject } from './address-key';
 
 const BUCKET = 'login-fail';
 const TRUSTED_TTL_SECONDS = 30 * 86400;
@@ -34,7 +34,7 @@ export class LoginThrottleService {
 
   private keys(realm: string, account: string, ip: string) {
     const acct = sha256Hex(`${realm}:${account}`).slice(0, 32);
-    const addr = this.hasher.prefix(addressKey(ip));
+    const addr = addressSubject(this.hasher, ip);
     return { pair: `pair:${acct}:${addr}`, account: `acct:${acct}`, ip: `ip:${realm.split(':')[0]}:${addr}`, trusted: `login-trusted:${acct}`, addr };
   }
 

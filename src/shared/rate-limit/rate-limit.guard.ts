@@ -9,7 +9,8 @@ import { createValidationPipe } from '../errors/validation.pipe';
 import { hashPrefix } from '../crypto/tokens';
 import { RATE_LIMIT_RULES, RateLimitRule } from './rate-limit.decorator';
 import { RateLimitService } from './rate-limit.service';
-import { addressKey } from './address-key';
+import { addressSubject } from './address-key';
+import { ClientHasher } from '../crypto/client-hash';
 
 /**
  * Enforces the @RateLimit rules of a route in their declared order, in one Redis round trip: a
@@ -26,6 +27,7 @@ export class RateLimitGuard implements CanActivate {
     private readonly reflector: Reflector,
     private readonly limiter: RateLimitService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly hasher: ClientHasher,
   ) {}
 
   canActivate(ctx: ExecutionContext): boolean | Promise<boolean> {
@@ -42,7 +44,7 @@ export class RateLimitGuard implements CanActivate {
     if (!applicable.length) return true;
     const results = await this.limiter.hitInOrder(
       applicable.map((rule) => {
-        const subject = rule.by === 'ip' ? addressKey(req.ip) : hashPrefix(String(req.headers['x-api-key'] ?? ''));
+        const subject = rule.by === 'ip' ? addressSubject(this.hasher, req.ip) : hashPrefix(String(req.headers['x-api-key'] ?? ''));
         return { bucket: rule.bucket, key: `${rule.by}:${subject}`, limit: rule.limit(this.config), windowSeconds: rule.windowSeconds };
       }),
     );

@@ -3,6 +3,7 @@ import Redis from 'ioredis';
 import { RateLimitService } from '../../../src/shared/rate-limit/rate-limit.service';
 import { createTestApp, TestApp } from '../../setup/app';
 import { rawRedis } from '../agents/agents.helpers';
+import { expectedClientHash } from '../../setup/client-hash';
 
 /** The limiter's Redis script: run by SHA1, same answers as the library's EVAL, survives a script flush. */
 describe('rate limiter storage (EVALSHA)', () => {
@@ -57,5 +58,31 @@ describe('rate limiter storage (EVALSHA)', () => {
     await limiter.hit('a', key, 1, 60);
     expect((await limiter.hit('a', key, 1, 60)).allowed).toBe(false);
     expect((await limiter.hit('b', key, 1, 60)).allowed).toBe(true);
+  });
+});
+
+/** Client addresses never appear in Redis: per-address counters are keyed by their keyed hash prefix. */
+describe('per-address limits keep no client address in Redis', () => {
+  let t: TestApp;
+  let redis: Redis;
+  beforeAll(async () => {
+    t = await createTestApp();
+    redis = rawRedis();
+  });
+  afterAll(async () => {
+    redis.disconnect();
+    await t.close();
+  });
+
+  it('a rule by ip (register) counts under the HMAC prefix of the address (IPv4, IPv6 /64), never the address', async () => {
+    const ip = `198.51.100.${10 + Math.floor(Math.random() * 200)}`;
+    await t.http().post('/v1/auth/register').set('X-Forwarded-For', ip).send({}).expect((r) => expect([400, 401]).toContain(r.status));
+    await t.http().post('/v1/auth/register').set('X-Forwarded-For', '2001:db8:7:8::1').send({}).expect((r) => expect([400, 401]).toContain(r.status));
+    const prefix = process.env.REDIS_KEY_PREFIX as string;
+    const keys: string[] = [];
+    for await (const batch of redis.scanStream({ match: `${prefix}*`, count: 1000 })) keys.push(...(batch as string[]));
+    expect(keys.filter((k) => k.includes(ip) || k.includes('2001:db8'))).toEqual([]);
+    expect(keys).toContain(`${prefix}{rl:ip:${expectedClientHash(ip)}:register}:hits`);
+    expect(keys).toContain(`${prefix}{rl:ip:${expectedClientHash('2001:db8:7:8::/64')}:register}:hits`);
   });
 });
