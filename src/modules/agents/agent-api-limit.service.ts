@@ -11,6 +11,7 @@ import { AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const WINDOW_SECONDS = 60;
+const BUCKET = 'agent_api_calls';
 /** Agents remembered per process; past it the memory starts over (a few Redis reads refill it). */
 const MAX_ENTRIES = 10_000;
 
@@ -34,8 +35,10 @@ export function apiCallsLimit(override: unknown): number {
  *
  * The agent's limit comes from a small in-process memory (AGENT_LIMITS_LOCAL_TTL_SECONDS, filled
  * from the cached agent row, AgentsService.findClient), so an agent without the limit costs the
- * bearer path no Redis or PostgreSQL work, and an agent with it one counter hit sent in the same
- * write as the revocation MGET. A PATCH of the limit takes effect within that TTL.
+ * bearer path no Redis or PostgreSQL work. For an agent with it the call is counted only once the
+ * token is otherwise accepted (after the revocation MGET: one more round trip), so a revoked or
+ * killed token never uses up the agent's calls; a refusal costs one more (the first-refusal
+ * marker). A PATCH of the limit takes effect within that TTL.
  */
 @Injectable()
 export class AgentApiLimitService implements OnModuleInit, BearerCallLimiter {
@@ -55,22 +58,22 @@ export class AgentApiLimitService implements OnModuleInit, BearerCallLimiter {
     this.bearer.registerCallLimiter(this);
   }
 
-  count(claims: AccessClaims): Promise<(() => Promise<never>) | null> | undefined {
+  prepare(claims: AccessClaims): Promise<(() => Promise<void>) | null> | undefined {
     const agentId = claims.act?.sub;
     if (typeof agentId !== 'string') return undefined;
     const e = this.entries.get(agentId);
-    if (e && e.expiresAt > Date.now()) return e.limit && e.tenantId === claims.tenant_id ? this.hit(agentId, e, claims) : undefined;
-    return this.load(agentId).then((loaded) => (loaded.limit && loaded.tenantId === claims.tenant_id ? this.hit(agentId, loaded, claims) : null));
+    if (e && e.expiresAt > Date.now()) return e.limit && e.tenantId === claims.tenant_id ? Promise.resolve(() => this.count(agentId, e, claims)) : undefined;
+    return this.load(agentId).then((loaded) => (loaded.limit && loaded.tenantId === claims.tenant_id ? () => this.count(agentId, loaded, claims) : null));
   }
 
-  private async hit(agentId: string, e: Entry, claims: AccessClaims): Promise<(() => Promise<never>) | null> {
-    const r = await this.limiter.hit('agent_api_calls', `agent:${agentId}`, e.limit, WINDOW_SECONDS);
-    if (r.allowed) return null;
-    return async () => {
-      // the first refused call of the window records it (a flood cannot flood the audit log)
-      if (r.count === e.limit + 1) await this.record(agentId, e, claims, r.retryAfterSeconds);
-      throw new RateLimitedError(r.retryAfterSeconds);
-    };
+  /** Counts an accepted call; over the limit 429, the first refusal of the window recorded. */
+  private async count(agentId: string, e: Entry, claims: AccessClaims): Promise<void> {
+    const key = `agent:${agentId}`;
+    const r = await this.limiter.hit(BUCKET, key, e.limit, WINDOW_SECONDS);
+    if (r.allowed) return;
+    // one event per refusal window whatever the counts (a limit lowered mid-window starts past limit + 1)
+    if (await this.limiter.firstRefusal(BUCKET, key)) await this.record(agentId, e, claims, r.retryAfterSeconds);
+    throw new RateLimitedError(r.retryAfterSeconds);
   }
 
   /** The agent's limit from the cached agent row (one load per agent at a time). */

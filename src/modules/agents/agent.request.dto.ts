@@ -37,8 +37,8 @@ export class AgentRateLimitsDto {
     minimum: 1,
     maximum: RATE_LIMIT_OAUTH_AGENT_CEILING,
     description:
-      'bearer API calls per minute made with any of the agent\'s tokens (all users together); beyond it 429 rate_limit/exceeded with Retry-After and X-Service-Docs, ' +
-      'and agent.rate_limited (limit_scope api_calls) once per minute. Unset: no limit. A change takes effect within AGENT_LIMITS_LOCAL_TTL_SECONDS (default 5 s)',
+      'bearer API calls per minute made with any of the agent\'s tokens (all users together); only calls with an accepted token count (a revoked or killed token is 401 and uses up nothing); ' +
+      'beyond it 429 rate_limit/exceeded with Retry-After and X-Service-Docs, and agent.rate_limited (limit_scope api_calls) once per refusal window. Unset: no limit. A change takes effect within AGENT_LIMITS_LOCAL_TTL_SECONDS (default 5 s)',
   })
   @Present() @IsInt() @Min(1) @Max(RATE_LIMIT_OAUTH_AGENT_CEILING) api_calls_per_min?: number;
 }

@@ -21,14 +21,15 @@ export function bearerToken(req: FastifyRequest): string | undefined {
 
 /**
  * A per-call limit other modules add to the bearer guard (the agents module: an agent's
- * `api_calls_per_min`). `count` answers undefined, without any I/O, when no limit applies to the
- * token; otherwise a promise that counts the call, resolving to a function that records and throws
- * the refusal (called only for a token that is otherwise accepted), or null when the call is within
- * the limit. It should issue its Redis command synchronously, so it leaves in the same
- * auto-pipelined write as the revocation MGET.
+ * `api_calls_per_min`). `prepare` answers undefined, without any I/O, when no limit applies to
+ * the token; otherwise a promise (read in parallel with the revocation check) of the function
+ * that counts the call, or null when no limit applies after all. The guard calls that function
+ * only once the token is otherwise accepted (signature, audience, tenant, revocation, denylist),
+ * so a revoked or killed token never uses up the agent's calls; it throws the refusal (429) when
+ * the call is over the limit.
  */
 export interface BearerCallLimiter {
-  count(claims: AccessClaims): Promise<(() => Promise<never>) | null> | undefined;
+  prepare(claims: AccessClaims): Promise<(() => Promise<void>) | null> | undefined;
 }
 
 /**
@@ -78,15 +79,15 @@ export class BearerAuthenticator {
     if (!this.audienceOk(claims.aud)) throw new InvalidTokenError();
     const apiKeyHeader = req.headers['x-api-key'];
     const extraKeys = this.prefetchKeys(req, claims);
-    // the revocation MGET and a call limit's counter are issued in this same tick (one write)
-    const [{ reason, extra }, apiKey, refuse] = await Promise.all([
+    const [{ reason, extra }, apiKey, countCall] = await Promise.all([
       this.revocation.check(claims, extraKeys),
       apiKeyHeader ? this.apiKeys.resolve(String(apiKeyHeader)) : undefined,
-      claims.act ? this.callLimiter?.count(claims) : undefined,
+      claims.act ? this.callLimiter?.prepare(claims) : undefined,
     ]);
     if (reason) throw new InvalidTokenError(reason === 'session_revoked' ? 'invalid_token' : reason);
     if (apiKey && apiKey.tenantId !== claims.tenant_id) throw tenantMismatch();
-    if (refuse) await refuse();
+    // only an accepted token's call counts (one more round trip, for agents with a call limit only)
+    if (countCall) await countCall();
     const principal: UserPrincipal = {
       userId: claims.sub,
       tenantId: claims.tenant_id,

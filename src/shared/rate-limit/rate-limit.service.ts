@@ -5,6 +5,19 @@ import { ErrorCode } from '../errors/error-codes';
 import { REDIS } from '../redis/redis.module';
 import { ThrottlerStorage, throttlerKeys } from './throttler-storage';
 
+/**
+ * The first refusal of a counter's block: SET NX of a marker that lives exactly as long as the
+ * block (PX of the blocked key's remaining time), so one caller per block gets 1. KEYS: blocked
+ * key, marker key (same hash slot). Answers 0 when the block has already ended.
+ */
+const FIRST_REFUSAL_SCRIPT = `
+local left = redis.call('PTTL', KEYS[1])
+if left <= 0 then return 0 end
+if redis.call('SET', KEYS[2], '1', 'NX', 'PX', left) then return 1 end
+return 0`;
+const FIRST_REFUSAL_COMMAND = 'authpRateLimitFirstRefusal';
+type FirstRefusal = (blocked: string, marker: string) => Promise<number>;
+
 export interface LimitResult {
   allowed: boolean;
   count: number;
@@ -18,9 +31,29 @@ export interface LimitResult {
 @Injectable()
 export class RateLimitService {
   readonly storage: ThrottlerStorage;
+  private readonly firstRefusalCmd: FirstRefusal;
 
   constructor(@Inject(REDIS) private readonly redis: Redis) {
     this.storage = new ThrottlerStorage(redis);
+    if (!(FIRST_REFUSAL_COMMAND in redis)) redis.defineCommand(FIRST_REFUSAL_COMMAND, { numberOfKeys: 2, lua: FIRST_REFUSAL_SCRIPT });
+    this.firstRefusalCmd = (redis as unknown as Record<string, FirstRefusal>)[FIRST_REFUSAL_COMMAND].bind(redis);
+  }
+
+  /**
+   * After `hit` (or `hitInOrder`) refused `bucket:key`: whether this is the first refusal of the
+   * counter's current block (the refusal window, which `retryAfterSeconds` counts down), so that
+   * an event recorded "once per window" is recorded exactly once, whatever the counts (a limit
+   * lowered mid-window leaves the count past limit + 1; a hit may be counted by a request that is
+   * then refused for another reason). Call it only for a refused request: one more Redis round
+   * trip, on refusals only. A block that ended in between answers false. Redis unreachable: 503.
+   */
+  async firstRefusal(bucket: string, key: string): Promise<boolean> {
+    const { blocked } = throttlerKeys(`rl:${key}`, bucket);
+    try {
+      return (await this.firstRefusalCmd(blocked, `${blocked}:first`)) === 1;
+    } catch {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    }
   }
 
   /** Counts one hit on `bucket:key`; not allowed once the count exceeds `limit` in the window. */
@@ -101,7 +134,14 @@ export class RateLimitService {
   /** Clears counters (a successful sign-in clears that pair's failures). */
   async reset(bucket: string, keys: string[]): Promise<void> {
     if (!keys.length) return;
-    await this.redis.del(...keys.flatMap((k) => Object.values(throttlerKeys(`rl:${k}`, bucket)))).catch(() => undefined);
+    await this.redis
+      .del(
+        ...keys.flatMap((k) => {
+          const { hits, blocked } = throttlerKeys(`rl:${k}`, bucket);
+          return [hits, blocked, `${blocked}:first`];
+        }),
+      )
+      .catch(() => undefined);
   }
 }
 

@@ -2,7 +2,7 @@ import Redis from 'ioredis';
 import { REDIS } from '../../../src/shared/redis/redis.module';
 import { createAgent } from '../../factories/agent.factory';
 import { createTestApp, TestApp } from '../../setup/app';
-import { auditRows, claims, exchangeBody, postToken } from '../oauth/oauth-helpers';
+import { auditRows, basic, claims, exchangeBody, postToken } from '../oauth/oauth-helpers';
 import { agentsUrl, agentToken, as, bearerCall, endUser, EndUser, nextSecond, registerAgent, sleep, tenantOnTier } from './agents.helpers';
 
 type Res = { status: number; body: Record<string, unknown>; headers: Record<string, string> };
@@ -76,6 +76,41 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       await bearerCall(t, token).expect(401);
     });
 
+    it('revoked (/oauth/revoke) and killed tokens do not use up the limit: a new valid token still gets its calls', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const u = await endUser(t, owner);
+      const a = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: 3 } } });
+      const revoked = (await agentToken(t, u, a.id)).token;
+      await t.http().post('/oauth/revoke').type('form').set('Authorization', basic(a.id, a.client_secret)).send({ token: revoked }).expect(200);
+      for (let i = 0; i < 6; i++) await bearerCall(t, revoked).expect(401);
+      const killed = (await agentToken(t, u, a.id)).token;
+      await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+      await nextSecond();
+      for (let i = 0; i < 6; i++) await bearerCall(t, killed).expect(401);
+      expect(await redis.exists(rlKey(a.id))).toBe(0);
+
+      const fresh = (await agentToken(t, u, a.id)).token;
+      for (let i = 0; i < 3; i++) await bearerCall(t, fresh).expect(200);
+      expectProblem429(await bearerCall(t, fresh));
+      // refused calls of a revoked token past the limit stay 401 and are not recorded as rate limited
+      await bearerCall(t, revoked).expect(401);
+      expect(await auditRows(t, 'agent.rate_limited', a.id)).toHaveLength(1);
+    });
+
+    it('exactly one agent.rate_limited per window when the limit is lowered mid-window (count already past limit + 1)', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const u = await endUser(t, owner);
+      const a = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: 600 } } });
+      const { token } = await agentToken(t, u, a.id);
+      for (let i = 0; i < 10; i++) await bearerCall(t, token).expect(200);
+      await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_settings: { rate_limits: { api_calls_per_min: 3 } } }).expect(200);
+      await sleep(1100);
+      for (let i = 0; i < 4; i++) expectProblem429(await bearerCall(t, token));
+      const rows = await auditRows(t, 'agent.rate_limited', a.id);
+      expect(rows).toHaveLength(1);
+      expect(rows[0].metadata).toMatchObject({ limit_scope: 'api_calls', computed_limit: 3 });
+    });
+
     it('an agent without api_calls_per_min costs no counter; a PATCH that sets it takes effect within the local TTL', async () => {
       const owner = await tenantOnTier(t, 'pro');
       const u = await endUser(t, owner);
@@ -102,6 +137,26 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       expectProblem429(await bearerCall(t, token));
       const [row] = await auditRows(t, 'agent.rate_limited', a.id);
       expect(row.metadata).toMatchObject({ limit_scope: 'api_calls', computed_limit: 600 });
+    });
+  });
+
+  describe('token_exchange_per_min', () => {
+    it('exactly one agent.rate_limited and oauth.token_exchange.rate_limited per window when the limit is lowered mid-window', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const users = await Promise.all([endUser(t, owner), endUser(t, owner)]);
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { rate_limits: { token_exchange_per_min: 600 } } });
+      const ex = (i: number) => postToken(t, { id: a.id, secret: a.client_secret }, exchangeBody(users[i % 2].accessToken));
+      for (let i = 0; i < 10; i++) expect((await ex(i)).status).toBe(200);
+      await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_settings: { rate_limits: { token_exchange_per_min: 3 } } }).expect(200);
+      for (let i = 0; i < 4; i++) {
+        const r = await ex(i);
+        expect(r.status).toBe(429);
+        expect(r.body.error).toBe('slow_down');
+      }
+      const rows = await auditRows(t, 'agent.rate_limited', a.id);
+      expect(rows).toHaveLength(1);
+      expect(rows[0].metadata).toMatchObject({ limit_scope: 'agent_client', rate_limit_key: 'token_exchange_per_min', computed_limit: 3 });
+      expect(await auditRows(t, 'oauth.token_exchange.rate_limited', a.id)).toHaveLength(1);
     });
   });
 

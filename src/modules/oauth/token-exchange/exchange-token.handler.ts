@@ -117,7 +117,10 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const override = agent.rate_limits?.token_exchange_per_min;
     const clientLimit = Number.isInteger(override) && override! > 0 ? Math.min(override!, RATE_LIMIT_OAUTH_AGENT_CEILING) : TOKEN_EXCHANGE_PER_CLIENT_PER_MIN;
     const perClient = await this.limiter.hit('token_exchange_client', `agent:${agent.id}`, clientLimit, 60);
-    if (!perClient.allowed) throw await this.rateLimited(agent, 'agent_client', clientLimit, windowHit(perClient, clientLimit), form, presentedJtiPrefix(form));
+    if (!perClient.allowed) {
+      const r = await this.windowRefusal(perClient, 'token_exchange_client', `agent:${agent.id}`);
+      throw await this.rateLimited(agent, 'agent_client', clientLimit, r, form, presentedJtiPrefix(form));
+    }
 
     // RFC 6749 section 4.1.3 / RFC 8693 section 2.1: grant_type
     assertTokenExchangeGrant(form);
@@ -153,7 +156,10 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       this.revocation.revokedReason(subject),
       this.denylist.isDenied(agent.id, nowSec),
     ]);
-    if (!perJti.allowed) throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, windowHit(perJti, TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN), form, hashPrefix(subject.jti));
+    if (!perJti.allowed) {
+      const r = await this.windowRefusal(perJti, 'token_exchange_jti', `jti:${subject.jti}`);
+      throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, r, form, hashPrefix(subject.jti));
+    }
     if (denied) await this.afterKillSecond(caller, agent);
     if (revokedReason) {
       const reason: SubjectInvalidReason = revokedReason === 'session_revoked' ? 'session_revoked' : 'token_revoked';
@@ -380,6 +386,15 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     });
   }
 
+  /**
+   * A fixed-window counter's refusal: the first refused request of the refusal window records it
+   * (RateLimitService.firstRefusal, whatever the count: an agent's token_exchange_per_min lowered
+   * mid-window leaves the count past limit + 1).
+   */
+  private async windowRefusal(r: { retryAfterSeconds: number }, bucket: string, key: string): Promise<{ first: boolean; retryAfterSeconds: number }> {
+    return { first: await this.limiter.firstRefusal(bucket, key), retryAfterSeconds: r.retryAfterSeconds };
+  }
+
   /** spec 6 oauth.token_exchange.subject_invalid: the precise reason, hash prefixes only. */
   private async subjectInvalid(agent: AgentClientRow, r: SubjectTokenRejected): Promise<OAuthError> {
     await this.audit(agent, 'oauth.token_exchange.subject_invalid', 'low', {
@@ -504,11 +519,6 @@ const RATE_LIMIT_KEYS = {
   subject_token_jti: 'token_exchange_per_subject_jti_per_min',
   max_concurrent_tokens: 'max_concurrent_tokens',
 } as const;
-
-/** A fixed-window counter's refusal; the first refused hit of the window (count = limit + 1) records it. */
-function windowHit(r: { count: number; retryAfterSeconds: number }, limit: number): { first: boolean; retryAfterSeconds: number } {
-  return { first: r.count === limit + 1, retryAfterSeconds: r.retryAfterSeconds };
-}
 
 /** RFC 6749 section 5.2: the only grant this endpoint serves is token exchange. */
 function assertTokenExchangeGrant(form: FormParams): void {
