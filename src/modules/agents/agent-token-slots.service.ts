@@ -1,7 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import Redis from 'ioredis';
+import { Db } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
 import { REDIS } from '../../shared/redis/redis.module';
+import { AGENT_TOKEN_MAX_TTL_SECONDS } from '../oauth/oauth.constants';
 
 /** The window in which one refusal of an agent's concurrency limit is recorded (spec 6 events). */
 export const CONCURRENCY_EVENT_WINDOW_SECONDS = 60;
@@ -39,15 +41,20 @@ export type SlotResult = { acquired: true } | { acquired: false; retryAfterSecon
  * spec 2.10 `agent_settings.max_concurrent_tokens`: how many unexpired tokens an agent holds at once
  * (across users). Redis only (a sorted set per agent); Redis unreachable is 503 (fail closed). A
  * kill-tokens or revoke of the agent clears the set (its tokens are no longer live); a token revoked
- * alone at /oauth/revoke leaves it (its slot frees at its exp). Known limit: a Redis flush forgets
- * the live tokens, so up to the maximum again may be issued while the forgotten ones still live.
+ * alone at /oauth/revoke leaves it (its slot frees at its exp). A maximum set on an agent that
+ * already has live tokens counts them (seedFromIssued). Known limit: a Redis flush forgets the
+ * live tokens, so up to the maximum again may be issued while the forgotten ones still live (a
+ * PATCH of the maximum seeds them again).
  */
 @Injectable()
 export class AgentTokenSlotsService {
   private readonly log = new Logger(AgentTokenSlotsService.name);
   private readonly acquireCmd: Acquire;
 
-  constructor(@Inject(REDIS) private readonly redis: Redis) {
+  constructor(
+    @Inject(REDIS) private readonly redis: Redis,
+    private readonly db: Db,
+  ) {
     if (!(COMMAND in redis)) redis.defineCommand(COMMAND, { numberOfKeys: 2, lua: ACQUIRE_SCRIPT });
     this.acquireCmd = (redis as unknown as Record<string, Acquire>)[COMMAND].bind(redis);
   }
@@ -68,6 +75,55 @@ export class AgentTokenSlotsService {
   /** Gives back the slot of a token that was not issued after all. Logged, not thrown (the slot frees at exp anyway). */
   async release(agentId: string, jti: string): Promise<void> {
     await this.redis.zrem(liveTokensKey(agentId), jti).catch((e: Error) => this.log.warn(`slot release failed for agent ${agentId}: ${e.message}`));
+  }
+
+  /**
+   * After a PATCH that set `max_concurrent_tokens` committed: the agent's live tokens issued while
+   * no maximum was set (so never counted) join the set, so the new maximum counts them. Read from
+   * PostgreSQL: each issued token has its `agent_actions` row (action `token_exchange`, `jti`) and,
+   * written by the same statement (same `created_at`), its `oauth.token_exchange.issued` audit row
+   * whose metadata has `expires_at` and `jti_hash_prefix` (12 hex of the jti's SHA-256). Without
+   * the audit row the exp is taken as created_at + 900 s (the longest any agent token lives: errs
+   * on the strict side). Tokens of the last 900 s only; those issued before the agent's last
+   * kill-tokens are dead and left out: a row created before the kill's `not_before` is a token
+   * signed before it (iat <= signing <= the row's created_at), which the denylist refuses; a token
+   * signed before the kill but written after it is kept (strict side). A token revoked alone at /oauth/revoke is kept, as acquire keeps it. Idempotent (ZADD of
+   * the same jti and exp); members already in the set stay. A failure is logged, not thrown: the
+   * PATCH has committed; sending the same value again seeds again.
+   */
+  async seedFromIssued(agentId: string): Promise<void> {
+    try {
+      const rows = await this.db.query<{ jti: string; exp: number }>(
+        `SELECT x.jti, floor(extract(epoch FROM COALESCE((e.metadata->>'expires_at')::timestamptz, x.created_at + make_interval(secs => $2))))::int8 AS exp
+           FROM agent_actions x
+           LEFT JOIN LATERAL (
+             SELECT a.metadata FROM audit_events a
+              WHERE a.tenant_id = x.tenant_id AND a.type = 'oauth.token_exchange.issued' AND a.created_at = x.created_at
+                AND a.actor_id = x.agent_client_id::text
+                AND a.metadata->>'jti_hash_prefix' = left(encode(sha256(convert_to(x.jti, 'UTF8')), 'hex'), 12)
+              LIMIT 1) e ON true
+          WHERE x.agent_client_id = $1 AND x.action = 'token_exchange' AND x.jti IS NOT NULL
+            AND x.created_at > now() - make_interval(secs => $2)
+            AND x.created_at >= COALESCE((SELECT max(d.not_before) FROM agent_denylist d WHERE d.agent_client_id = $1), '-infinity')`,
+        [agentId, AGENT_TOKEN_MAX_TTL_SECONDS],
+        'agent_live_tokens_seed',
+      );
+      const now = Math.floor(Date.now() / 1000);
+      const live = rows.map((r) => ({ jti: r.jti, exp: Number(r.exp) })).filter((r) => r.exp > now);
+      if (!live.length) return;
+      const maxExp = Math.max(...live.map((r) => r.exp));
+      const key = liveTokensKey(agentId);
+      const res = await this.redis
+        .multi()
+        .zadd(key, ...live.flatMap((r) => [r.exp, r.jti]))
+        .zremrangebyscore(key, '-inf', now)
+        .expire(key, maxExp - now + 1, 'GT')
+        .expire(key, maxExp - now + 1, 'NX')
+        .exec();
+      if (!res || res.some(([err]) => err)) throw new Error('MULTI failed');
+    } catch (e) {
+      this.log.warn(`live tokens seed failed for agent ${agentId}: ${(e as Error).message}`);
+    }
   }
 
   /** After a kill-tokens or revoke committed: none of the agent's tokens is live any more. */

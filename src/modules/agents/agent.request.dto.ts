@@ -56,7 +56,8 @@ export class AgentSettingsDto {
     nullable: true,
     description:
       'at most this many unexpired agent tokens at once (all users together); a token exchange beyond it is 429 slow_down with Retry-After until the oldest live token expires, ' +
-      'and agent.rate_limited (limit_scope max_concurrent_tokens) once per minute. kill-tokens and revoke free every slot. Unset or null (PATCH clears it): no limit',
+      'and agent.rate_limited (limit_scope max_concurrent_tokens) once per minute. Set on an agent that already has live tokens, it counts them (read from the issued tokens; ' +
+      'a token whose expiry is not recorded counts for 900 s after its issuance). kill-tokens and revoke free every slot. Unset or null (PATCH clears it): no limit',
   })
   @IsOptional() @IsInt() @Min(1) @Max(100000)
   max_concurrent_tokens?: number | null;

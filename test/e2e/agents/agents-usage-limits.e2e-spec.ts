@@ -203,6 +203,39 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       expect(again.filter((r) => r.status === 429)).toHaveLength(1);
     });
 
+    it('a maximum set on an agent with live tokens counts them (those issued before a kill-tokens are dead)', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const users = await subjects(owner, 2);
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'] });
+      for (let i = 0; i < 2; i++) expect((await exchangeAs(a, users[i].accessToken)).status).toBe(200);
+      await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+      await nextSecond();
+      const live: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const r = await exchangeAs(a, users[i % 2].accessToken);
+        expect(r.status).toBe(200);
+        live.push(claims(r.body.access_token as string).jti as string);
+      }
+      // an expired token is not live: its row is back-dated past any agent token's lifetime
+      const old = await exchangeAs(a, users[0].accessToken);
+      expect(old.status).toBe(200);
+      const oldJti = claims(old.body.access_token as string).jti as string;
+      await t.db.query(`UPDATE agent_actions SET created_at = created_at - interval '1000 seconds' WHERE jti = $1`, [oldJti]);
+
+      await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_settings: { max_concurrent_tokens: 4 } }).expect(200);
+      const seeded = await redis.zrange(`agent_tokens:{${a.id}}`, 0, -1, 'WITHSCORES');
+      const members = seeded.filter((_, i) => i % 2 === 0);
+      expect(members.sort()).toEqual([...live].sort());
+      // the score is the token's exp (from the issued audit row)
+      const exps = await Promise.all(live.map((j) => redis.zscore(`agent_tokens:{${a.id}}`, j)));
+      for (const e of exps) expect(Number(e)).toBeGreaterThan(Date.now() / 1000 + 200);
+
+      expect((await exchangeAs(a, users[0].accessToken)).status).toBe(200);
+      const refused = await exchangeAs(a, users[1].accessToken);
+      expect(refused.status).toBe(429);
+      expect(refused.body.error).toBe('slow_down');
+    });
+
     it('without max_concurrent_tokens nothing is counted', async () => {
       const owner = await tenantOnTier(t, 'pro');
       const users = await subjects(owner, 2);

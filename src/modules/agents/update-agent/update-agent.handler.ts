@@ -2,6 +2,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
 import { AgentClientCache } from '../agent-client.cache';
+import { AgentTokenSlotsService } from '../agent-token-slots.service';
 import { checkAgentFields, notUpdatable } from '../agent.errors';
 import { AGENT_COLUMNS, AgentResponse, AgentRow, toAgentResponse } from '../agent.response.dto';
 import { UpdateAgentCommand } from './update-agent.command';
@@ -12,6 +13,7 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
     private readonly db: Db,
     private readonly events: EventsService,
     private readonly cache: AgentClientCache,
+    private readonly slots: AgentTokenSlotsService,
   ) {}
 
   async execute(cmd: UpdateAgentCommand): Promise<AgentResponse> {
@@ -60,6 +62,9 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
       });
       return toAgentResponse(row);
     });
+    // spec 2.10 max_concurrent_tokens set: the agent's live tokens (issued while none was set, so
+    // never counted) count, before any exchange reads the new maximum (the invalidation below)
+    if (b.agent_settings?.max_concurrent_tokens != null) await this.slots.seedFromIssued(cmd.agentId);
     // after the commit, before the answer: no process authenticates the client from the old row again
     await this.cache.invalidate([cmd.agentId]);
     return result;
