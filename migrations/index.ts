@@ -12,7 +12,7 @@ import { PasswordProven1764300000000 } from './1764300000000-password-proven';
 import { OutboxSettled1764400000000 } from './1764400000000-outbox-settled';
 import { RevokedAccessTokens1764500000000 } from './1764500000000-revoked-access-tokens';
 import { RevokedAccessTokensTenant1764600000000 } from './1764600000000-revoked-access-tokens-tenant';
-import { EmailNfc1764700000000 } from './1764700000000-email-nfc';
+import { EmailNfkc1764700000000 } from './1764700000000-email-nfkc';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -30,5 +30,5 @@ export const ALL_MIGRATIONS = [
   OutboxSettled1764400000000,
   RevokedAccessTokens1764500000000,
   RevokedAccessTokensTenant1764600000000,
-  EmailNfc1764700000000,
+  EmailNfkc1764700000000,
 ];

@@ -1,8 +1,22 @@
 /**
- * Emails are compared by one spelling (unique per tenant, and per dashboard): trimmed, Unicode NFC
- * (so "josé" typed with a precomposed é or with e + combining accent is one address), then
- * lower-cased (NFC again: a few lower-case mappings leave a decomposed sequence).
+ * The comparison key of an email address (unique per tenant for end users, over the platform for
+ * dashboard accounts; every lookup by email uses it). The address itself is stored as typed; only
+ * this key is compared. Steps:
+ *  1. trim, then Unicode NFKC: canonical forms fold (josé typed with a precomposed é or with
+ *     e + combining accent) and so do compatibility forms (fullwidth `ｊｏｈｎ`, the ligature `ﬁ`,
+ *     superscripts), which would otherwise make look-alike accounts. NFKC, not NFC: PRECIS folds
+ *     width (RFC 8265) and its nickname profile uses NFKC (RFC 8266).
+ *  2. trim again: NFKC turns a few spacing marks into a space + combining mark (`¨` is U+0020
+ *     U+0308), and the key must be stable when normalized again.
+ *  3. toLowerCase.
+ *  4. final sigma ς to σ: toLowerCase turns a capital Σ at the end of a word into ς, so `ΣΑΣ`
+ *     would give `σας` and miss the account `σασ`; Unicode case folding maps ς to σ. This is not
+ *     full case folding: `ß` stays `ß` and is not `ss` (as in simple case folding), so `straße`
+ *     and `strasse` are two addresses.
+ *  5. NFKC again: a lower-case mapping can leave a sequence that is not normalized.
+ * The result is a fixed point (normalizeEmail(normalizeEmail(x)) === normalizeEmail(x)).
+ * Migration 1764700000000-email-nfkc holds a frozen copy: change both together, with a migration.
  */
 export function normalizeEmail(email: string): string {
-  return email.trim().normalize('NFC').toLowerCase().normalize('NFC');
+  return email.trim().normalize('NFKC').trim().toLowerCase().replace(/\u03c2/g, '\u03c3').normalize('NFKC');
 }

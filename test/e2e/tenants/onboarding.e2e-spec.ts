@@ -150,6 +150,15 @@ describe('onboarding signup (spec 2.1)', () => {
     expect(res.body.code).toBe('onboarding/email_exists');
   });
 
+  it('refuses the fullwidth spelling of an email that already has a dashboard account (409: emails compare in NFKC)', async () => {
+    const body = valid();
+    await signup(body).expect(201);
+    const [local, domain] = body.email.split('@');
+    const fullwidth = [...local].map((c) => String.fromCharCode(c.charCodeAt(0) + 0xfee0)).join(''); // ｓｉｇｎｕｐ．…
+    const res = await signup({ ...valid(), email: `${fullwidth}@${domain}` }).expect(409);
+    expect(res.body.code).toBe('onboarding/email_exists');
+  });
+
   it('limits signups per client address (429 with Retry-After and X-Service-Docs)', async () => {
     const ip = randomIp();
     for (let i = 0; i < 5; i++) await signup(valid(), ip).expect(201);

@@ -40,6 +40,40 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     expect((await login({ email: `JOS\u00c9.${tag2}@example.com`, password: STRONG_PASSWORD }).expect(200)).body.user.id).toBe(first.body.user.id);
   });
 
+  it('compatibility forms are one address (NFKC): fullwidth then ASCII is 409 user/email_exists, and login works with either', async () => {
+    const tag = Math.random().toString(36).slice(2, 10);
+    const ascii = `john.${tag}@example.com`;
+    const fullwidth = `\uff4a\uff4f\uff48\uff4e.${tag}@example.com`; // ｊｏｈｎ
+    const created = await register({ email: fullwidth, password: STRONG_PASSWORD, consent: true }).expect(201);
+    expect(created.body.user.email).toBe(fullwidth); // stored as typed; only the key folds
+    expect((await register({ email: ascii, password: STRONG_PASSWORD, consent: true }).expect(409)).body.code).toBe('user/email_exists');
+    expect((await login({ email: ascii, password: STRONG_PASSWORD }).expect(200)).body.user.id).toBe(created.body.user.id);
+    expect((await login({ email: `\uff2a\uff2f\uff28\uff2e.${tag}@example.com`, password: STRONG_PASSWORD }).expect(200)).body.user.id).toBe(created.body.user.id);
+    // ASCII first, then the fullwidth spelling
+    const tag2 = Math.random().toString(36).slice(2, 10);
+    const first = await register({ email: `john.${tag2}@example.com`, password: STRONG_PASSWORD, consent: true }).expect(201);
+    expect((await register({ email: `\uff4a\uff4f\uff48\uff4e.${tag2}@example.com`, password: STRONG_PASSWORD, consent: true }).expect(409)).body.code).toBe('user/email_exists');
+    expect((await login({ email: `\uff4a\uff4f\uff48\uff4e.${tag2}@example.com`, password: STRONG_PASSWORD }).expect(200)).body.user.id).toBe(first.body.user.id);
+  });
+
+  it('a ligature is its letters: \ufb01le then file is 409 user/email_exists, and login works with either', async () => {
+    const tag = Math.random().toString(36).slice(2, 10);
+    const created = await register({ email: `\ufb01le.${tag}@example.com`, password: STRONG_PASSWORD, consent: true }).expect(201);
+    expect((await register({ email: `file.${tag}@example.com`, password: STRONG_PASSWORD, consent: true }).expect(409)).body.code).toBe('user/email_exists');
+    expect((await login({ email: `FILE.${tag}@example.com`, password: STRONG_PASSWORD }).expect(200)).body.user.id).toBe(created.body.user.id);
+    expect((await login({ email: `\ufb01le.${tag}@example.com`, password: STRONG_PASSWORD }).expect(200)).body.user.id).toBe(created.body.user.id);
+  });
+
+  it('final sigma: \u03c3\u03b1\u03c3 signs in as \u03a3\u0391\u03a3 and \u03c3\u03b1\u03c2 (case folding maps \u03c2 to \u03c3), and those spellings are 409', async () => {
+    const tag = Math.random().toString(36).slice(2, 10);
+    const created = await register({ email: `${tag}.\u03c3\u03b1\u03c3@example.com`, password: STRONG_PASSWORD, consent: true }).expect(201);
+    // toLowerCase alone turns the capital sigma before "@" (end of a word) into \u03c2
+    expect(`${tag}.\u03a3\u0391\u03a3@example.com`.toLowerCase()).toBe(`${tag}.\u03c3\u03b1\u03c2@example.com`);
+    expect((await login({ email: `${tag}.\u03a3\u0391\u03a3@example.com`, password: STRONG_PASSWORD }).expect(200)).body.user.id).toBe(created.body.user.id);
+    expect((await login({ email: `${tag}.\u03c3\u03b1\u03c2@example.com`, password: STRONG_PASSWORD }).expect(200)).body.user.id).toBe(created.body.user.id);
+    expect((await register({ email: `${tag}.\u03a3\u0391\u03a3@example.com`, password: STRONG_PASSWORD, consent: true }).expect(409)).body.code).toBe('user/email_exists');
+  });
+
   it('registers: 201 token response; the access token verifies against the JWKS with an independent JOSE library', async () => {
     const body = valid();
     const res = await register(body).expect(201);

@@ -1,0 +1,37 @@
+import { normalizeEmail } from './email';
+
+describe('normalizeEmail (the comparison key of an email address)', () => {
+  it('trims and lower-cases ASCII', () => {
+    expect(normalizeEmail('  John.Doe@Example.COM \n')).toBe('john.doe@example.com');
+  });
+
+  it('canonical forms: NFC and NFD are one key', () => {
+    expect(normalizeEmail('Jos\u00e9@example.com')).toBe(normalizeEmail('jose\u0301@example.com'));
+    expect(normalizeEmail('jose\u0301@example.com')).toBe('jos\u00e9@example.com');
+  });
+
+  it('compatibility forms fold (NFKC): fullwidth, ligatures', () => {
+    expect(normalizeEmail('\uff4a\uff4f\uff48\uff4e@example.com')).toBe('john@example.com'); // ｊｏｈｎ
+    expect(normalizeEmail('\uff2a\uff2f\uff28\uff2e@\uff45xample.com')).toBe('john@example.com'); // ＪＯＨＮ@ｅxample.com
+    expect(normalizeEmail('\ufb01le@example.com')).toBe('file@example.com'); // ﬁle
+  });
+
+  it('final sigma: every case variant of σασ is one key', () => {
+    const key = normalizeEmail('\u03c3\u03b1\u03c3@example.com'); // σασ
+    expect(key).toBe('\u03c3\u03b1\u03c3@example.com');
+    expect(normalizeEmail('\u03a3\u0391\u03a3@example.com')).toBe(key); // ΣΑΣ (toLowerCase gives σας)
+    expect(normalizeEmail('\u03c3\u03b1\u03c2@example.com')).toBe(key); // σας
+    expect(normalizeEmail('\u03a3\u03b1\u03c2@example.com')).toBe(key); // Σας
+  });
+
+  it('ß stays ß: not full case folding, straße and strasse are two addresses', () => {
+    expect(normalizeEmail('STRA\u00dfE@example.com')).toBe('stra\u00dfe@example.com');
+    expect(normalizeEmail('stra\u00dfe@example.com')).not.toBe(normalizeEmail('strasse@example.com'));
+  });
+
+  it('is a fixed point, also where NFKC makes a leading space (¨ is U+0020 U+0308)', () => {
+    for (const e of ['\u00a8a@example.com', ' \u00b4b@example.com', '\u03a3@example.com', '\u1e9e@example.com', '\u212a@example.com', 'I\u0307@example.com']) {
+      expect(normalizeEmail(normalizeEmail(e))).toBe(normalizeEmail(e));
+    }
+  });
+});
