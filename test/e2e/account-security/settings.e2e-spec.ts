@@ -274,9 +274,11 @@ describe('account security: tenant security settings and email domains (spec 2.8
     });
 
     it('blocklist, subdomains included', async () => {
-      await setPolicy({}, { blocklist: ['blocked.example'] });
+      await setPolicy({}, { blocklist: ['blocked.example', 'fine.example'] });
       expect((await register('x@blocked.example').expect(422)).body.code).toBe('email/domain_blocked');
       expect((await register('x@eu.blocked.example').expect(422)).body.code).toBe('email/domain_blocked');
+      // the domain of the comparison key: fullwidth and other compatibility forms are the same domain
+      expect((await register('y@\ufb01ne.example').expect(422)).body.code).toBe('email/domain_blocked');
       await register(`x${Date.now()}@notblocked.example`).expect(201);
     });
 

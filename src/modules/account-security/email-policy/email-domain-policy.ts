@@ -1,5 +1,6 @@
 import { disposableEmailBlocklistSet } from 'disposable-email-domains-js';
 import { ErrorCode } from '../../../shared/errors/error-codes';
+import { normalizeEmail } from '../../users/email';
 
 /** The tenant settings (spec 2.8 and PutEmailDomainsRequest) an address is checked against. */
 export interface EmailPolicySettings {
@@ -27,9 +28,10 @@ export function domainMatches(domain: string, entry: string): boolean {
   return domain === entry || domain.endsWith(`.${entry}`);
 }
 
-/** The part after the last `@`, NFC, lower-cased, without a trailing dot. */
+/** The part after the last `@` of the address's comparison key (normalizeEmail: NFKC, case-folded), without a trailing dot. */
 export function emailDomain(email: string): string {
-  return email.slice(email.lastIndexOf('@') + 1).trim().normalize('NFC').toLowerCase().replace(/\.+$/, '');
+  const key = normalizeEmail(email);
+  return key.slice(key.lastIndexOf('@') + 1).replace(/\.+$/, '');
 }
 
 /**

@@ -3,6 +3,7 @@ import { DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { Db } from '../../../shared/db/db.service';
 import { AppError, FieldError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { normalizeEmail } from '../../users/email';
 import { EmailDomainsResponse, PutEmailDomainsDto } from './security-settings.dto';
 
 export class GetEmailDomainsQuery extends Query<EmailDomainsResponse> {
@@ -34,7 +35,7 @@ export class PutEmailDomainsCommand extends Command<EmailDomainsResponse> {
  * (a domain covers its subdomains anyway). Undefined for something that cannot be a domain.
  */
 export function normalizeDomain(entry: string): string | undefined {
-  const d = entry.trim().normalize('NFC').toLowerCase().replace(/^@/, '').replace(/^\*\./, '').replace(/\.+$/, '');
+  const d = normalizeEmail(entry).replace(/^@/, '').replace(/^\*\./, '').replace(/\.+$/, '');
   if (!d || /[\s@/:]/.test(d)) return undefined;
   return d;
 }
