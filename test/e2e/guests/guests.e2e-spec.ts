@@ -1,6 +1,6 @@
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
-import { createApiKey, signupTenant } from '../../factories/dashboard.factory';
+import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 
 const claims = (token: string) => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString());
 
@@ -372,15 +372,18 @@ describe('tenant anonymous settings (contract "Tenant settings")', () => {
   });
   afterAll(() => t.close());
 
+  /** PATCH of the tenant's guest settings as its owner, with X-Service-Confirm when given. */
+  const settingsPatch = (o: DashboardFixture) => (body: object, confirm?: string) => {
+    const r = t.http().patch(`/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf);
+    if (confirm) r.set('X-Service-Confirm', confirm);
+    return r.send(body);
+  };
+
   it('GET defaults; first enabling with a role broader than read_only needs X-Service-Confirm', async () => {
     const o = await signupTenant(t);
     const url = `/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`;
     expect((await t.http().get(url).set('Cookie', o.cookie).expect(200)).body).toEqual({ anonymous_signins_enabled: false, anonymous_user_ttl_days: 30, default_user_role: 'member' });
-    const patch = (body: object, confirm?: string) => {
-      const r = t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf);
-      if (confirm) r.set('X-Service-Confirm', confirm);
-      return r.send(body);
-    };
+    const patch = settingsPatch(o);
     expect((await patch({ anonymous_signins_enabled: true }).expect(409)).body.code).toBe('anonymous/confirmation_required');
     expect((await patch({ anonymous_signins_enabled: true }, 'yes').expect(409)).body.code).toBe('anonymous/confirmation_required');
     const ok = await patch({ anonymous_signins_enabled: true, anonymous_user_ttl_days: 7 }, 'privileged-default-role').expect(200);
@@ -403,11 +406,7 @@ describe('tenant anonymous settings (contract "Tenant settings")', () => {
     const o = await signupTenant(t);
     const { key } = await createApiKey(t, o);
     const url = `/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`;
-    const patch = (body: object, confirm?: string) => {
-      const r = t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf);
-      if (confirm) r.set('X-Service-Confirm', confirm);
-      return r.send(body);
-    };
+    const patch = settingsPatch(o);
     expect((await patch({ anonymous_signins_enabled: true, default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
     await patch({ anonymous_signins_enabled: true, default_user_role: 'read_only' }).expect(200);
     expect((await patch({ default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
@@ -434,12 +433,7 @@ describe('tenant anonymous settings (contract "Tenant settings")', () => {
   it('guests that exist get no privileged role while sign-ins are off without the confirmation (review: disable + admin in one change)', async () => {
     const o = await signupTenant(t);
     const { key } = await createApiKey(t, o);
-    const url = `/v1/auth/dashboard/tenants/${o.slug}/settings/anonymous`;
-    const patch = (body: object, confirm?: string) => {
-      const r = t.http().patch(url).set('Cookie', o.cookie).set('X-CSRF-Token', o.csrf);
-      if (confirm) r.set('X-Service-Confirm', confirm);
-      return r.send(body);
-    };
+    const patch = settingsPatch(o);
     await patch({ anonymous_signins_enabled: true, default_user_role: 'read_only' }).expect(200);
     const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({}).expect(201);
     expect((await patch({ anonymous_signins_enabled: false, default_user_role: 'admin' }).expect(409)).body.code).toBe('anonymous/confirmation_required');
