@@ -104,18 +104,21 @@ function summarize(name, r, mode) {
 
 async function run(opts) {
   const before = cpuSnapshot();
+  const gen0 = process.cpuUsage();
   // fixed offered rate: open loop (bench/open-loop.js says why not autocannon's overallRate);
   // the two-step MFA sign-in keeps autocannon
   const r = opts.overallRate && opts.requests.length === 1
     ? await runOpenLoop(opts)
     : await new Promise((resolve, reject) => autocannon({ url: BASE, duration: DURATION, ...opts }, (err, res) => (err ? reject(err) : resolve(res))));
   const after = cpuSnapshot();
+  const gen = process.cpuUsage(gen0);
   const sent = r.sentAll ?? r.requests.sent ?? r.requests.total;
   // CPU time per request (microseconds): of the API processes, and of the whole host (API,
-  // PostgreSQL, Redis and this generator). Steadier than req/s when the host's speed varies.
+  // PostgreSQL, Redis and this generator), and of this generator (autocannon or open loop, in this
+  // process) on its own. Steadier than req/s when the host's speed varies.
   if (before && after && sent) {
     const per = (k) => Math.round(((after[k] - before[k]) * 1e6) / TICK / sent);
-    r.cpu = { api: per('api'), pg: per('pg'), redis: per('redis'), host: per('host') };
+    r.cpu = { api: per('api'), pg: per('pg'), redis: per('redis'), gen: Math.round((gen.user + gen.system) / sent), host: per('host') };
   }
   return r;
 }
@@ -352,13 +355,13 @@ async function main() {
   const lines = [];
   lines.push(`\n## ${new Date().toISOString()} — ${os.cpus().length} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, PostgreSQL ${pg}, ${redis}`);
   lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=${process.env.API_WORKERS || 2}, NODE_ENV=development (OWASP argon2id cost, m=${argon2Options().memoryCost} KiB t=${argon2Options().timeCost} p=${argon2Options().parallelism}), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time, recorded once all connections are open and after 1 s at the rate; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run; host stall: the late wake-ups of an idle process at nice -20 waking every millisecond (bench/canary.js) during the run, which only the machine itself causes; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each).\n`);
-  lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors | host stall ms: longest / lost over 10 ms | CPU µs per request: API / PostgreSQL / Redis / host |');
+  lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors | host stall ms: longest / lost over 10 ms | CPU µs per request: API / PostgreSQL / Redis / load generator / host |');
   lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of [...maxRuns, ...fixedRuns]) {
     const rateKey = { 'GET /v1/auth/me': 'me', 'GET /v1/auth/me with an agent token': 'me', 'POST /v1/auth/refresh': 'refresh', 'POST /v1/auth/login': 'login', 'POST /v1/auth/anonymous': 'anonymous', 'POST /oauth/token (token exchange)': 'exchange', 'login with MFA (password + TOTP), sign-ins': 'login' }[r.name];
     const mode = r.mode === 'max' ? 'max throughput' : `fixed ${rates[rateKey]}/s`;
     const stall = r.stall ? `${r.stall.max} / ${r.stall.over10}` : '';
-    lines.push(`| ${r.name} | ${mode} | ${r.rps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.total} | ${r.non2xx} | ${r.errors + r.timeouts} | ${stall} | ${r.cpu ? `${r.cpu.api} / ${r.cpu.pg} / ${r.cpu.redis} / ${r.cpu.host}` : ''} |`);
+    lines.push(`| ${r.name} | ${mode} | ${r.rps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.total} | ${r.non2xx} | ${r.errors + r.timeouts} | ${stall} | ${r.cpu ? `${r.cpu.api} / ${r.cpu.pg} / ${r.cpu.redis} / ${r.cpu.gen} / ${r.cpu.host}` : ''} |`);
   }
   lines.push(`\nRaw cost in the same run (one core each): RS256 sign ${raw.sign}/s, RS256 verify ${raw.verify}/s (2048-bit KeyObject); argon2id verify (m=${argon2Options().memoryCost} KiB, t=${argon2Options().timeCost}, p=${argon2Options().parallelism}) ${argon}/s on ${os.cpus().length} cores.`);
   lines.push(`\nGuest purge: ${purge.guests} stale guests across ${purge.tenants} tenants removed in ${purge.runs} runs, ${purge.seconds} s wall time in total (${purge.perRun} s per run on average).`);
