@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { ClientHasher } from '../../shared/crypto/client-hash';
 import { EnvelopeCipher } from '../../shared/crypto/envelope-cipher';
-import { hashPrefix, randomToken } from '../../shared/crypto/tokens';
+import { randomToken } from '../../shared/crypto/tokens';
 import { Queryable } from '../../shared/db/db.service';
 import { EventsService } from '../../shared/events/events.service';
 
@@ -9,7 +9,9 @@ import { EventsService } from '../../shared/events/events.service';
  * The audit of a mail request for an address without a (suitable) account. It also does the
  * work a mail costs (encrypting its secret, one more write in the transaction), so the answer
  * for an unknown address takes about as long as for a known one (OWASP Forgot Password: no
- * enumeration through timing). Tenants see these attempts in their audit log, hashed.
+ * enumeration through timing). Tenants see these attempts in their audit log as keyed hash
+ * prefixes (ClientHasher: HMAC under a server secret), since a plain SHA-256 of an address is
+ * reversed by hashing candidate addresses.
  */
 @Injectable()
 export class RequestTrail {
@@ -25,7 +27,7 @@ export class RequestTrail {
       tenantId,
       type,
       actorType: 'anonymous',
-      metadata: { email_hash_prefix: hashPrefix(emailNormalized), ip_hash_prefix: this.hasher.prefix(ip), mail_sent: false },
+      metadata: { email_hash_prefix: this.hasher.prefix(emailNormalized), ip_hash_prefix: this.hasher.prefix(ip), mail_sent: false },
     });
   }
 }

@@ -15,7 +15,8 @@ export function clientHashKey(kek: Buffer): Buffer {
 }
 
 /**
- * How a client's IP address or user agent appears in audit metadata, the agent activity timeline
+ * How a client's IP address or user agent (and the address of a mail request without an account)
+ * appears in audit metadata, the agent activity timeline
  * (spec 2.10 ip_hash_prefix, user_agent_hash_prefix) and throttling keys: 12 hex characters of
  * HMAC-SHA256 under a server secret. A plain SHA-256 of an IPv4 address (2^32 values) is reversed
  * by enumeration; without the key a prefix reveals nothing, with it equal inputs still match.

@@ -1,4 +1,5 @@
 import { randomIp, STRONG_PASSWORD, uniqueEmail } from '../../setup/app';
+import { expectedClientHash, plainSha256Prefix } from '../../setup/client-hash';
 import {
   ACCOUNTS_URL,
   bearerPost,
@@ -67,6 +68,19 @@ describe('account security: password forgot, reset and change (issue 5 item 2)',
     expect(b.headers['content-type']).toBe(a.headers['content-type']);
     await resetMail(known.email);
     expect(await outboxTo(w.t, unknown)).toEqual([]);
+    // the tenant's audit log records the attempt with keyed hash prefixes only: a plain SHA-256 of
+    // an address is reversed by hashing candidate addresses
+    const ip = randomIp();
+    const probe = uniqueEmail('Probe');
+    await forgot(probe, tenant.apiKey, ip).expect(202);
+    const rows = await w.t.db.query<{ metadata: Record<string, unknown> }>(
+      `SELECT metadata FROM audit_events WHERE type = 'user.password_reset_requested' AND metadata->>'ip_hash_prefix' = $1`,
+      [expectedClientHash(ip)],
+    );
+    expect(rows).toHaveLength(1);
+    expect(rows[0].metadata).toEqual({ email_hash_prefix: expectedClientHash(probe.toLowerCase()), ip_hash_prefix: expectedClientHash(ip), mail_sent: false });
+    expect(rows[0].metadata.email_hash_prefix).not.toBe(plainSha256Prefix(probe.toLowerCase()));
+    expect(JSON.stringify(rows[0].metadata)).not.toContain(probe.toLowerCase().split('@')[0]);
 
     // timing: interleaved requests, medians compared with a generous bound (no enumeration by timing)
     const knownTimes: number[] = [];
