@@ -37,7 +37,7 @@ export class MfaEnrollmentGuard implements CanActivate {
       if (reason) throw new InvalidTokenError(reason === 'session_revoked' ? 'invalid_token' : reason);
       const header = req.headers['x-api-key'];
       if (header) {
-        const key = await this.apiKeys.resolve(String(header));
+        const key = await this.apiKeys.resolve(String(header), req);
         if (key.tenantId !== claims.tenant_id) throw tenantMismatch();
         authOf(req).apiKey = key;
       }

@@ -49,6 +49,8 @@ export interface AuthContext {
   dashboard?: DashboardPrincipal;
   /** Redis values the bearer guard read for the route (BearerPrefetch), by key */
   prefetched?: ReadonlyMap<string, string | null>;
+  /** the cache read of the X-API-Key principal started before the guards ran (ApiKeyPrefetchGuard) */
+  apiKeyLookup?: { keyHash: string; cached: Promise<ApiKeyPrincipal | undefined> };
 }
 
 declare module 'fastify' {

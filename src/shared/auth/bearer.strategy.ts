@@ -81,7 +81,7 @@ export class BearerAuthenticator {
     const extraKeys = this.prefetchKeys(req, claims);
     const [{ reason, extra }, apiKey, countCall] = await Promise.all([
       this.revocation.check(claims, extraKeys),
-      apiKeyHeader ? this.apiKeys.resolve(String(apiKeyHeader)) : undefined,
+      apiKeyHeader ? this.apiKeys.resolve(String(apiKeyHeader), req) : undefined,
       claims.act ? this.callLimiter?.prepare(claims) : undefined,
     ]);
     if (reason) throw new InvalidTokenError(reason === 'session_revoked' ? 'invalid_token' : reason);

@@ -57,7 +57,11 @@ export class ReadThroughCache<T> {
   /** `get`, else `load` and `fill` (a load that finds nothing is not cached). */
   async read(id: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
     const hit = await this.get(id);
-    if (hit !== undefined) return hit;
+    return hit !== undefined ? hit : this.fillFrom(id, load);
+  }
+
+  /** After a miss: `load`, and `fill` with what it found (nothing found is not cached). */
+  async fillFrom(id: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
     const value = await load();
     if (value !== undefined) await this.fill(id, value);
     return value;

@@ -2,6 +2,7 @@ import Redis from 'ioredis';
 import { CliIo, runCli } from '../../../src/cli';
 import { AgentsService } from '../../../src/modules/agents/agents.service';
 import { sha256Hex } from '../../../src/shared/crypto/tokens';
+import { Db } from '../../../src/shared/db/db.service';
 import { REDIS } from '../../../src/shared/redis/redis.module';
 import { createAgent } from '../../factories/agent.factory';
 import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
@@ -46,6 +47,54 @@ describe('API-key principal cache', () => {
     const unknown = `authp_${'x'.repeat(43)}`;
     expect((await register(t, unknown).expect(401)).body.code).toBe('auth/invalid_api_key');
     expect(await slot(unknown)).toBeNull();
+  });
+
+  it('a cached key and the rate limit of its route cost one Redis write: both reads leave together', async () => {
+    const k = await createApiKey(t, d);
+    await register(t, k.key).expect(201); // fills the slot
+    const stream = (redis as unknown as { stream: { write: (chunk: unknown, ...rest: unknown[]) => boolean } }).stream;
+    const write = stream.write;
+    const writes: string[] = [];
+    stream.write = (chunk: unknown, ...rest: unknown[]) => {
+      writes.push(String(chunk));
+      return write.call(stream, chunk, ...rest);
+    };
+    try {
+      await register(t, k.key).expect(201);
+    } finally {
+      stream.write = write;
+    }
+    const prefix = redis.options.keyPrefix ?? '';
+    const first = writes.findIndex((w) => w.includes(`${prefix}apikey:${sha256Hex(k.key)}`));
+    expect(first).toBeGreaterThanOrEqual(0);
+    // the same write carries the count of register's per-address limit (the script of RateLimitGuard)
+    expect(writes[first]).toMatch(/\$(7\r\nevalsha|4\r\neval)\r\n/);
+    expect(writes[first]).toMatch(/\{rl:ip:[0-9a-f]{12}:register\}:hits/);
+  });
+
+  it('a rate-limited request never reaches PostgreSQL for an unknown key', async () => {
+    const unknown = `authp_${'y'.repeat(43)}`;
+    const ip = randomIp();
+    const at = () => t.http().post('/v1/auth/register').set('X-API-Key', unknown).set('X-Forwarded-For', ip).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true });
+    for (let i = 0; i < 5; i++) expect((await at().expect(401)).body.code).toBe('auth/invalid_api_key');
+    // the API-key lookups that reach PostgreSQL, from here on
+    const query = t.db.query;
+    const lookups: string[] = [];
+    t.db.query = function (this: Db, text: string, params?: unknown[], name?: string) {
+      if (name === 'api_key_resolve') lookups.push(String(params?.[0]));
+      return query.call(this, text, params, name);
+    } as Db['query'];
+    try {
+      expect((await at().expect(429)).body.code).toBe('rate_limit/exceeded');
+      expect(lookups).toEqual([]);
+      // the spy sees the lookups it should: a request the limiter lets through loads the key
+      expect((await t.http().post('/v1/auth/register').set('X-API-Key', unknown).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(401)).body.code).toBe(
+        'auth/invalid_api_key',
+      );
+      expect(lookups).toEqual([sha256Hex(unknown)]);
+    } finally {
+      t.db.query = query;
+    }
   });
 
   it('a revoked key answers 401 at once on every API process, though both had it cached', async () => {

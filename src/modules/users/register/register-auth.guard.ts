@@ -25,7 +25,7 @@ export class RegisterAuthGuard implements CanActivate {
     }
     const header = req.headers['x-api-key'];
     if (!header) throw new AppError('auth/invalid_api_key', 'X-API-Key is required');
-    authOf(req).apiKey = await this.apiKeys.resolve(String(header));
+    authOf(req).apiKey = await this.apiKeys.resolve(String(header), req);
     return true;
   }
 }
