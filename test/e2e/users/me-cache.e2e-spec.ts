@@ -4,6 +4,7 @@ import { UserProfileCache } from '../../../src/shared/cache/user-profile.cache';
 import { REDIS } from '../../../src/shared/redis/redis.module';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { redisWrites } from '../../setup/redis-writes';
 import { linkToken, login, MailWorld, post, register, startMailWorld, tenantWithKey } from '../account-security/account-security.helpers';
 
 /**
@@ -107,17 +108,12 @@ describe('GET /v1/auth/me profile cache', () => {
     const g = await guest();
     await me(g.access_token).expect(200); // fills the slot, opens the activity window
     const sid = JSON.parse(Buffer.from(g.access_token.split('.')[1], 'base64url').toString()).sid as string;
-    const seen: string[][] = [];
-    const monitor = await redis.monitor(); // a connection of its own
-    monitor.on('monitor', (_time: string, args: string[]) => {
-      if (args.some((a) => a.includes(g.user.id) || a.includes(sid))) seen.push(args);
-    });
-    try {
-      expect((await me(g.access_token).expect(200)).body.id).toBe(g.user.id);
-      await new Promise((r) => setTimeout(r, 50)); // MONITOR output trails the replies
-    } finally {
-      await monitor.disconnect();
-    }
+    // this process's Redis client, write by write (MONITOR would also see other test files' traffic,
+    // and ioredis can fail to start it while commands stream in)
+    const writes = await redisWrites(redis, async () => expect((await me(g.access_token).expect(200)).body.id).toBe(g.user.id));
+    const touching = writes.filter((cmds) => cmds.some((args) => args.some((a) => a.includes(g.user.id) || a.includes(sid))));
+    expect(touching).toHaveLength(1); // one round trip
+    const seen = touching[0].filter((args) => args.some((a) => a.includes(g.user.id) || a.includes(sid)));
     const month = new Date().toISOString().slice(0, 7);
     const prefix = redis.options.keyPrefix ?? '';
     // one command: the revocation keys (session, token jti) with the handler's two reads
