@@ -103,10 +103,11 @@ function summarize(name, r, mode) {
 }
 
 /**
- * Before each measured run, as pgbench vacuums before its own: VACUUM ANALYZE (the rows the set-up
- * and the previous runs wrote are not left to autovacuum in the middle of this run) and CHECKPOINT
- * (the timed checkpoint, and the full-page WAL images after it, do not fall in some runs and not
- * in others: every run starts just after one).
+ * Before each measured run, as pgbench vacuums before its own: VACUUM ANALYZE (the planner has
+ * statistics for the rows the set-up and the previous runs wrote, and no dead rows are left from
+ * them; autovacuum would do this in production, and it may be off on a benchmark host, as on this
+ * one) and CHECKPOINT (the timed checkpoint, and the full-page WAL images after it, do not fall in
+ * some runs and not in others: every run starts just after one).
  */
 function settleDatabase() {
   execSync(`psql "${process.env.DATABASE_URL}" -qc 'VACUUM ANALYZE' -c 'CHECKPOINT'`, { stdio: 'ignore' });
@@ -365,7 +366,7 @@ async function main() {
   const redis = execSync(`redis-cli -u "${process.env.REDIS_URL || 'redis://127.0.0.1:6379'}" info server | grep redis_version`, { encoding: 'utf8' }).trim();
   const lines = [];
   lines.push(`\n## ${new Date().toISOString()} — ${os.cpus().length} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, PostgreSQL ${pg}, ${redis}`);
-  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=${process.env.API_WORKERS || 2}, NODE_ENV=development (OWASP argon2id cost, m=${argon2Options().memoryCost} KiB t=${argon2Options().timeCost} p=${argon2Options().parallelism}), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time, recorded once all connections are open and after 1 s at the rate; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run; host stall: the late wake-ups of an idle process at nice -20 waking every millisecond (bench/canary.js) during the run, which only the machine itself causes; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each); before each run, VACUUM ANALYZE and CHECKPOINT (as pgbench vacuums), so no run gets autovacuum or a timed checkpoint and others not; CPU per request includes the load generator (every request encoded before a fixed-rate run).\n`);
+  lines.push(`\nAPI: \`node dist/main\` with API_WORKERS=${process.env.API_WORKERS || 2}, NODE_ENV=development (OWASP argon2id cost, m=${argon2Options().memoryCost} KiB t=${argon2Options().timeCost} p=${argon2Options().parallelism}), LOG_LEVEL=warn; autocannon (max throughput) and an open-loop generator (fixed rate: evenly spaced requests, latency from the scheduled time, recorded once all connections are open and after 1 s at the rate; bench/open-loop.js) in a third process on the same machine, ${DURATION} s per run; host stall: the late wake-ups of an idle process at nice -20 waking every millisecond (bench/canary.js) during the run, which only the machine itself causes; every limit on, load spread over random X-Forwarded-For addresses and ${ctx.allKeys.length} API keys of 10 tenants; each refresh presents a live refresh token never used before (one rotation each); before each run, VACUUM ANALYZE and CHECKPOINT (as pgbench vacuums; this host's PostgreSQL runs with autovacuum off), so every run has fresh planner statistics and starts just after a checkpoint; CPU per request includes the load generator (every request encoded before a fixed-rate run).\n`);
   lines.push('| Scenario | Mode | req/s | p50 ms | p90 ms | p99 ms | requests | non-2xx | errors | host stall ms: longest / lost over 10 ms | CPU µs per request: API / PostgreSQL / Redis / load generator / host |');
   lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of [...maxRuns, ...fixedRuns]) {
