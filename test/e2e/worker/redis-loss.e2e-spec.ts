@@ -1,5 +1,5 @@
 import { spawn } from 'child_process';
-import { createServer, type AddressInfo } from 'net';
+import { createServer } from 'net';
 import { INestApplicationContext } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import Redis from 'ioredis';
@@ -190,13 +190,10 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
   }, 60_000);
 
   it('a worker whose Redis goes away reports it once per component in its log, not a raw stack per reconnection', async () => {
-    // a Redis of this test's own, to stop
-    const port = await new Promise<number>((resolve) => {
-      const srv = createServer().listen(0, '127.0.0.1', () => {
-        const p = (srv.address() as AddressInfo).port;
-        srv.close(() => resolve(p));
-      });
-    });
+    // a Redis of this test's own, to stop and restart on the same port. The port is free now and
+    // below the ephemeral range (32768 and up on Linux), so no outgoing connection of the other
+    // test files running meanwhile can take it while this Redis is down
+    const port = await freePortBelowEphemeral();
     const startRedis = () => spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
     const ping = async () => {
       const c = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
@@ -240,3 +237,16 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     expect((await reconcile()).schedules).toBe(0);
   }, 30_000);
 });
+
+/** A TCP port on 127.0.0.1 that is free now, in 20000-32767 (never handed out as an ephemeral port). */
+async function freePortBelowEphemeral(): Promise<number> {
+  for (;;) {
+    const candidate = 20000 + Math.floor(Math.random() * 12768);
+    const free = await new Promise<boolean>((resolve) => {
+      const srv = createServer()
+        .once('error', () => resolve(false))
+        .listen(candidate, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (free) return candidate;
+  }
+}
