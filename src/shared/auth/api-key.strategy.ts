@@ -27,9 +27,9 @@ export class ApiKeyResolver {
   async resolve(key: string | undefined, req?: FastifyRequest): Promise<ApiKeyPrincipal> {
     if (!key || key.length > MAX_API_KEY_LENGTH) throw new AppError('auth/invalid_api_key');
     const keyHash = sha256Hex(key);
+    const load = () => this.load(keyHash);
     const early = req?.auth?.apiKeyLookup;
-    const principal =
-      early?.keyHash === keyHash ? ((await early.cached) ?? (await this.cache.fillFrom(keyHash, () => this.load(keyHash)))) : await this.cache.read(keyHash, () => this.load(keyHash));
+    const principal = early?.keyHash === keyHash ? ((await early.cached) ?? (await this.cache.fillFrom(keyHash, load))) : await this.cache.read(keyHash, load);
     if (!principal) throw new AppError('auth/invalid_api_key');
     return principal;
   }
