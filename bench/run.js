@@ -113,8 +113,22 @@ function settleDatabase() {
   execSync(`psql "${process.env.DATABASE_URL}" -qc 'VACUUM ANALYZE' -c 'CHECKPOINT'`, { stdio: 'ignore' });
 }
 
+/**
+ * BENCH_CPU_PROFILE=<dir>: the API processes (bench.sh sets CPU_PROFILE_DIR for them) profile each
+ * measured run, from SIGUSR2 before it to SIGUSR2 after it (src/shared/http/cpu-profile.ts).
+ */
+function toggleApiProfiles(label) {
+  const apiPid = process.env.BENCH_API_PID;
+  if (!process.env.BENCH_CPU_PROFILE || !apiPid) return;
+  let pids = fs.readFileSync(`/proc/${apiPid}/task/${apiPid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  if (!pids.length) pids = [apiPid];
+  for (const pid of pids) process.kill(Number(pid), 'SIGUSR2');
+  if (label) console.log(`cpu profile: ${label}`);
+}
+
 async function run(opts) {
   settleDatabase();
+  toggleApiProfiles();
   const before = cpuSnapshot();
   const gen0 = process.cpuUsage();
   // fixed offered rate: open loop (bench/open-loop.js says why not autocannon's overallRate);
@@ -124,6 +138,7 @@ async function run(opts) {
     : await new Promise((resolve, reject) => autocannon({ url: BASE, duration: DURATION, ...opts }, (err, res) => (err ? reject(err) : resolve(res))));
   const after = cpuSnapshot();
   const gen = process.cpuUsage(gen0);
+  toggleApiProfiles(`${opts.requests.map((q) => `${q.method} ${q.path}`).join(' + ')}${opts.overallRate ? ` at ${opts.overallRate}/s` : ' at max'}`);
   const sent = r.sentAll ?? r.requests.sent ?? r.requests.total;
   // CPU time per request (microseconds): of the API processes, and of the whole host (API,
   // PostgreSQL, Redis and this generator), and of this generator (autocannon or open loop, in this

@@ -20,7 +20,8 @@ export PUBLIC_BASE_URL=http://127.0.0.1:3101 DATABASE_POOL_SIZE=20
 npm run build --silent
 node dist/migrate
 # BENCH_NODE_FLAGS: extra node flags for the API processes (e.g. --trace-gc while looking into tails)
-node ${BENCH_NODE_FLAGS:-} dist/main & api=$!
+# BENCH_CPU_PROFILE=<dir>: a V8 CPU profile of each API process per measured run (bench/run.js)
+CPU_PROFILE_DIR="${BENCH_CPU_PROFILE:-}" node ${BENCH_NODE_FLAGS:-} dist/main & api=$!
 cleanup() {
   kill $api 2>/dev/null || true; wait $api 2>/dev/null || true
   psql "$BENCH_ADMIN_URL" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true

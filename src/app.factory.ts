@@ -121,7 +121,7 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
   // ProblemFilter through Nest's own Fastify error and not-found handlers: one envelope.
 
   app.useGlobalPipes(createValidationPipe());
-  app.enableShutdownHooks();
+  app.enableShutdownHooks(['SIGTERM', 'SIGINT']);
 
   const doc = SwaggerModule.createDocument(
     app,

@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import { getConfig } from './config/config.module';
+import { installCpuProfileToggle } from './shared/http/cpu-profile';
 
 /** `node dist/main`: the API. API_WORKERS=N runs N processes on one port (node:cluster). */
 async function bootstrap(): Promise<void> {
@@ -19,6 +20,7 @@ async function bootstrap(): Promise<void> {
       });
     return;
   }
+  installCpuProfileToggle();
   const { createApiApp } = await import('./app.factory');
   const app = await createApiApp();
   await app.listen({ port: config.PORT, host: process.env.HOST ?? '0.0.0.0' });

@@ -15,7 +15,7 @@ describe('JwtService', () => {
   const service = new JwtService(keys, config);
   const claims = { sub: 'u1', tenant_id: 't1', sid: 's1', scope: 'openid', amr: ['pwd'], aal: 'AAL1' as const, role: 'member', is_anonymous: false };
 
-  it('signs in the threadpool a compact JWS that jsonwebtoken verifies, with the header jsonwebtoken writes', async () => {
+  it('signs a compact JWS that jsonwebtoken verifies, with the header jsonwebtoken writes', async () => {
     const { token, claims: full } = await service.sign(claims, 60);
     const verified = jwt.verify(token, publicKey, { algorithms: ['RS256'], issuer: 'https://auth.example', audience: 'https://auth.example' });
     expect(verified).toEqual(full);
