@@ -1,4 +1,6 @@
-/** RFC 6749 section 5.2 error for /oauth/* endpoints. */
+import { withoutClientErrorStack } from './app-error';
+
+/** RFC 6749 section 5.2 error for /oauth/* endpoints (a 4xx carries no stack trace, as AppError). */
 export class OAuthError extends Error {
   constructor(
     readonly error: string,
@@ -6,6 +8,8 @@ export class OAuthError extends Error {
     readonly status = 400,
     readonly headers: Record<string, string> = {},
   ) {
+    const stackTraceLimit = withoutClientErrorStack(status);
     super(errorDescription ?? error);
+    Error.stackTraceLimit = stackTraceLimit;
   }
 }
