@@ -20,7 +20,7 @@ async function bootstrap(): Promise<void> {
       });
     return;
   }
-  installCpuProfileToggle();
+  installCpuProfileToggle(config.CPU_PROFILE_DIR);
   const { createApiApp } = await import('./app.factory');
   const app = await createApiApp();
   await app.listen({ port: config.PORT, host: process.env.HOST ?? '0.0.0.0' });

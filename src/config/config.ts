@@ -43,6 +43,8 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1024) BODY_LIMIT_BYTES = 102400;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @Transform(toInt) @IsInt() @Min(1) @Max(64) API_WORKERS = 1;
+  /** benchmark aid (src/shared/http/cpu-profile.ts): SIGUSR2 toggles a V8 CPU profile written here; unset: off */
+  @IsOptional() @IsString() CPU_PROFILE_DIR?: string;
   /** unset = `${PUBLIC_BASE_URL}/docs#rate-limits` (this service's own documentation) */
   @IsOptional() @IsUrl({ require_tld: false }) RATE_LIMIT_DOCS_URL?: string;
 

@@ -3,12 +3,12 @@ import { Session } from 'node:inspector';
 import { join } from 'node:path';
 
 /**
- * Benchmark aid, off unless `CPU_PROFILE_DIR` is set: SIGUSR2 starts a V8 CPU profile of this
+ * Benchmark aid, off unless `dir` (config `CPU_PROFILE_DIR`) is set: SIGUSR2 starts a V8 CPU profile of this
  * process and the next SIGUSR2 writes it to `<dir>/<pid>-<n>.cpuprofile` (Chrome DevTools
  * format). `npm run bench` with `BENCH_CPU_PROFILE=<dir>` signals the API processes around each
  * measured run, so a profile holds that run only, not the set-up.
  */
-export function installCpuProfileToggle(dir = process.env.CPU_PROFILE_DIR): void {
+export function installCpuProfileToggle(dir: string | undefined): void {
   if (!dir) return;
   mkdirSync(dir, { recursive: true });
   const session = new Session();
