@@ -27,9 +27,9 @@ export class ApiKeyResolver {
   async resolve(key: string | undefined, req?: FastifyRequest): Promise<ApiKeyPrincipal> {
     if (!key || key.length > MAX_API_KEY_LENGTH) throw new AppError('auth/invalid_api_key');
     const keyHash = sha256Hex(key);
-    const load = () => this.load(keyHash);
     const early = req?.auth?.apiKeyLookup;
-    const principal = early?.keyHash === keyHash ? ((await early.cached) ?? (await this.cache.fillFrom(keyHash, load))) : await this.cache.read(keyHash, load);
+    const slot = early?.keyHash === keyHash ? await early.slot : await this.cache.lookup(keyHash);
+    const principal = slot.value ?? (await this.cache.fillFrom(keyHash, () => this.load(keyHash), slot.guard));
     if (!principal) throw new AppError('auth/invalid_api_key');
     return principal;
   }
@@ -44,7 +44,7 @@ export class ApiKeyResolver {
     const key = Array.isArray(header) ? header[0] : header;
     if (!key || key.length > MAX_API_KEY_LENGTH) return;
     const keyHash = sha256Hex(key);
-    authOf(req).apiKeyLookup = { keyHash, cached: this.cache.get(keyHash) };
+    authOf(req).apiKeyLookup = { keyHash, slot: this.cache.lookup(keyHash) };
   }
 
   /** The live key with its tenant's settings; unknown and revoked keys are not cached. */

@@ -1,3 +1,4 @@
+import type { Slot } from '../cache/read-through.cache';
 import { createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { AccessClaims } from '../crypto/jwt.service';
@@ -50,7 +51,7 @@ export interface AuthContext {
   /** Redis values the bearer guard read for the route (BearerPrefetch), by key */
   prefetched?: ReadonlyMap<string, string | null>;
   /** the cache read of the X-API-Key principal started before the guards ran (ApiKeyPrefetchGuard) */
-  apiKeyLookup?: { keyHash: string; cached: Promise<ApiKeyPrincipal | undefined> };
+  apiKeyLookup?: { keyHash: string; slot: Promise<Slot<ApiKeyPrincipal>> };
 }
 
 declare module 'fastify' {

@@ -1,22 +1,47 @@
+import { randomBytes } from 'crypto';
 import { Logger } from '@nestjs/common';
 import Redis from 'ioredis';
 import { jittered } from './jitter';
 
-/** What a writer leaves in a slot: readers treat it as a miss and must not fill it. */
+/** A writer's mark in a slot: this prefix and a nonce of its own. Readers treat it as a miss. */
 const TOMBSTONE = '-';
 /** Longer than a reader can take between loading a row and filling the slot. */
 const TOMBSTONE_SECONDS = 30;
+/**
+ * Replaces the tombstone a reader saw before it loaded (KEYS[1] still holds ARGV[1]) with the
+ * value it loaded (ARGV[2]), living ARGV[3] ms or what the tombstone had left, whichever is
+ * longer: a reader that saw the slot empty before the write still finds it taken when it fills.
+ */
+const REPLACE_TOMBSTONE = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local ttl = tonumber(ARGV[3])
+local left = redis.call('PTTL', KEYS[1])
+if left > ttl then ttl = left end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
+return 1`;
+
+/**
+ * What a read found in a slot: the value, or on a miss the guard a fill needs (null: the slot was
+ * empty; else the tombstone that was there, which only that fill may replace).
+ */
+export interface Slot<T> {
+  value?: T;
+  guard: string | null;
+}
 
 /**
  * The one read-through cache of rows in Redis, shared by every API process (end-user profiles,
- * API-key principals).
+ * API-key principals, agent clients).
  *
  * Consistency: every writer of a cached field calls `invalidate` after its transaction commits
- * and before it answers. `invalidate` leaves a short-lived tombstone rather than deleting, and
- * readers only fill an empty slot (SET NX), so a reader that loaded the row before the commit
- * can never write the old value back: once a writer has answered, every reader sees the new
- * row. A slot lives `ttlSeconds()` at most (0 turns the cache off), which also bounds staleness
- * after writes made outside the service (SQL by hand: invalidate too, or wait).
+ * and before it answers. `invalidate` leaves a tombstone with a nonce of its own rather than
+ * deleting. A reader fills only what it saw before it loaded the row: an empty slot (SET NX), or
+ * the very tombstone it read (compare and set). A reader that loaded the row before the commit
+ * saw the slot empty or an older tombstone, so its fill finds the slot changed and writes
+ * nothing: once a writer has answered, every reader sees the new row. A reader that saw this
+ * writer's tombstone loaded after the commit, so it refills the slot at once; a busy tenant does
+ * not read PostgreSQL on every request until the tombstone expires. A slot lives `ttlSeconds()`
+ * at most (0 turns the cache off), which also bounds staleness after writes made outside the
+ * service (SQL by hand: invalidate too, or wait).
  */
 export class ReadThroughCache<T> {
   private readonly log: Logger;
@@ -34,36 +59,44 @@ export class ReadThroughCache<T> {
     return `${this.namespace}:${id}`;
   }
 
-  /** The cached value, or undefined (miss, tombstone, cache off, Redis unavailable). */
-  async get(id: string): Promise<T | undefined> {
-    if (!this.ttlSeconds()) return undefined;
-    return this.decode(await this.redis.get(this.key(id)).catch(() => null));
+  /** What `id`'s slot holds (a miss also when the cache is off or Redis unavailable). */
+  async lookup(id: string): Promise<Slot<T>> {
+    if (!this.ttlSeconds()) return { guard: null };
+    return this.slotOf(await this.redis.get(this.key(id)).catch(() => null));
   }
 
-  /** A slot's raw value as `get` answers it (undefined for an empty slot, a tombstone, or the cache off). */
-  protected decode(raw: string | null): T | undefined {
-    if (!this.ttlSeconds()) return undefined;
-    return raw && raw !== TOMBSTONE ? (JSON.parse(raw) as T) : undefined;
+  /** A slot's raw value as `lookup` answers it. */
+  protected slotOf(raw: string | null): Slot<T> {
+    if (!this.ttlSeconds() || raw === null) return { guard: null };
+    return raw.startsWith(TOMBSTONE) ? { guard: raw } : { value: JSON.parse(raw) as T, guard: null };
   }
 
-  /** Fills an empty slot with a value loaded from PostgreSQL; never replaces a tombstone. */
-  async fill(id: string, value: T): Promise<void> {
+  /**
+   * Fills the slot with a value loaded from PostgreSQL after a `lookup` that missed: only if it
+   * still holds what that lookup saw (`guard`), so a stale load never replaces a newer write's
+   * tombstone.
+   */
+  async fill(id: string, value: T, guard: string | null): Promise<void> {
     const ttl = this.ttlSeconds();
     if (!ttl) return;
     // jittered: slots filled together (after a deploy or a flush) do not all expire together
-    await this.redis.set(this.key(id), JSON.stringify(value), 'EX', jittered(ttl), 'NX').catch(() => undefined);
+    const json = JSON.stringify(value);
+    const filled = guard === null
+      ? this.redis.set(this.key(id), json, 'EX', jittered(ttl), 'NX')
+      : this.redis.eval(REPLACE_TOMBSTONE, 1, this.key(id), guard, json, jittered(ttl) * 1000);
+    await filled.catch(() => undefined);
   }
 
-  /** `get`, else `load` and `fill` (a load that finds nothing is not cached). */
+  /** `lookup`, else `load` and `fill` (a load that finds nothing is not cached). */
   async read(id: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
-    const hit = await this.get(id);
-    return hit !== undefined ? hit : this.fillFrom(id, load);
+    const slot = await this.lookup(id);
+    return slot.value !== undefined ? slot.value : this.fillFrom(id, load, slot.guard);
   }
 
-  /** After a miss: `load`, and `fill` with what it found (nothing found is not cached). */
-  async fillFrom(id: string, load: () => Promise<T | undefined>): Promise<T | undefined> {
+  /** After a `lookup` that missed with `guard`: `load`, and `fill` with what it found (nothing found is not cached). */
+  async fillFrom(id: string, load: () => Promise<T | undefined>, guard: string | null): Promise<T | undefined> {
     const value = await load();
-    if (value !== undefined) await this.fill(id, value);
+    if (value !== undefined) await this.fill(id, value, guard);
     return value;
   }
 
@@ -71,7 +104,7 @@ export class ReadThroughCache<T> {
   async invalidate(ids: readonly string[]): Promise<void> {
     if (!ids.length) return;
     const pipe = this.redis.pipeline();
-    for (const id of ids) pipe.set(this.key(id), TOMBSTONE, 'EX', TOMBSTONE_SECONDS);
+    for (const id of ids) pipe.set(this.key(id), TOMBSTONE + randomBytes(9).toString('base64url'), 'EX', TOMBSTONE_SECONDS);
     const res = await pipe.exec().catch((e: Error) => [[e, null]] as [Error, null][]);
     const failed = res?.find(([err]) => err);
     if (failed) this.log.error(`invalidation of ${ids.length} slot(s) failed: ${failed[0]?.message}`);

@@ -5,7 +5,7 @@ import { BearerPrefetchSource, Prefetched } from '../auth/bearer-prefetch';
 import { AccessClaims } from '../crypto/jwt.service';
 import { REDIS } from '../redis/redis.module';
 import { jittered } from './jitter';
-import { ReadThroughCache } from './read-through.cache';
+import { ReadThroughCache, Slot } from './read-through.cache';
 
 /**
  * GET /v1/auth/me records activity (last_active_at, MAU) at most once a minute per user: each
@@ -49,10 +49,10 @@ export class UserProfileCache<T = unknown> extends ReadThroughCache<T> implement
     return [this.key(claims.sub), activityKey(claims.sub)];
   }
 
-  /** `get`, answered from what the bearer guard read when it read the slot. */
-  async getPrefetched(userId: string, prefetched?: Prefetched): Promise<T | undefined> {
+  /** `lookup`, answered from what the bearer guard read when it read the slot. */
+  async lookupPrefetched(userId: string, prefetched?: Prefetched): Promise<Slot<T>> {
     const key = this.key(userId);
-    return prefetched?.has(key) ? this.decode(prefetched.get(key)!) : this.get(userId);
+    return prefetched?.has(key) ? this.slotOf(prefetched.get(key) ?? null) : this.lookup(userId);
   }
 }
 

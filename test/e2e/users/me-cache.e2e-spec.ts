@@ -9,8 +9,9 @@ import { linkToken, login, MailWorld, post, register, startMailWorld, tenantWith
 
 /**
  * GET /v1/auth/me answers from a Redis profile cache. What matters is that it is never stale
- * after a write the service answered: each writer leaves a tombstone after its commit, and a
- * reader only fills an empty slot.
+ * after a write the service answered: each writer leaves a tombstone (a nonce of its own) after
+ * its commit, and a reader fills only what it saw before loading: an empty slot, or that very
+ * tombstone.
  */
 describe('GET /v1/auth/me profile cache', () => {
   let w: MailWorld;
@@ -88,13 +89,40 @@ describe('GET /v1/auth/me profile cache', () => {
 
   it('race: a reader that loaded the row before a write cannot put the old profile back after it', async () => {
     const g = await guest();
-    const stale = { ...(await me(g.access_token).expect(200)).body, tenant_id: guests.id, public_metadata: { stale: true } };
+    const fresh = (await me(g.access_token).expect(200)).body;
+    const stale = { ...fresh, tenant_id: guests.id, public_metadata: { stale: true } };
+    await redis.del(`me:${g.user.id}`);
+    // a slow reader saw the slot empty, then loaded the row before the writer's commit
+    const sawEmpty = await cache.lookup(g.user.id);
+    expect(sawEmpty).toEqual({ guard: null });
     await cache.invalidate([g.user.id]); // the writer, after its commit
-    await cache.fill(g.user.id, stale); // the slow reader, after the writer
-    expect(await slot(g.user.id)).toBe('-');
+    const tombstone = (await slot(g.user.id))!;
+    expect(tombstone).toMatch(/^-.{8,}/);
+    await cache.fill(g.user.id, stale, sawEmpty.guard); // the slow reader fills after the writer: refused
+    expect(await slot(g.user.id)).toBe(tombstone);
+    // another slow reader saw this tombstone, loaded, and a second write commits before it fills
+    const sawFirst = await cache.lookup(g.user.id);
+    expect(sawFirst).toEqual({ guard: tombstone });
+    await cache.invalidate([g.user.id]);
+    const second = (await slot(g.user.id))!;
+    expect(second).not.toBe(tombstone); // each write its own nonce
+    await cache.fill(g.user.id, stale, sawFirst.guard);
+    expect(await slot(g.user.id)).toBe(second);
     expect((await me(g.access_token).expect(200)).body.public_metadata).toEqual({});
-    // while the tombstone lives, reads go to PostgreSQL and leave it in place
-    expect(await slot(g.user.id)).toBe('-');
+  });
+
+  it('a reader after the write refills the slot at once, and keeps what was left of the tombstone’s life', async () => {
+    const g = await guest();
+    await me(g.access_token).expect(200);
+    await cache.invalidate([g.user.id]);
+    await redis.expire(`me:${g.user.id}`, 3000); // as if the tombstone outlived the slot TTL (120 s here)
+    const body = (await me(g.access_token).expect(200)).body;
+    // the read that saw the tombstone loaded after the write: its fill replaces the tombstone
+    expect(JSON.parse((await slot(g.user.id))!)).toEqual({ ...body, tenant_id: guests.id });
+    expect(await redis.ttl(`me:${g.user.id}`)).toBeGreaterThan(2900);
+    // and the next read is served from the slot, not PostgreSQL
+    await redis.set(`me:${g.user.id}`, JSON.stringify({ ...body, tenant_id: guests.id, public_metadata: { from: 'cache' } }), 'KEEPTTL');
+    expect((await me(g.access_token).expect(200)).body.public_metadata).toEqual({ from: 'cache' });
   });
 
   it('a slot holding another tenant’s user is never served', async () => {

@@ -20,11 +20,12 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
 
   async execute(q: GetMeQuery): Promise<MeResponse> {
     // both keys were read by the bearer guard (BearerPrefetch on the route): usually no Redis call here
-    const [cached, activityDue] = await Promise.all([
-      this.cache.getPrefetched(q.userId, q.prefetched),
+    const [slot, activityDue] = await Promise.all([
+      this.cache.lookupPrefetched(q.userId, q.prefetched),
       this.cache.activityWindowOpen(q.userId, q.prefetched),
     ]);
-    const me = cached && cached.tenant_id === q.tenantId ? strip(cached) : await this.load(q);
+    const cached = slot.value;
+    const me = cached && cached.tenant_id === q.tenantId ? strip(cached) : await this.load(q, slot.guard);
     // a guest holds the tenant's default role until registration (spec 5 rule 5): its token says which
     if (me.is_anonymous && q.tokenRole) me.role = q.tokenRole;
     // last_active_at at most once a minute per user; the first activity of a month counts (MAU)
@@ -32,7 +33,7 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
     return me;
   }
 
-  private async load(q: GetMeQuery): Promise<MeResponse> {
+  private async load(q: GetMeQuery, guard: string | null): Promise<MeResponse> {
     const [u] = await this.db.query<{
       id: string; email: string | null; email_verified: boolean; is_anonymous: boolean; role: string;
       created_at: Date; last_sign_in_at: Date | null; public_metadata: Record<string, unknown>;
@@ -53,7 +54,7 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
       last_sign_in_at: u.last_sign_in_at ? u.last_sign_in_at.toISOString() : null,
       public_metadata: u.public_metadata,
     };
-    await this.cache.fill(q.userId, { ...me, tenant_id: q.tenantId });
+    await this.cache.fill(q.userId, { ...me, tenant_id: q.tenantId }, guard);
     return me;
   }
 }
