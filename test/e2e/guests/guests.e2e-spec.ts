@@ -293,11 +293,23 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
       await Promise.all([refresh(guests[0].body.refresh_token, x.apiKey), me(guests[1].body.access_token), refresh(reg.body.refresh_token, x.apiKey)]);
       const [m] = await t.db.query<{ active_users: number }>(`SELECT active_users FROM tenant_mau WHERE tenant_id = $1`, [x.id]);
       expect(m.active_users).toBe(13);
-      // a user first seen in an earlier month counts again in this one, once
+      // a guest is counted by its creation, which stamps the month on the user row: active again
+      // (past the once-a-minute window), it is not counted twice, and no per-user row was needed
+      await t.db.query(`UPDATE users SET last_active_at = now() - interval '2 minutes' WHERE id = $1`, [guests[3].body.user.id]);
+      await Promise.all([me(guests[3].body.access_token), refresh(guests[3].body.refresh_token, x.apiKey)]);
+      const [{ n: rows }] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM tenant_mau_users WHERE user_id = $1`, [guests[3].body.user.id]);
+      expect(rows).toBe(0);
+      const [m1] = await t.db.query<{ active_users: number }>(`SELECT active_users FROM tenant_mau WHERE tenant_id = $1`, [x.id]);
+      expect(m1.active_users).toBe(13);
+      // a user last active in an earlier month counts again in this one, once, even when its first
+      // requests of the month run in parallel
       await t.db.query(`UPDATE users SET mau_month = '2000-01-01', last_active_at = now() - interval '2 minutes' WHERE id = $1`, [guests[2].body.user.id]);
       await Promise.all([me(guests[2].body.access_token), me(guests[2].body.access_token), me(guests[2].body.access_token)]);
       const [m2] = await t.db.query<{ active_users: number }>(`SELECT active_users FROM tenant_mau WHERE tenant_id = $1`, [x.id]);
-      expect(m2.active_users).toBe(13); // already counted this month (its (tenant, month, user) row exists)
+      expect(m2.active_users).toBe(14);
+      await Promise.all([me(guests[2].body.access_token), me(guests[2].body.access_token)]);
+      const [m3] = await t.db.query<{ active_users: number }>(`SELECT active_users FROM tenant_mau WHERE tenant_id = $1`, [x.id]);
+      expect(m3.active_users).toBe(14);
     });
   });
 });

@@ -29,6 +29,9 @@ interface NewGuest {
 /**
  * One statement: count the guest in the tenant's monthly active users (refused beyond the tier's
  * allowance), insert the user, its session and its refresh token. Then sign the access token.
+ * The new user row carries the month it was counted in (`mau_month`), so its later activity this
+ * month never counts it again; no `tenant_mau_users` row is needed for that (that table guards
+ * two concurrent first activities of an existing user in a new month, see activity.sql.ts).
  * Concurrent sign-ins of a process share one statement (Batcher): the tenant's counter row is
  * locked once per batch instead of once per guest.
  */
@@ -99,8 +102,6 @@ export class AnonymousSigninHandler implements ICommandHandler<AnonymousSigninCo
          INSERT INTO users (id, tenant_id, is_anonymous, role, public_metadata, created_by_api_key_id, mau_month, last_sign_in_at)
          SELECT i.user_id, i.tenant_id, true, i.role, i.public_metadata, i.api_key_id, m.month, now() FROM i JOIN m USING (tenant_id)
          RETURNING id, created_at
-       ), mu AS (
-         INSERT INTO tenant_mau_users (tenant_id, month, user_id) SELECT i.tenant_id, m.month, i.user_id FROM i JOIN m USING (tenant_id)
        ), s AS (
          INSERT INTO user_sessions (id, tenant_id, user_id, aal, amr, api_key_id)
          SELECT i.session_id, i.tenant_id, u.id, 'AAL1', '{anonymous}', i.api_key_id FROM i JOIN u ON u.id = i.user_id RETURNING id
