@@ -27,12 +27,11 @@ function isLoopback(addr: string): boolean {
   return addr === '::1' || addr.startsWith('127.') || addr.startsWith('::ffff:127.');
 }
 
-function trustProxy(value: string): boolean | number | string | ((addr: string) => boolean) {
+function trustProxy(value: string): boolean | string | ((addr: string) => boolean) {
   if (value === 'loopback') return isLoopback;
   if (value === 'true') return true;
   if (value === 'false' || value === '') return false;
-  if (/^\d+$/.test(value)) return Number(value);
-  return value;
+  return value; // addresses or CIDRs, comma-separated (a hop count is refused by the config)
 }
 
 /**

@@ -33,6 +33,11 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ NODE_ENV: 'staging' })).toThrow(/NODE_ENV/);
   });
 
+  it('TRUST_PROXY names the proxies; a hop count is refused (a client could send X-Forwarded-For itself)', () => {
+    for (const v of ['1', '2', ' 3 ']) expect(() => loadConfig({ TRUST_PROXY: v })).toThrow(/TRUST_PROXY must name the proxies/);
+    for (const v of ['loopback', 'true', 'false', '10.0.0.0/8', '127.0.0.1,192.168.1.0/24', '::1']) expect(loadConfig({ TRUST_PROXY: v }).TRUST_PROXY).toBe(v);
+  });
+
   it('lowers the argon2 cost only under NODE_ENV=test', () => {
     expect(loadConfig({ NODE_ENV: 'test' }).ARGON2_MEMORY_KIB).toBeLessThan(7168);
     // OWASP's 7 MiB / t=5 / p=1 configuration by default

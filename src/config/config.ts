@@ -11,6 +11,7 @@ import {
   IsOptional,
   IsString,
   IsUrl,
+  Matches,
   Max,
   Min,
   MinLength,
@@ -38,7 +39,10 @@ export class EnvSchema {
   @IsOptional() @IsString() SMTP_URL?: string;
   @IsString() EMAIL_FROM = 'no-reply@localhost';
   @IsString() @MinLength(40) KEY_ENCRYPTION_KEY = DEV_KEY_ENCRYPTION_KEY;
-  @IsString() TRUST_PROXY = 'loopback';
+  // a hop count is refused: it cannot tell a proxy from a client that sends X-Forwarded-For itself
+  @IsString()
+  @Matches(/^(?!\s*\d+\s*$)/, { message: 'TRUST_PROXY must name the proxies (loopback, addresses or CIDRs, true or false), not a hop count: a hop count cannot tell a proxy from a client that sends X-Forwarded-For itself' })
+  TRUST_PROXY = 'loopback';
   @IsString() CORS_ORIGINS = '';
   @Transform(toInt) @IsInt() @Min(1024) BODY_LIMIT_BYTES = 102400;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
