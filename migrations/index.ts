@@ -13,6 +13,7 @@ import { OutboxSettled1764400000000 } from './1764400000000-outbox-settled';
 import { RevokedAccessTokens1764500000000 } from './1764500000000-revoked-access-tokens';
 import { RevokedAccessTokensTenant1764600000000 } from './1764600000000-revoked-access-tokens-tenant';
 import { EmailNfkc1764700000000 } from './1764700000000-email-nfkc';
+import { HotParentKeys1764800000000 } from './1764800000000-hot-parent-keys';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -31,4 +32,5 @@ export const ALL_MIGRATIONS = [
   RevokedAccessTokens1764500000000,
   RevokedAccessTokensTenant1764600000000,
   EmailNfkc1764700000000,
+  HotParentKeys1764800000000,
 ];
