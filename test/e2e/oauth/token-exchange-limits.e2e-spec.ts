@@ -4,6 +4,7 @@ import { REDIS } from '../../../src/shared/redis/redis.module';
 import { createAgent } from '../../factories/agent.factory';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { createTestApp, TestApp } from '../../setup/app';
+import { redisWrites } from '../../setup/redis-writes';
 import { auditRows, claims, exchangeBody, login, postToken, registerUser, RegisteredUser } from './oauth-helpers';
 
 /** spec 8: 60 exchanges per minute per agent client (override up to 600), 10 per minute per subject jti. */
@@ -97,6 +98,36 @@ describe('POST /oauth/token: rate limits (spec 6, 8)', () => {
     expect429(await postToken(t, agent, exchangeBody(st)));
     const [row] = await auditRows(t, 'oauth.token_exchange.rate_limited', agent.id);
     expect(row.metadata).toMatchObject({ computed_limit: 600, subject_token_jti_hash_prefix: hashPrefix(claims(st).jti as string) });
+  });
+
+  it('a request the per-client limit refuses does not count against its subject token', async () => {
+    const tight = await createAgent(t.db, tenant.id, { rate_limits: { token_exchange_per_min: 2 } });
+    const [token] = await subjects(1);
+    for (let i = 0; i < 2; i++) await postToken(t, tight, exchangeBody(token)).expect(200);
+    for (let i = 0; i < 3; i++) expect429(await postToken(t, tight, exchangeBody(token)));
+    // the token was exchanged twice: 8 more of its 10 per minute are left, for any other agent
+    const other = await createAgent(t.db, tenant.id);
+    for (let i = 0; i < 8; i++) await postToken(t, other, exchangeBody(token)).expect(200);
+    expect429(await postToken(t, other, exchangeBody(token)));
+  });
+
+  it('one Redis round trip counts both limits and reads the revocation state and the denylist', async () => {
+    const agent = await createAgent(t.db, tenant.id);
+    const [token] = await subjects(1);
+    await postToken(t, agent, exchangeBody(token)).expect(200); // the agent client is cached now
+    const redis = t.app.get<Redis>(REDIS);
+    const writes = await redisWrites(redis, () => postToken(t, agent, exchangeBody(token)).expect(200));
+    const prefix = redis.options.keyPrefix ?? '';
+    const keysOf = (cmds: string[][]) => cmds.flat();
+    const limits = writes.filter((cmds) => keysOf(cmds).some((a) => a.includes(`rl:agent:${agent.id}`)));
+    expect(limits).toHaveLength(1);
+    const together = keysOf(limits[0]);
+    expect(together.some((a) => a.includes(`rl:jti:${claims(token).jti as string}`))).toBe(true);
+    expect(together).toContain(`${prefix}denylist:agent:${agent.id}`);
+    expect(together.some((a) => a.startsWith(`${prefix}revoked:sid:`))).toBe(true);
+    // and before it only the agent client's cache read: two round trips before PostgreSQL
+    expect(writes.indexOf(limits[0])).toBe(1);
+    expect(keysOf(writes[0])).toContain(`${prefix}agentclient:${agent.id}`);
   });
 
   it('the 11th exchange of one subject token in a minute is 429, whichever agent asks; audited with the jti hash prefix', async () => {

@@ -113,49 +113,35 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     }
     const agent = caller.agent;
 
-    // spec 8: 60 exchanges per minute per agent client (or its override, at most 600)
+    // spec 8: 60 exchanges per minute per agent client (or its override, at most 600). Every
+    // request of the client counts, and its refusal comes before any other answer.
     const override = agent.rate_limits?.token_exchange_per_min;
     const clientLimit = Number.isInteger(override) && override! > 0 ? Math.min(override!, RATE_LIMIT_OAUTH_AGENT_CEILING) : TOKEN_EXCHANGE_PER_CLIENT_PER_MIN;
-    const perClient = await this.limiter.hit('token_exchange_client', `agent:${agent.id}`, clientLimit, 60);
-    if (!perClient.allowed) {
-      const r = await this.windowRefusal(perClient, 'token_exchange_client', `agent:${agent.id}`);
-      throw await this.rateLimited(agent, 'agent_client', clientLimit, r, form, presentedJtiPrefix(form));
+    const perClientLimit = { bucket: 'token_exchange_client', key: `agent:${agent.id}`, limit: clientLimit, windowSeconds: 60 };
+    const clientRefused = async (r: { retryAfterSeconds: number }) =>
+      this.rateLimited(agent, 'agent_client', clientLimit, await this.windowRefusal(r, perClientLimit.bucket, perClientLimit.key), form, presentedJtiPrefix(form));
+
+    // the checks that need neither Redis nor PostgreSQL decide first; a refusal of theirs (and its
+    // audit event) is answered once the per-client limit has counted the request
+    const checked = await this.checkRequest(caller, agent, form);
+    if (!checked.ok) {
+      const perClient = await this.limiter.hit(perClientLimit.bucket, perClientLimit.key, clientLimit, 60);
+      if (!perClient.allowed) throw await clientRefused(perClient);
+      throw await checked.refusal();
     }
+    const { req, subject } = checked;
 
-    // RFC 6749 section 4.1.3 / RFC 8693 section 2.1: grant_type
-    assertTokenExchangeGrant(form);
-
-    // spec 5 rules 2-3, 3.2: Pro tier or higher; the grant type in the agent's allowlist (disable clears it)
-    if (agent.tenant_tier === 'free') {
-      await this.clientUnauthorized(caller, 'tier_below_pro', presentedJtiPrefix(form));
-      throw new OAuthError('unauthorized_client', 'Agent clients require the Pro tier or higher');
-    }
-    if (agent.disabled_at || !agent.grant_types.includes(TOKEN_EXCHANGE_GRANT)) {
-      await this.clientUnauthorized(caller, agent.disabled_at ? 'client_disabled' : 'grant_type_not_allowed', presentedJtiPrefix(form));
-      throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
-    }
-
-    // RFC 8693 section 2.1: request parameters
-    const req = this.readRequest(form);
-
-    // RFC 8693 section 2.1 subject_token / spec 4.3: the stateless checks
-    let subject: AccessClaims;
-    try {
-      subject = await this.subjects.validate(req.subjectToken, agent.tenant_id);
-    } catch (e) {
-      if (e instanceof SubjectTokenRejected) throw await this.subjectInvalid(agent, e);
-      throw e;
-    }
-
-    // spec 8 per-jti limit; spec 4.3 revocation (session, revoked jti); spec 3.2 denylist. All
-    // fail closed when Redis is unreachable. The user's withdrawal (spec 3.3) is a guard of the
+    // spec 8 per-client limit, then per-jti limit (not counted once the client is refused); spec
+    // 4.3 revocation (session, revoked jti); spec 3.2 denylist: one Redis round trip. All fail
+    // closed when Redis is unreachable. The user's withdrawal (spec 3.3) is a guard of the
     // issuing statement itself (pair_ok), read in PostgreSQL in the same snapshot as the writes.
     const nowSec = Math.floor(Date.now() / 1000);
-    const [perJti, revokedReason, denied] = await Promise.all([
-      this.limiter.hit('token_exchange_jti', `jti:${subject.jti}`, TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, 60),
+    const [[perClient, perJti], revokedReason, denied] = await Promise.all([
+      this.limiter.hitInOrder([perClientLimit, { bucket: 'token_exchange_jti', key: `jti:${subject.jti}`, limit: TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, windowSeconds: 60 }]),
       this.revocation.revokedReason(subject),
       this.denylist.isDenied(agent.id, nowSec),
     ]);
+    if (!perClient.allowed) throw await clientRefused(perClient);
     if (!perJti.allowed) {
       const r = await this.windowRefusal(perJti, 'token_exchange_jti', `jti:${subject.jti}`);
       throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, r, form, hashPrefix(subject.jti));
@@ -222,6 +208,44 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
 
     // RFC 8693 section 2.2.1: the response (Cache-Control: no-store set by the controller)
     return { access_token: token, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: ttl, scope };
+  }
+
+  /**
+   * The checks of an agent's exchange request that need neither Redis nor PostgreSQL, in the order
+   * they answer: the grant type (RFC 6749 section 4.1.3); Pro tier or higher and the grant type in
+   * the agent's allowlist, which disable clears (spec 5 rules 2-3, 3.2); the request parameters
+   * (RFC 8693 section 2.1); the stateless checks of the subject token (spec 4.3). A refusal is
+   * returned, not thrown: its audit event is written only when it is the answer.
+   */
+  private async checkRequest(
+    caller: ClientCaller,
+    agent: AgentClientRow,
+    form: FormParams,
+  ): Promise<{ ok: true; req: ExchangeRequest; subject: AccessClaims } | { ok: false; refusal: () => Promise<Error> }> {
+    const refuse = (refusal: () => Promise<Error>) => ({ ok: false as const, refusal });
+    const unauthorized = (reason: string, description: string) =>
+      refuse(async () => {
+        await this.clientUnauthorized(caller, reason, presentedJtiPrefix(form));
+        return new OAuthError('unauthorized_client', description);
+      });
+    let req: ExchangeRequest;
+    try {
+      assertTokenExchangeGrant(form);
+      if (agent.tenant_tier === 'free') return unauthorized('tier_below_pro', 'Agent clients require the Pro tier or higher');
+      if (agent.disabled_at || !agent.grant_types.includes(TOKEN_EXCHANGE_GRANT)) {
+        return unauthorized(agent.disabled_at ? 'client_disabled' : 'grant_type_not_allowed', 'The client is not allowed to use the token-exchange grant');
+      }
+      req = this.readRequest(form);
+    } catch (e) {
+      if (!(e instanceof OAuthError)) throw e;
+      return refuse(async () => e);
+    }
+    try {
+      return { ok: true, req, subject: await this.subjects.validate(req.subjectToken, agent.tenant_id) };
+    } catch (e) {
+      if (e instanceof SubjectTokenRejected) return refuse(() => this.subjectInvalid(agent, e));
+      throw e;
+    }
   }
 
   /** RFC 8693 section 2.1 parameters; everything spec 4.3 rejects is rejected here. */
