@@ -10,6 +10,16 @@ const REPLACED = [
   ['agent_actions', 'agent_actions_agent_client_id_fkey', 'agent_client_id', 'agent_clients', 'CASCADE'],
 ] as const;
 
+/** A statement trigger (and its function, of the same name) run after rows of `table` are deleted; `gone` holds them. */
+function afterDelete(table: string, name: string, statements: string[]): string {
+  return `CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      ${statements.join(';\n      ')};
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER ${name} AFTER DELETE ON ${table} REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ${name}();`;
+}
+
 /**
  * The rows written on every sign-in, guest sign-in and token exchange (users, user_sessions,
  * agent_actions) no longer carry foreign keys to the few rows every request of a tenant shares:
@@ -31,34 +41,20 @@ export class HotParentKeys1764800000000 implements MigrationInterface {
 
   async up(q: QueryRunner): Promise<void> {
     for (const [table, constraint] of REPLACED) await q.query(`ALTER TABLE ${table} DROP CONSTRAINT ${constraint}`);
-    await q.query(`
-      CREATE FUNCTION tenants_delete_children() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        DELETE FROM agent_actions WHERE tenant_id IN (SELECT id FROM gone);
-        DELETE FROM user_sessions WHERE tenant_id IN (SELECT id FROM gone);
-        DELETE FROM users WHERE tenant_id IN (SELECT id FROM gone);
-        RETURN NULL;
-      END $$;
-      CREATE TRIGGER tenants_delete_children AFTER DELETE ON tenants
-        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION tenants_delete_children();
-
-      CREATE FUNCTION api_keys_clear_references() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        UPDATE users SET created_by_api_key_id = NULL WHERE created_by_api_key_id IN (SELECT id FROM gone);
-        UPDATE user_sessions SET api_key_id = NULL WHERE api_key_id IN (SELECT id FROM gone);
-        RETURN NULL;
-      END $$;
-      CREATE TRIGGER api_keys_clear_references AFTER DELETE ON api_keys
-        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION api_keys_clear_references();
-
-      CREATE FUNCTION agent_clients_delete_actions() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        DELETE FROM agent_actions WHERE agent_client_id IN (SELECT id FROM gone);
-        RETURN NULL;
-      END $$;
-      CREATE TRIGGER agent_clients_delete_actions AFTER DELETE ON agent_clients
-        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION agent_clients_delete_actions();
-    `);
+    await q.query(
+      [
+        afterDelete('tenants', 'tenants_delete_children', [
+          'DELETE FROM agent_actions WHERE tenant_id IN (SELECT id FROM gone)',
+          'DELETE FROM user_sessions WHERE tenant_id IN (SELECT id FROM gone)',
+          'DELETE FROM users WHERE tenant_id IN (SELECT id FROM gone)',
+        ]),
+        afterDelete('api_keys', 'api_keys_clear_references', [
+          'UPDATE users SET created_by_api_key_id = NULL WHERE created_by_api_key_id IN (SELECT id FROM gone)',
+          'UPDATE user_sessions SET api_key_id = NULL WHERE api_key_id IN (SELECT id FROM gone)',
+        ]),
+        afterDelete('agent_clients', 'agent_clients_delete_actions', ['DELETE FROM agent_actions WHERE agent_client_id IN (SELECT id FROM gone)']),
+      ].join('\n'),
+    );
   }
 
   async down(q: QueryRunner): Promise<void> {
