@@ -1,6 +1,6 @@
-import type { Slot } from '../cache/read-through.cache';
 import { createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
+import type { Slot } from '../cache/read-through.cache';
 import { AccessClaims } from '../crypto/jwt.service';
 
 export interface ApiKeyPrincipal {

@@ -18,6 +18,9 @@ local left = redis.call('PTTL', KEYS[1])
 if left > ttl then ttl = left end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
 return 1`;
+/** REPLACE_TOMBSTONE as a client command (EVALSHA through ioredis `defineCommand`, as the rate limiter's scripts). */
+const REPLACE_TOMBSTONE_COMMAND = 'authpCacheReplaceTombstone';
+type ReplaceTombstone = (key: string, tombstone: string, value: string, ttlMs: number) => Promise<number>;
 
 /**
  * What a read found in a slot: the value, or on a miss the guard a fill needs (null: the slot was
@@ -45,6 +48,7 @@ export interface Slot<T> {
  */
 export class ReadThroughCache<T> {
   private readonly log: Logger;
+  private readonly replaceTombstone: ReplaceTombstone;
 
   constructor(
     private readonly redis: Redis,
@@ -52,6 +56,8 @@ export class ReadThroughCache<T> {
     private readonly ttlSeconds: () => number,
   ) {
     this.log = new Logger(`ReadThroughCache:${namespace}`);
+    if (!(REPLACE_TOMBSTONE_COMMAND in redis)) redis.defineCommand(REPLACE_TOMBSTONE_COMMAND, { numberOfKeys: 1, lua: REPLACE_TOMBSTONE });
+    this.replaceTombstone = (redis as unknown as Record<string, ReplaceTombstone>)[REPLACE_TOMBSTONE_COMMAND].bind(redis);
   }
 
   /** The Redis key of `id`'s slot (for a caller that reads it with other keys, e.g. BearerPrefetch). */
@@ -83,7 +89,7 @@ export class ReadThroughCache<T> {
     const json = JSON.stringify(value);
     const filled = guard === null
       ? this.redis.set(this.key(id), json, 'EX', jittered(ttl), 'NX')
-      : this.redis.eval(REPLACE_TOMBSTONE, 1, this.key(id), guard, json, jittered(ttl) * 1000);
+      : this.replaceTombstone(this.key(id), guard, json, jittered(ttl) * 1000);
     await filled.catch(() => undefined);
   }
 
