@@ -14,6 +14,7 @@ import { RevokedAccessTokens1764500000000 } from './1764500000000-revoked-access
 import { RevokedAccessTokensTenant1764600000000 } from './1764600000000-revoked-access-tokens-tenant';
 import { EmailNfkc1764700000000 } from './1764700000000-email-nfkc';
 import { HotParentKeys1764800000000 } from './1764800000000-hot-parent-keys';
+import { WebhookDeliveryLease1764900000000 } from './1764900000000-webhook-delivery-lease';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -33,4 +34,5 @@ export const ALL_MIGRATIONS = [
   RevokedAccessTokensTenant1764600000000,
   EmailNfkc1764700000000,
   HotParentKeys1764800000000,
+  WebhookDeliveryLease1764900000000,
 ];

@@ -170,6 +170,42 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     expect(rx.on(path)).toHaveLength(3);
   }, 60_000);
 
+  it('Redis lost while a delivery is being sent: the re-added job waits for the attempt in flight (its lease) and never sends it twice', async () => {
+    // the receiver takes 1.5 s to answer the first attempt (the timeout here is 2 s)
+    const path = rx.path(() => ({ status: 200, delayMs: 1500 }));
+    const endpoint = (
+      await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/webhooks`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ url: rx.url(path), events: ['*'] }).expect(201)
+    ).body as { id: string };
+    const events = t.app.get(EventsService);
+    await t.db.tx((tx) => events.outbox(tx, { tenantId: owner.tenantId, topic: 'webhook', eventType: 'agent.rotated', payload: { n: 3 } }));
+    const [first] = await rx.waitFor((r) => r.path === path, 1);
+    const [inFlight] = await t.db.query<{ id: string; outbox_id: string; status: string; leased: boolean }>(
+      `SELECT id, outbox_id::text AS outbox_id, status, sending_until > now() AS leased FROM webhook_deliveries WHERE endpoint_id = $1`,
+      [endpoint.id],
+    );
+    expect(inFlight).toMatchObject({ status: 'pending', leased: true });
+
+    // Redis loses the running job mid-request; the reconciler queues the delivery again at once,
+    // and a free slot of the worker takes the new job while the first attempt is still waiting
+    await flushTestPrefix(redis);
+    await reconcile();
+    const deliveries = queue('webhook-delivery');
+    const jobId = `wh-${inFlight.outbox_id}-${endpoint.id}`;
+    await eventually(async () => (await deliveries.getJobState(jobId)) === 'delayed', 5_000, 'the re-added job to wait for the lease');
+
+    // the first attempt's answer is recorded; the waiting job then finds the delivery done
+    await eventually(async () => (await deliveries.getJobState(jobId)) === 'completed', 20_000, 'the re-added job to finish');
+    expect((await deliveries.getJob(jobId))!.returnvalue).toEqual({ skipped: 'already_delivered' });
+    const [done] = await t.db.query<{ status: string; attempts: number; sending_until: Date | null }>(
+      `SELECT status, attempts, sending_until FROM webhook_deliveries WHERE id = $1`,
+      [inFlight.id],
+    );
+    expect(done).toEqual({ status: 'delivered', attempts: 1, sending_until: null });
+    const got = rx.on(path);
+    expect(got).toHaveLength(1);
+    expect(got[0].headers['webhook-id']).toBe(first.headers['webhook-id']);
+  }, 60_000);
+
   it('an event relayed but never fanned out (its job lost) reaches the endpoint once the reconciler runs', async () => {
     const path = rx.path();
     await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/webhooks`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ url: rx.url(path), events: ['*'] }).expect(201);

@@ -24,6 +24,16 @@ interface DeliveryRow {
   disabled_at: Date | null;
 }
 
+/** Margin past the attempt timeout before a lease runs out on its own (a worker that died sending). */
+const LEASE_MARGIN_MS = 5000;
+/** How long after a held lease runs out a waiting job looks again. */
+const LEASE_RECHECK_MS = 250;
+
+/** The lease of one attempt: it cannot still be running once the timeout and the margin have passed. */
+export function leaseMs(timeoutMs: number): number {
+  return timeoutMs + LEASE_MARGIN_MS;
+}
+
 /**
  * Sends one attempt of a delivery, signed per Standard Webhooks, and records it in the delivery
  * log. A delivery that used up its attempts counts against its endpoint; after
@@ -43,11 +53,22 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
   ) {}
 
   async execute(cmd: DeliverWebhookCommand): Promise<DeliverWebhookResult> {
-    const [d] = await this.db.query<DeliveryRow>(
-      `SELECT d.id, d.tenant_id, d.endpoint_id, d.message_id, d.body, d.status, e.url, e.secret_enc, e.disabled_at
-         FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id WHERE d.id = $1`,
-      [cmd.deliveryId],
-      'webhook_delivery_load',
+    // read the delivery with its row locked and take the lease in the same statement: of two jobs
+    // of one delivery, the second sees the first's lease (FOR UPDATE reads the latest row version)
+    const [d] = await this.db.query<DeliveryRow & { leased: boolean; lease_left_ms: number | null }>(
+      `WITH cur AS (
+         SELECT wd.id, wd.tenant_id, wd.endpoint_id, wd.message_id, wd.body, wd.status, wd.sending_until, e.url, e.secret_enc, e.disabled_at
+           FROM webhook_deliveries wd JOIN webhook_endpoints e ON e.id = wd.endpoint_id WHERE wd.id = $1 FOR UPDATE OF wd
+       ), lease AS (
+         UPDATE webhook_deliveries w SET sending_until = now() + make_interval(secs => $2::double precision / 1000)
+           FROM cur WHERE w.id = cur.id AND cur.status = 'pending' AND cur.disabled_at IS NULL AND (cur.sending_until IS NULL OR cur.sending_until <= now())
+         RETURNING w.id
+       )
+       SELECT cur.id, cur.tenant_id, cur.endpoint_id, cur.message_id, cur.body, cur.status, cur.url, cur.secret_enc, cur.disabled_at,
+              EXISTS (SELECT 1 FROM lease) AS leased, GREATEST(0, ceil(extract(epoch FROM cur.sending_until - now()) * 1000))::int AS lease_left_ms
+         FROM cur`,
+      [cmd.deliveryId, leaseMs(this.config.WEBHOOK_TIMEOUT_MS)],
+      'webhook_delivery_lease',
     );
     // the endpoint was deleted (its deliveries with it), or a re-run after the outcome was recorded
     if (!d) return { skipped: 'endpoint_deleted' };
@@ -60,6 +81,9 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
       );
       return { skipped: 'endpoint_disabled' };
     }
+    // another job of this delivery is sending: come back when its lease runs out (by then it has
+    // recorded the outcome, or died)
+    if (!d.leased) return { in_flight: true, retry_in_ms: (d.lease_left_ms ?? 0) + LEASE_RECHECK_MS };
 
     const secret = openWebhookSecret(this.cipher, d.endpoint_id, d.secret_enc);
     const result = await postWebhook(d.url, d.body, webhookHeaders(secret, d.message_id, d.body), {
@@ -71,7 +95,7 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
       await this.db.tx(async (tx) => {
         await tx.query(
           `UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, last_status_code = $2, last_error = NULL,
-                  last_attempt_at = now(), next_attempt_at = NULL, delivered_at = now()
+                  last_attempt_at = now(), next_attempt_at = NULL, delivered_at = now(), sending_until = NULL
             WHERE id = $1 AND status = 'pending'`,
           [d.id, result.statusCode],
         );
@@ -86,7 +110,8 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
         `UPDATE webhook_deliveries SET attempts = attempts + 1, last_status_code = $2, last_error = $3, last_attempt_at = now(),
                 status = CASE WHEN $4 THEN 'failed' ELSE 'pending' END,
                 failed_at = CASE WHEN $4 THEN now() END,
-                next_attempt_at = CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $5::double precision / 1000) END
+                next_attempt_at = CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $5::double precision / 1000) END,
+                sending_until = NULL
           WHERE id = $1 AND status = 'pending' RETURNING status`,
         [d.id, result.statusCode, error, cmd.final, retryDelayMs(cmd.attempt, this.config.WEBHOOK_BACKOFF_BASE_MS)],
       );

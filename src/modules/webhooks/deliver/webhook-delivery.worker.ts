@@ -1,6 +1,6 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
-import { Job, Worker } from 'bullmq';
+import { DelayedError, Job, Worker } from 'bullmq';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { Db } from '../../../shared/db/db.service';
 import { bullConnection, bullPrefix } from '../../../shared/outbox/bull-options';
@@ -37,7 +37,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
     if (c.isProduction && retrySpanMs(c.WEBHOOK_MAX_ATTEMPTS, c.WEBHOOK_BACKOFF_BASE_MS) < 24 * 3600 * 1000) {
       this.log.warn('WEBHOOK_MAX_ATTEMPTS and WEBHOOK_BACKOFF_BASE_MS retry webhooks for less than 24 hours');
     }
-    this.worker = new Worker<DeliveryJobData, DeliverWebhookResult>(WEBHOOK_DELIVERY_QUEUE, (job) => this.process(job), {
+    this.worker = new Worker<DeliveryJobData, DeliverWebhookResult>(WEBHOOK_DELIVERY_QUEUE, (job, token) => this.process(job, token), {
       connection: bullConnection(c),
       prefix: bullPrefix(c),
       concurrency: c.WEBHOOK_CONCURRENCY,
@@ -55,9 +55,15 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
     await this.worker?.close().catch((err: Error) => this.log.warn(`closing the webhook delivery worker: ${err.message}`));
   }
 
-  process(job: Job<DeliveryJobData>): Promise<DeliverWebhookResult> {
+  async process(job: Job<DeliveryJobData>, token?: string): Promise<DeliverWebhookResult> {
     const made = job.attemptsMade + 1;
-    return this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId, made + attemptOffset(job.data), made >= (job.opts.attempts ?? 1)));
+    const result = await this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId, made + attemptOffset(job.data), made >= (job.opts.attempts ?? 1)));
+    if ('in_flight' in result) {
+      // another job of the delivery holds its lease: wait for it without using an attempt
+      await job.moveToDelayed(Date.now() + result.retry_in_ms, token);
+      throw new DelayedError();
+    }
+    return result;
   }
 
   /** Logs the attempt; a job BullMQ gave up on outside the handler (stalled too often) is marked failed. */
@@ -68,7 +74,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
     if (!final) return;
     await this.db
       .query(
-        `UPDATE webhook_deliveries SET status = 'failed', failed_at = now(), next_attempt_at = NULL, last_error = COALESCE(last_error, 'gave up')
+        `UPDATE webhook_deliveries SET status = 'failed', failed_at = now(), next_attempt_at = NULL, sending_until = NULL, last_error = COALESCE(last_error, 'gave up')
           WHERE id = $1 AND status = 'pending'`,
         [job.data.deliveryId],
       )
