@@ -6,7 +6,7 @@ import { ApiKeyResolver } from '../../shared/auth/api-key.strategy';
 import { authOf, UserPrincipal } from '../../shared/auth/auth-context';
 import { BearerAuthenticator, bearerToken } from '../../shared/auth/bearer.strategy';
 import { TokenRevocationService } from '../../shared/auth/token-revocation.service';
-import { AppError, InvalidTokenError, tenantMismatch } from '../../shared/errors/app-error';
+import { AppError, bearerRequired, InvalidTokenError, tenantMismatch } from '../../shared/errors/app-error';
 import { EnrollmentTokenService } from './enrollment-token.service';
 
 /**
@@ -26,7 +26,7 @@ export class MfaEnrollmentGuard implements CanActivate {
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
     const req = ctx.switchToHttp().getRequest<FastifyRequest>();
     const token = bearerToken(req);
-    if (!token) throw new InvalidTokenError();
+    if (!token) throw bearerRequired();
     const peek = jwt.decode(token, { json: true });
     let user: UserPrincipal;
     if (peek?.aud === this.enrollment.audience) {

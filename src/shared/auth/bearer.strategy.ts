@@ -4,7 +4,7 @@ import { PassportStrategy } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
 import { Strategy } from 'passport-custom';
 import { AccessClaims, JwtService, TokenVerificationError } from '../crypto/jwt.service';
-import { InvalidTokenError, tenantMismatch } from '../errors/app-error';
+import { bearerRequired, InvalidTokenError, tenantMismatch } from '../errors/app-error';
 import { ApiKeyResolver } from './api-key.strategy';
 import { authOf, UserPrincipal } from './auth-context';
 import { bearerPrefetchSource, BearerPrefetchSource } from './bearer-prefetch';
@@ -115,7 +115,7 @@ export class BearerStrategy extends PassportStrategy(Strategy, 'bearer') {
   }
   async validate(req: FastifyRequest): Promise<UserPrincipal> {
     const token = bearerToken(req);
-    if (!token) throw new InvalidTokenError();
+    if (!token) throw bearerRequired();
     return this.bearer.authenticate(req, token);
   }
 }

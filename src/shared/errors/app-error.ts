@@ -75,6 +75,17 @@ export class InvalidTokenError extends AppError {
 }
 
 /**
+ * The 401 of a bearer-authenticated endpoint called without any Authorization header: the bare
+ * Bearer challenge, with no error code (RFC 6750 section 3.1: a request that lacks any
+ * authentication information gets no error information).
+ */
+export function bearerRequired(): AppError {
+  return new AppError('auth/unauthorized', 'Authorization: Bearer <access token> is required', {
+    headers: { 'WWW-Authenticate': 'Bearer realm="api"' },
+  });
+}
+
+/**
  * A bearer token of one tenant presented with another tenant's X-API-Key: 401 auth/tenant_mismatch,
  * with the Bearer challenge every 401 of a bearer endpoint carries (RFC 6750 section 3, RFC 7235).
  */

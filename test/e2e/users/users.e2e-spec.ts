@@ -195,7 +195,7 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     await login({ email: body.email, password: body.password }, tenant.apiKey, randomIp()).expect(200);
   });
 
-  it('GET /me returns the user; a missing, tampered, foreign-audience, expired or unknown-kid token is 401 with WWW-Authenticate', async () => {
+  it('GET /me returns the user; a missing, tampered, foreign-audience, expired or unknown-kid token is 401 with WWW-Authenticate (no error code when no token was sent)', async () => {
     const body = valid();
     const reg = await register(body).expect(201);
     const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`).expect(200);
@@ -208,7 +208,10 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
       expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
       expect(res.headers['content-type']).toMatch(/problem\+json/);
     };
-    await expect401();
+    // no credentials at all: the bare challenge, no error information (RFC 6750 section 3.1)
+    const none = await t.http().get('/v1/auth/me').expect(401);
+    expect(none.headers['www-authenticate']).toBe('Bearer realm="api"');
+    expect(none.body).toMatchObject({ status: 401, code: 'auth/unauthorized' });
     await expect401('Basic abc');
     const [h, p, s] = reg.body.access_token.split('.');
     const claims = JSON.parse(Buffer.from(p, 'base64url').toString());
