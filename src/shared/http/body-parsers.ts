@@ -10,11 +10,11 @@ const notJson = () => new AppError('request/unsupported_media_type', 'Request bo
 /** Deepest object/array nesting a request body may have (public_metadata included). */
 export const MAX_BODY_DEPTH = 32;
 
-
 /**
  * Why a parsed body cannot be processed, or undefined when it can: nesting deeper than
- * MAX_BODY_DEPTH (the DTO transform would recurse without bound), or a string (value or key)
- * with U+0000 or a lone surrogate, which PostgreSQL text and jsonb cannot store. Iterative, so
+ * MAX_BODY_DEPTH (the DTO transform would recurse without bound), a string (value or key)
+ * with U+0000 or a lone surrogate, which PostgreSQL text and jsonb cannot store, or a number
+ * beyond the double range (parsed as Infinity, stored as null). Iterative, so
  * the check itself never runs out of stack.
  */
 export function bodyFault(body: unknown): { field: string; message: string } | undefined {
@@ -25,6 +25,9 @@ export function bodyFault(body: unknown): { field: string; message: string } | u
       if (!storable(value)) return { field: path || 'body', message: `${path || 'body'} contains a character that is not allowed (U+0000 or an unpaired surrogate)` };
       continue;
     }
+    // JSON.parse turns a number beyond the double range (1e400) into Infinity, which would be
+    // stored as null: refused instead of changed
+    if (typeof value === 'number' && !Number.isFinite(value)) return { field: path || 'body', message: `${path || 'body'} is a number out of range` };
     if (value === null || typeof value !== 'object') continue;
     if (depth >= MAX_BODY_DEPTH) return { field: path || 'body', message: `the body is nested deeper than ${MAX_BODY_DEPTH} levels` };
     if (Array.isArray(value)) {
@@ -73,6 +76,10 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
   });
   fastify.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (req, body, done) => {
     const text = String(body);
+    // Content-Type: application/json with nothing after it (what many HTTP clients send for a POST
+    // without content): no body. An endpoint without one accepts it; one with a body answers
+    // its missing fields (400 request/invalid)
+    if (text.trim() === '') return done(null, undefined);
     json(req, text, (err: Error | null, value?: unknown) => {
       // valid JSON refused by the parser: a __proto__ or constructor.prototype property (prototype poisoning)
       if (err && isJson(text)) return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: 'body', message: 'properties named __proto__ or constructor.prototype are not allowed' }] }), undefined);

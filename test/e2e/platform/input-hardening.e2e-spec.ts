@@ -45,7 +45,7 @@ describe('input hardening: odd bodies, characters and requests', () => {
     await rawPost('/v1/auth/anonymous', `{"public_metadata":${nested(8)}}`, { 'X-API-Key': tenant.apiKey }).expect(201);
   });
 
-  it('U+0000 and unpaired surrogates in any string, value or key, are 400 naming the field; nothing is stored', async () => {
+  it('U+0000 and unpaired surrogates in any string, value or key, and numbers out of range, are 400 naming the field; nothing is stored', async () => {
     const before = await t.db.query(`SELECT count(*)::int AS n FROM tenants`);
     const nul = await rawPost('/v1/onboarding/signup', JSON.stringify({ email: uniqueEmail(), password: STRONG_PASSWORD, tenant_name: 'ab\u0000cd', consent_terms: true, consent_privacy: true }));
     expectInvalid(nul);
@@ -55,6 +55,12 @@ describe('input hardening: odd bodies, characters and requests', () => {
       const r = await rawPost('/v1/auth/anonymous', body, { 'X-API-Key': tenant.apiKey });
       expectInvalid(r);
       expect(r.body.errors[0].field).toMatch(/^public_metadata/);
+    }
+    // a number beyond the double range would be stored as null: refused, naming it
+    for (const n of ['1e400', '-1e400']) {
+      const r = await rawPost('/v1/auth/anonymous', `{"public_metadata":{"score":${n}}}`, { 'X-API-Key': tenant.apiKey });
+      expectInvalid(r);
+      expect(r.body.errors).toEqual([{ field: 'public_metadata.score', message: 'public_metadata.score is a number out of range' }]);
     }
     // a paired surrogate (an emoji) is an ordinary character
     const ok = await rawPost('/v1/auth/anonymous', '{"public_metadata":{"mood":"\\ud83d\\ude00"}}', { 'X-API-Key': tenant.apiKey }).expect(201);
@@ -94,7 +100,7 @@ describe('input hardening: odd bodies, characters and requests', () => {
     await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', randomIp()).send({ email: d.email, password: d.password }).expect(200);
   });
 
-  it('endpoints that take no body refuse one (400), and accept none or {}', async () => {
+  it('endpoints that take no body refuse one (400), and accept none, an empty body or {}', async () => {
     const reg = async () =>
       (await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201)).body;
     const a = await reg();
@@ -112,6 +118,14 @@ describe('input hardening: odd bodies, characters and requests', () => {
     await rawPost('/v1/auth/logout', '{}', { Authorization: `Bearer ${a.access_token}` }).expect(204);
     const b = await reg();
     await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${b.access_token}`).expect(204);
+    // Content-Type: application/json with an empty body (many HTTP clients send that) is no body
+    const c = await reg();
+    await rawPost('/v1/auth/logout', '', { Authorization: `Bearer ${c.access_token}` }).expect(204);
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${c.access_token}`).expect(401);
+    // ...and where a body is required, its fields are missing (400 naming them), not malformed JSON
+    const empty = await rawPost('/v1/auth/login', ' ', { 'X-API-Key': tenant.apiKey });
+    expectInvalid(empty);
+    expect(empty.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['email', 'password']);
     const d = await signupTenant(t);
     expectInvalid(await t.http().post('/v1/auth/dashboard/logout').set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ x: 1 }));
     await t.http().get('/v1/auth/dashboard/me').set('Cookie', d.cookie).expect(200);
