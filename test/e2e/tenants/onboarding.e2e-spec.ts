@@ -103,6 +103,17 @@ describe('onboarding signup (spec 2.1)', () => {
     expect(users).toHaveLength(0);
   });
 
+  it('the honeypot decoy cannot be told from a real signup: a taken name gets a suffixed slug, a taken email the same 409', async () => {
+    const first = await signup(valid()).expect(201);
+    const sameName = await signup({ ...valid(), tenant_name: first.body.tenant.name, website: 'x' }).expect(201);
+    const realSameName = await signup({ ...valid(), tenant_name: first.body.tenant.name }).expect(201);
+    for (const r of [sameName, realSameName]) expect(r.body.tenant.slug).toMatch(new RegExp(`^${first.body.tenant.slug}-[0-9a-f]{6}$`));
+    const takenEmail = await signup({ ...valid(), email: first.body.user.email.toUpperCase(), website: 'x' }).expect(409);
+    const realTakenEmail = await signup({ ...valid(), email: first.body.user.email.toUpperCase() }).expect(409);
+    expect(takenEmail.body).toEqual({ ...realTakenEmail.body, request_id: takenEmail.body.request_id });
+    expect(await t.db.query(`SELECT 1 FROM tenants WHERE name = $1`, [first.body.tenant.name])).toHaveLength(2);
+  });
+
   it('replays the same answer for the same idempotency_key and creates nothing twice', async () => {
     const body = { ...valid(), idempotency_key: randomUUID() };
     const a = await signup(body).expect(201);
@@ -111,6 +122,15 @@ describe('onboarding signup (spec 2.1)', () => {
     expect(sessionCookie(b.headers['set-cookie'])).toBe(sessionCookie(a.headers['set-cookie']));
     const rows = await t.db.query(`SELECT 1 FROM tenants WHERE name = $1`, [body.tenant_name]);
     expect(rows).toHaveLength(1);
+  });
+
+  it('a replay that spells out a default (consent_marketing: false, website: "") or changes the email case is the same request', async () => {
+    const body = { ...valid(), idempotency_key: randomUUID() };
+    const a = await signup(body).expect(201);
+    const b = await signup({ ...body, consent_marketing: false, website: '', email: body.email.toUpperCase() }).expect(201);
+    expect(b.body).toEqual(a.body);
+    // a default changed is another request
+    expect((await signup({ ...body, consent_marketing: true }).expect(409)).body.code).toBe('idempotency/conflict');
   });
 
   it('gives parallel calls with one idempotency_key one tenant and one answer', async () => {
@@ -200,5 +220,8 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
     expect((await send({ turnstile_token: 'bad' }).expect(400)).body.code).toBe('onboarding/bot_check_failed');
     await send({ turnstile_token: 'good-token' }).expect(201);
     expect(seen[seen.length - 1].get('remoteip')).toBeTruthy();
+    // a filled honeypot is checked after the bot challenge, as a real signup is: no tell either way
+    expect((await send({ website: 'x' }).expect(400)).body.code).toBe('onboarding/bot_check_failed');
+    await send({ website: 'x', turnstile_token: 'good-token' }).expect(201);
   });
 });

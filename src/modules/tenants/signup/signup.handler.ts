@@ -26,20 +26,8 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
   ) {}
 
   async execute({ body, client }: SignupCommand): Promise<SignupResult> {
-    if (body.website && body.website.trim() !== '') {
-      // honeypot filled: a bot. Answer like a success so it learns nothing; create nothing.
-      const name = body.tenant_name.trim();
-      return {
-        body: {
-          tenant: { id: randomUUID(), slug: slugify(name), name, tier: 'free' },
-          user: { id: randomUUID(), email: body.email.trim() },
-          csrf_token: randomToken(),
-        },
-        // a decoy cookie (no such session exists): a real signup sets one, so its absence would tell
-        sessionToken: randomToken(),
-      };
-    }
     await this.turnstile.verify(body.turnstile_token, client.ip);
+    if (body.website && body.website.trim() !== '') return this.decoy(body);
     if (!body.idempotency_key) {
       const passwordHash = await this.hasher.hash(body.password);
       const created = await this.db.tx(async (tx) => {
@@ -49,8 +37,16 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       await this.signedIn(body.email, client.ip);
       return created;
     }
-    // the password stays out of the stored request fingerprint (a fast hash of it would be crackable)
-    const hash = requestHash(body as unknown as Record<string, unknown>, ['turnstile_token', 'idempotency_key', 'password']);
+    // what the request asks for, defaults applied and the email and name as they are stored, so an
+    // explicit default (consent_marketing: false, website: "") or another spelling of the same
+    // email is the same request; the password stays out (a fast hash of it would be crackable)
+    const hash = requestHash({
+      email: normalizeEmail(body.email.trim()),
+      tenant_name: body.tenant_name.trim(),
+      consent_terms: body.consent_terms,
+      consent_privacy: body.consent_privacy,
+      consent_marketing: body.consent_marketing ?? false,
+    });
     const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, hash, async (tx) => this.create(tx, body, await this.hasher.hash(body.password)));
     // A replay hands out the owner's session again: only to a request that proves the password
     // (checked against the stored argon2 hash; the key alone is not a credential). A wrong one
@@ -58,6 +54,30 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     if (r.replayed && !(await this.passwordMatches(r.body.user.id, body.password))) throw new AppError('idempotency/conflict');
     await this.signedIn(body.email, client.ip);
     return { body: r.body, sessionToken: r.secret?.session };
+  }
+
+  /**
+   * The honeypot was filled: a bot. It gets the answer a real signup would give (the same
+   * refusal of a taken email, a slug made unique the same way, the same password-hashing time, a
+   * decoy session cookie, since a missing one would tell) and nothing is created.
+   */
+  private async decoy(body: SignupCommand['body']): Promise<SignupResult> {
+    const name = body.tenant_name.trim();
+    const email = body.email.trim();
+    await this.hasher.hash(body.password);
+    const [taken] = await this.db.query<{ email: boolean; slug: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM dashboard_users WHERE email_normalized = $1) AS email, EXISTS (SELECT 1 FROM tenants WHERE slug = $2) AS slug`,
+      [normalizeEmail(email), slugify(name)],
+    );
+    if (taken.email) throw new AppError('onboarding/email_exists', 'Sign in to the dashboard to create another tenant');
+    return {
+      body: {
+        tenant: { id: randomUUID(), slug: taken.slug ? suffixedSlug(slugify(name)) : slugify(name), name, tier: 'free' },
+        user: { id: randomUUID(), email },
+        csrf_token: randomToken(),
+      },
+      sessionToken: randomToken(),
+    };
   }
 
   /** The owner signed in from this address: it is known to the failed-login throttle (LoginThrottleService). */
@@ -108,7 +128,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
   private async insertTenant(tx: Queryable, name: string): Promise<{ id: string; slug: string; tier: string }> {
     const base = slugify(name);
     for (let attempt = 0; attempt < 8; attempt++) {
-      const slug = attempt === 0 ? base : `${base.slice(0, 33)}-${randomBytes(3).toString('hex')}`;
+      const slug = attempt === 0 ? base : suffixedSlug(base);
       await tx.query('SAVEPOINT tenant_slug');
       try {
         const [t] = await tx.query<{ id: string; slug: string; tier: string }>(
@@ -124,4 +144,9 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     }
     throw new AppError('server/error', 'Could not allocate a tenant slug');
   }
+}
+
+/** A taken slug made unique: the name's slug with a random suffix. */
+function suffixedSlug(base: string): string {
+  return `${base.slice(0, 33)}-${randomBytes(3).toString('hex')}`;
 }
