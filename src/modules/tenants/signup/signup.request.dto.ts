@@ -14,8 +14,8 @@ export class SignupRequestDto {
   @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_terms must be true' }) consent_terms!: boolean;
   @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_privacy must be true' }) consent_privacy!: boolean;
   @ApiPropertyOptional({ default: false }) @Present() @IsBoolean() consent_marketing?: boolean;
-  @ApiPropertyOptional({ minLength: 36, description: 'UUID v4 recommended; the same key returns the same answer' })
+  @ApiPropertyOptional({ minLength: 36, maxLength: 255, description: 'UUID v4 recommended; the same key returns the same answer' })
   @Present() @IsString() @MinLength(36) @MaxLength(255) idempotency_key?: string;
-  @ApiPropertyOptional({ description: 'honeypot: leave blank' }) @Present() @IsString() @MaxLength(2048) website?: string;
-  @ApiPropertyOptional({ description: 'bot-challenge token (Cloudflare Turnstile)' }) @Present() @IsString() @MaxLength(4096) turnstile_token?: string;
+  @ApiPropertyOptional({ maxLength: 2048, description: 'honeypot: leave blank' }) @Present() @IsString() @MaxLength(2048) website?: string;
+  @ApiPropertyOptional({ maxLength: 4096, description: 'bot-challenge token (Cloudflare Turnstile)' }) @Present() @IsString() @MaxLength(4096) turnstile_token?: string;
 }

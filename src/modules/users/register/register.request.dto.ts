@@ -2,7 +2,7 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Equals, IsBoolean, IsEmail, IsString, Length, Matches, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
 import { Present } from '../../../shared/http/presence';
 
-/** A real calendar date (YYYY-MM-DD), not in the future. */
+/** A real calendar date (YYYY-MM-DD) from 1900-01-01 on, not in the future. */
 @ValidatorConstraint({ name: 'pastDate' })
 export class PastDateConstraint implements ValidatorConstraintInterface {
   validate(value: unknown): boolean {
@@ -12,7 +12,7 @@ export class PastDateConstraint implements ValidatorConstraintInterface {
     return d.getTime() <= Date.now() && d.getUTCFullYear() >= 1900;
   }
   defaultMessage(): string {
-    return 'date_of_birth must be a real date (YYYY-MM-DD), not in the future';
+    return 'date_of_birth must be a real date (YYYY-MM-DD) from 1900-01-01 on, not in the future';
   }
 }
 
@@ -20,8 +20,8 @@ export class PastDateConstraint implements ValidatorConstraintInterface {
 export class RegisterRequestDto {
   @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
   @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
-  @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent must be true' }) consent!: boolean;
-  @ApiPropertyOptional({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'required when the tenant has minor protection enabled; stored encrypted, never echoed' })
+  @ApiProperty({ description: 'must be true: registering accepts the terms (recorded as the time of consent)' }) @IsBoolean() @Equals(true, { message: 'consent must be true' }) consent!: boolean;
+  @ApiPropertyOptional({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'a real date from 1900-01-01 on, not in the future; required when the tenant has minor protection enabled (else 400 user/date_of_birth_required); stored encrypted, never echoed' })
   @Present() @IsString() @Matches(/^\d{4}-\d{2}-\d{2}$/, { message: 'date_of_birth must match YYYY-MM-DD' }) @Validate(PastDateConstraint)
   date_of_birth?: string;
   @ApiPropertyOptional({ minLength: 1, maxLength: 512 }) @Present() @IsString() @Length(1, 512) age_verification_token?: string;
