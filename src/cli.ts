@@ -161,7 +161,9 @@ const stdio: CliIo = {
 
 /** Runs one command (`argv` without node and script); resolves to the exit code. */
 export async function runCli(argv: string[], io: CliIo = stdio): Promise<number> {
-  const [name, ...args] = argv;
+  const [given, ...args] = argv;
+  // the usual spellings of help
+  const name = given === '--help' || given === '-h' ? 'help' : given;
   const cmd = COMMANDS.find((c) => c.name === name);
   if (!cmd) {
     io.err(`${name ? `unknown command "${name}"` : 'no command given'}\n\n${usage()}`);

@@ -121,6 +121,7 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     ['date_of_birth wrong pattern', { date_of_birth: '01/02/2000' }, 'date_of_birth'],
     ['date_of_birth not a real date', { date_of_birth: '2001-02-30' }, 'date_of_birth'],
     ['date_of_birth in the future', { date_of_birth: `${new Date().getUTCFullYear() + 1}-01-01` }, 'date_of_birth'],
+    ['date_of_birth before 1900', { date_of_birth: '1899-12-31' }, 'date_of_birth'],
     ['age_verification_token empty', { age_verification_token: '' }, 'age_verification_token'],
     ['invite_token longer than 512', { invite_token: 'x'.repeat(513) }, 'invite_token'],
     ['unknown property', { nickname: 'bob' }, 'nickname'],

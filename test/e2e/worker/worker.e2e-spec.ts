@@ -288,10 +288,15 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
       expect(row.tier).toBe('free');
     });
 
-    it('help lists every command', async () => {
+    it('help (also --help and -h) lists every command', async () => {
       const io = captureIo();
       expect(await runCli(['help'], io)).toBe(0);
       for (const c of ['tenants:set-tier <slug> <free|pro|enterprise>', 'keys:rotate', 'guests:purge', 'help']) expect(io.stdout.join('\n')).toContain(c);
+      for (const spelling of ['--help', '-h']) {
+        const again = captureIo();
+        expect(await runCli([spelling], again)).toBe(0);
+        expect(again.stdout.join('\n')).toBe(io.stdout.join('\n'));
+      }
     });
 
     it('guests:purge runs the purge now', async () => {
