@@ -7,11 +7,11 @@ import { RateLimitedError } from '../../shared/errors/app-error';
 import { EventsService } from '../../shared/events/events.service';
 import { RateLimitService } from '../../shared/rate-limit/rate-limit.service';
 import { WEBHOOK_TOPIC } from './agent-events';
-import { AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
+import { AGENT_LIMIT_BUCKETS, agentLimitKey, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const WINDOW_SECONDS = 60;
-const BUCKET = 'agent_api_calls';
+const BUCKET = AGENT_LIMIT_BUCKETS.api_calls_per_min!;
 /** Agents remembered per process; past it the memory starts over (a few Redis reads refill it). */
 const MAX_ENTRIES = 10_000;
 
@@ -68,7 +68,7 @@ export class AgentApiLimitService implements OnModuleInit, BearerCallLimiter {
 
   /** Counts an accepted call; over the limit 429, the first refusal of the window recorded. */
   private async count(agentId: string, e: Entry, claims: AccessClaims): Promise<void> {
-    const key = `agent:${agentId}`;
+    const key = agentLimitKey(agentId);
     const r = await this.limiter.hit(BUCKET, key, e.limit, WINDOW_SECONDS);
     if (r.allowed) return;
     // one event per refusal window whatever the counts (a limit lowered mid-window starts past limit + 1)

@@ -16,6 +16,19 @@ export const AGENT_RATE_LIMIT_KEYS = [
 export type AgentRateLimitKey = (typeof AGENT_RATE_LIMIT_KEYS)[number];
 export type AgentRateLimits = Partial<Record<AgentRateLimitKey, number>>;
 
+/**
+ * The rate-limit counters (RateLimitService buckets) of the per-agent overrides that are enforced,
+ * each keyed by `agentLimitKey(agent id)`: token exchanges and bearer calls per minute.
+ */
+export const AGENT_LIMIT_BUCKETS: Partial<Record<AgentRateLimitKey, string>> = {
+  token_exchange_per_min: 'token_exchange_client',
+  api_calls_per_min: 'agent_api_calls',
+};
+
+export function agentLimitKey(agentId: string): string {
+  return `agent:${agentId}`;
+}
+
 /** Hard ceiling of every agent rate-limit override (spec 8, RATE_LIMIT_OAUTH_AGENT_CEILING). */
 export const RATE_LIMIT_OAUTH_AGENT_CEILING = 600;
 

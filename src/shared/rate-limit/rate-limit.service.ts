@@ -131,6 +131,25 @@ export class RateLimitService {
     }
   }
 
+  /**
+   * Ends the running blocks of counters (a limit raised mid-window), keeping their counts: the
+   * next hit is judged against the limit it brings, so a counter still over it blocks again. The
+   * first-refusal marker goes with its block, so a new block records its event again.
+   */
+  async unblock(bucket: string, keys: string[]): Promise<void> {
+    if (!keys.length) return;
+    try {
+      await this.redis.del(
+        ...keys.flatMap((k) => {
+          const { blocked } = throttlerKeys(`rl:${k}`, bucket);
+          return [blocked, `${blocked}:first`];
+        }),
+      );
+    } catch {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    }
+  }
+
   /** Clears counters (a successful sign-in clears that pair's failures). */
   async reset(bucket: string, keys: string[]): Promise<void> {
     if (!keys.length) return;

@@ -4,6 +4,8 @@ import { REDIS } from '../../../src/shared/redis/redis.module';
 import { createAgent } from '../../factories/agent.factory';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { createTestApp, TestApp } from '../../setup/app';
+import { createApiKey } from '../../factories/dashboard.factory';
+import { agentsUrl, as, registerAgent, tenantOnTier } from '../agents/agents.helpers';
 import { redisWrites } from '../../setup/redis-writes';
 import { auditRows, claims, exchangeBody, login, postToken, registerUser, RegisteredUser } from './oauth-helpers';
 
@@ -71,6 +73,26 @@ describe('POST /oauth/token: rate limits (spec 6, 8)', () => {
     expect429(await postToken(second, agent, exchangeBody(st)));
     const [row] = await auditRows(t, 'agent.rate_limited', agent.id);
     expect(row.metadata).toMatchObject({ limit_scope: 'agent_client', computed_limit: 3 });
+  });
+
+  it('raising token_exchange_per_min (PATCH) lifts the block the old limit set at once; lowering it does not', async () => {
+    const owner = await tenantOnTier(t, 'pro');
+    const key = await createApiKey(t, owner);
+    const own = { id: owner.tenantId, slug: owner.slug, apiKey: key.key, apiKeyId: key.id };
+    const u = await registerUser(t, own);
+    const a = await registerAgent(t, owner, { agent_settings: { rate_limits: { token_exchange_per_min: 2 } } });
+    const agent = { id: a.id as string, secret: a.client_secret as string };
+    const { access_token: st } = await login(t, own, u.email);
+    await postToken(t, agent, exchangeBody(st)).expect(200);
+    await postToken(second, agent, exchangeBody(st)).expect(200);
+    expect429(await postToken(t, agent, exchangeBody(st)));
+    const patch = (perMin: number) => as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_settings: { rate_limits: { token_exchange_per_min: perMin } } }).expect(200);
+    await patch(1);
+    expect429(await postToken(second, agent, exchangeBody(st)));
+    // raised: the next request is judged against 10, on either instance; the window's count goes on
+    await patch(10);
+    await postToken(second, agent, exchangeBody(st)).expect(200);
+    await postToken(t, agent, exchangeBody(st)).expect(200);
   });
 
   it('per-client rate_limited events carry subject_token_jti_hash_prefix null when the request has no readable subject token', async () => {

@@ -1,10 +1,12 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
+import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
 import { AgentClientCache } from '../agent-client.cache';
 import { AgentTokenSlotsService } from '../agent-token-slots.service';
 import { checkAgentFields, notUpdatable } from '../agent.errors';
 import { AGENT_COLUMNS, AgentResponse, AgentRow, toAgentResponse } from '../agent.response.dto';
+import { AGENT_LIMIT_BUCKETS, agentLimitKey } from '../agents.service';
 import { UpdateAgentCommand } from './update-agent.command';
 
 @CommandHandler(UpdateAgentCommand)
@@ -14,6 +16,7 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
     private readonly events: EventsService,
     private readonly cache: AgentClientCache,
     private readonly slots: AgentTokenSlotsService,
+    private readonly limiter: RateLimitService,
   ) {}
 
   async execute(cmd: UpdateAgentCommand): Promise<AgentResponse> {
@@ -67,6 +70,11 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
     if (b.agent_settings?.max_concurrent_tokens != null) await this.slots.seedFromIssued(cmd.agentId);
     // after the commit, before the answer: no process authenticates the client from the old row again
     await this.cache.invalidate([cmd.agentId]);
+    // new rate limits apply from the next request: a block the old limit set is lifted (the
+    // window's count stays, so a counter over the new limit blocks again at once)
+    if (b.agent_settings?.rate_limits !== undefined) {
+      for (const bucket of Object.values(AGENT_LIMIT_BUCKETS)) await this.limiter.unblock(bucket!, [agentLimitKey(cmd.agentId)]);
+    }
     return result;
   }
 }

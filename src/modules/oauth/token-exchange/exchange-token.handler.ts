@@ -10,7 +10,7 @@ import { AuditEvent, EventsService, OutboxMessage, Severity } from '../../../sha
 import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
 import { AgentDenylistService } from '../../agents/agent-denylist.service';
 import { AgentTokenSlotsService, CONCURRENCY_EVENT_WINDOW_SECONDS } from '../../agents/agent-token-slots.service';
-import { AgentActionInput, AgentClientRow, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from '../../agents/agents.service';
+import { AGENT_LIMIT_BUCKETS, AgentActionInput, AgentClientRow, agentLimitKey, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from '../../agents/agents.service';
 import { ClientAuthenticator, ClientCaller, invalidClient } from '../client-auth/client-authenticator.service';
 import {
   ACCESS_TOKEN_TYPE,
@@ -117,7 +117,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     // request of the client counts, and its refusal comes before any other answer.
     const override = agent.rate_limits?.token_exchange_per_min;
     const clientLimit = Number.isInteger(override) && override! > 0 ? Math.min(override!, RATE_LIMIT_OAUTH_AGENT_CEILING) : TOKEN_EXCHANGE_PER_CLIENT_PER_MIN;
-    const perClientLimit = { bucket: 'token_exchange_client', key: `agent:${agent.id}`, limit: clientLimit, windowSeconds: 60 };
+    const perClientLimit = { bucket: AGENT_LIMIT_BUCKETS.token_exchange_per_min!, key: agentLimitKey(agent.id), limit: clientLimit, windowSeconds: 60 };
     const clientRefused = async (r: { retryAfterSeconds: number }) =>
       this.rateLimited(agent, 'agent_client', clientLimit, await this.windowRefusal(r, perClientLimit.bucket, perClientLimit.key), form, presentedJtiPrefix(form));
 
