@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
@@ -11,6 +12,7 @@ import { UpdateAgentCommand } from './update-agent.command';
 
 @CommandHandler(UpdateAgentCommand)
 export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
+  private readonly log = new Logger(UpdateAgentHandler.name);
   constructor(
     private readonly db: Db,
     private readonly events: EventsService,
@@ -72,8 +74,11 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
     await this.cache.invalidate([cmd.agentId]);
     // new rate limits apply from the next request: a block the old limit set is lifted (the
     // window's count stays, so a counter over the new limit blocks again at once)
+    // (the change is committed: Redis away leaves the old block to run out, logged, not answered)
     if (b.agent_settings?.rate_limits !== undefined) {
-      for (const bucket of Object.values(AGENT_LIMIT_BUCKETS)) await this.limiter.unblock(bucket!, [agentLimitKey(cmd.agentId)]);
+      for (const bucket of Object.values(AGENT_LIMIT_BUCKETS)) {
+        await this.limiter.unblock(bucket!, [agentLimitKey(cmd.agentId)]).catch((e: Error) => this.log.warn(`lifting the rate-limit block of agent ${cmd.agentId}: ${e.message}`));
+      }
     }
     return result;
   }
