@@ -33,6 +33,12 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ NODE_ENV: 'staging' })).toThrow(/NODE_ENV/);
   });
 
+  it('METRICS_TOKEN is optional, and a short one (guessable) stops the start', () => {
+    expect(loadConfig({}).METRICS_TOKEN).toBeUndefined();
+    expect(() => loadConfig({ METRICS_TOKEN: 'short-token' })).toThrow(/METRICS_TOKEN/);
+    expect(loadConfig({ METRICS_TOKEN: 'a'.repeat(32) }).METRICS_TOKEN).toBe('a'.repeat(32));
+  });
+
   it('TRUST_PROXY names the proxies; a hop count is refused (a client could send X-Forwarded-For itself)', () => {
     for (const v of ['1', '2', ' 3 ']) expect(() => loadConfig({ TRUST_PROXY: v })).toThrow(/TRUST_PROXY must name the proxies/);
     for (const v of ['loopback', 'true', 'false', '10.0.0.0/8', '127.0.0.1,192.168.1.0/24', '::1']) expect(loadConfig({ TRUST_PROXY: v }).TRUST_PROXY).toBe(v);

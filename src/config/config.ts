@@ -13,6 +13,7 @@ import {
   IsUrl,
   Matches,
   Max,
+  MaxLength,
   Min,
   MinLength,
   validateSync,
@@ -127,6 +128,8 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN = 30;
 
   @Transform(toBool) @IsBoolean() @IsOptional() METRICS_ENABLED = true;
+  /** when set, GET /metrics answers only `Authorization: Bearer <METRICS_TOKEN>` (Prometheus `authorization` / `bearer_token`) */
+  @IsOptional() @IsString() @MinLength(32) @MaxLength(512) METRICS_TOKEN?: string;
 }
 
 export type AppConfig = Readonly<

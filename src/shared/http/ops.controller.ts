@@ -1,9 +1,10 @@
-import { Controller, Get, Header, Inject } from '@nestjs/common';
+import { Controller, Get, Header, Headers, Inject, Logger, OnModuleInit } from '@nestjs/common';
 import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { Db } from '../db/db.service';
+import { safeEqual } from '../crypto/tokens';
 import { AppError } from '../errors/app-error';
 import { REDIS } from '../redis/redis.module';
 import { ApiProblemResponse } from './api-docs';
@@ -18,7 +19,7 @@ const INDICATORS = {
 /** Operations: liveness, readiness (PostgreSQL and Redis reachable), Prometheus metrics. */
 @ApiTags('operations')
 @Controller()
-export class OpsController {
+export class OpsController implements OnModuleInit {
   constructor(
     private readonly health: HealthCheckService,
     private readonly indicator: HealthIndicatorService,
@@ -26,6 +27,12 @@ export class OpsController {
     @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
+
+  onModuleInit(): void {
+    if (this.config.isProduction && this.config.METRICS_ENABLED && !this.config.METRICS_TOKEN) {
+      new Logger(OpsController.name).warn('GET /metrics answers anyone: set METRICS_TOKEN, or keep /metrics off the public network');
+    }
+  }
 
   @Get('health')
   @ApiOperation({ summary: 'Liveness: the process is up' })
@@ -72,9 +79,16 @@ export class OpsController {
   @Get('metrics')
   @ApiExcludeEndpoint()
   @Header('Content-Type', 'text/plain; version=0.0.4')
-  metrics(): Promise<string> {
+  metrics(@Headers('authorization') authorization?: string): Promise<string> {
     // METRICS_ENABLED=false: no metrics at all, the route included (it answers as an unknown path)
     if (!this.config.METRICS_ENABLED) throw new AppError('request/not_found');
+    // METRICS_TOKEN: only the scraper that holds it (compared in constant time)
+    const token = this.config.METRICS_TOKEN;
+    if (token && !(typeof authorization === 'string' && safeEqual(authorization, `Bearer ${token}`))) {
+      throw new AppError('auth/unauthorized', 'Authorization: Bearer <METRICS_TOKEN> is required', {
+        headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },
+      });
+    }
     return metricsRegistry.metrics();
   }
 }

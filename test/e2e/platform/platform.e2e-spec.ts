@@ -91,6 +91,27 @@ describe('platform: operations, discovery, error envelope', () => {
     }
   });
 
+  it('METRICS_TOKEN: /metrics answers only the bearer of that token (401 with a Bearer challenge otherwise)', async () => {
+    const token = 'm'.repeat(24) + 'Q7x-secret-scrape';
+    const guarded = await createTestApp({ METRICS_TOKEN: token });
+    try {
+      const none = await guarded.http().get('/metrics').expect(401);
+      expect(none.body.code).toBe('auth/unauthorized');
+      expect(none.headers['www-authenticate']).toBe('Bearer realm="metrics"');
+      expect(none.text).not.toContain('http_requests_total');
+      for (const authorization of [`Bearer ${token}x`, `Bearer ${token.slice(0, -1)}`, token, `Basic ${token}`, `bearer  ${token}`]) {
+        const bad = await guarded.http().get('/metrics').set('Authorization', authorization).expect(401);
+        expect(bad.text).not.toContain(token);
+      }
+      const ok = await guarded.http().get('/metrics').set('Authorization', `Bearer ${token}`).expect(200);
+      expect(ok.text).toContain('http_requests_total');
+      // the other operations endpoints stay open
+      await guarded.http().get('/health').expect(200);
+    } finally {
+      await guarded.close();
+    }
+  });
+
   it('counts each request once per method, route pattern and status; unknown paths share one series', async () => {
     const count = async (labels: string) => {
       const text = (await t.http().get('/metrics').expect(200)).text;
