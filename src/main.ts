@@ -1,23 +1,14 @@
 import cluster from 'node:cluster';
 import { getConfig } from './config/config.module';
+import { DEFAULT_SUPERVISOR_OPTIONS, superviseApiProcesses } from './shared/http/api-cluster';
 import { installCpuProfileToggle } from './shared/http/cpu-profile';
 
 /** `node dist/main`: the API. API_WORKERS=N runs N processes on one port (node:cluster). */
 async function bootstrap(): Promise<void> {
   const config = getConfig();
   if (config.API_WORKERS > 1 && cluster.isPrimary) {
-    for (let i = 0; i < config.API_WORKERS; i++) cluster.fork();
-    cluster.on('exit', (worker, code, signal) => {
-      if (shuttingDown) return;
-      console.error(`api process ${worker.process.pid} exited (${signal ?? code}); starting another`);
-      cluster.fork();
-    });
-    let shuttingDown = false;
-    for (const sig of ['SIGINT', 'SIGTERM'] as const)
-      process.on(sig, () => {
-        shuttingDown = true;
-        for (const w of Object.values(cluster.workers ?? {})) w?.kill(sig);
-      });
+    const stop = superviseApiProcesses(cluster, config.API_WORKERS, { ...DEFAULT_SUPERVISOR_OPTIONS, log: (line) => console.error(line) });
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => stop(sig));
     return;
   }
   installCpuProfileToggle(config.CPU_PROFILE_DIR);
