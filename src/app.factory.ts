@@ -60,6 +60,15 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
   const adapter = new FastifyAdapter({
     trustProxy: trustProxy(config.TRUST_PROXY),
     bodyLimit: config.BODY_LIMIT_BYTES,
+    // the whole request must arrive within HTTP_REQUEST_TIMEOUT_MS (Fastify's default is no limit:
+    // a client trickling a body could hold a connection for ever). Node takes it from the server's
+    // constructor options (`http`; set on the server afterwards, as Fastify does, it never fires)
+    // and checks open requests every connectionsCheckingInterval: a quarter of the timeout
+    requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+    http: {
+      requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+      connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(config.HTTP_REQUEST_TIMEOUT_MS / 4))),
+    },
     // a long path segment reaches the route's own validation (400/404 problem+json), not Fastify's bare 414
     routerOptions: { maxParamLength: 2048 },
     clientErrorHandler: answerClientError,

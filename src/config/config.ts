@@ -46,6 +46,8 @@ export class EnvSchema {
   TRUST_PROXY = 'loopback';
   @IsString() CORS_ORIGINS = '';
   @Transform(toInt) @IsInt() @Min(1024) BODY_LIMIT_BYTES = 102400;
+  /** the whole request (headers and body) must arrive within this, else 408 (a slow-body client cannot hold a connection) */
+  @Transform(toInt) @IsInt() @Min(1000) @Max(600000) HTTP_REQUEST_TIMEOUT_MS = 30000;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @Transform(toInt) @IsInt() @Min(1) @Max(64) API_WORKERS = 1;
   /** benchmark aid (src/shared/http/cpu-profile.ts): SIGUSR2 toggles a V8 CPU profile written here; unset: off */

@@ -252,4 +252,45 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(raw).toMatch(/x-request-id: [0-9a-f-]{36}/i);
     expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 400, code: 'request/invalid' });
   });
+
+  it('a body that trickles in slower than HTTP_REQUEST_TIMEOUT_MS gets 408 problem+json and the connection closes', async () => {
+    const slow = await createTestApp({ HTTP_REQUEST_TIMEOUT_MS: '1000' });
+    try {
+      const server = slow.app.getHttpServer();
+      if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+      const { port } = server.address() as AddressInfo;
+      const started = Date.now();
+      const raw = await new Promise<string>((resolve, reject) => {
+        let drip: NodeJS.Timeout | undefined;
+        const s = connect(port, '127.0.0.1', () => {
+          s.write('POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{');
+          // one byte every 200 ms: the socket is never idle, the request never complete
+          drip = setInterval(() => s.writable && s.write(' '), 200);
+        });
+        let data = '';
+        s.on('data', (c) => (data += c.toString()));
+        s.on('close', () => {
+          clearInterval(drip);
+          resolve(data);
+        });
+        s.on('error', (e) => {
+          clearInterval(drip);
+          if (data) resolve(data);
+          else reject(e);
+        });
+      });
+      const took = Date.now() - started;
+      expect(raw).toMatch(/^HTTP\/1\.1 408 /);
+      expect(raw).toMatch(/content-type: application\/problem\+json/i);
+      expect(raw).toMatch(/connection: close/i);
+      expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 408, code: 'request/invalid' });
+      // answered within the timeout and one checking interval (a quarter of it), with slack for a loaded host
+      expect(took).toBeGreaterThanOrEqual(900);
+      expect(took).toBeLessThan(10_000);
+      // a request that arrives in time on the same server is unaffected
+      await slow.http().get('/health').expect(200);
+    } finally {
+      await slow.close();
+    }
+  });
 });
