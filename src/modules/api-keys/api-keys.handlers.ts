@@ -3,7 +3,7 @@ import { DashboardPrincipal } from '../../shared/auth/auth-context';
 import { ApiKeyCache } from '../../shared/cache/api-key.cache';
 import { randomToken, sha256Hex } from '../../shared/crypto/tokens';
 import { Db } from '../../shared/db/db.service';
-import { decodeCursor, Page, toPage } from '../../shared/db/pagination';
+import { keysetPosition, Page, toPage } from '../../shared/db/pagination';
 import { AppError } from '../../shared/errors/app-error';
 import { EventsService } from '../../shared/events/events.service';
 import { ApiKeyResponse } from './api-keys.dto';
@@ -65,15 +65,14 @@ export class ListApiKeysHandler implements IQueryHandler<ListApiKeysQuery> {
   constructor(private readonly db: Db) {}
 
   async execute(q: ListApiKeysQuery): Promise<Page<ApiKeyResponse>> {
-    const pos = q.cursor ? decodeCursor(q.cursor) : undefined;
-    if (pos && (pos.length !== 2 || typeof pos[0] !== 'string' || typeof pos[1] !== 'string')) throw new AppError('request/invalid_cursor');
+    const pos = keysetPosition(q.cursor, `api_keys:${q.tenantId}`);
     const rows = await this.db.query<KeyRow & { created_at_text: string }>(
       `SELECT id, name, prefix, created_at, revoked_at, created_at::text AS created_at_text FROM api_keys
         WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2::timestamptz, $3::uuid))
         ORDER BY created_at DESC, id DESC LIMIT $4`,
       [q.tenantId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
     );
-    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id]);
+    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], `api_keys:${q.tenantId}`);
   }
 }
 

@@ -16,19 +16,24 @@ export function setCursorKey(key: Buffer): void {
   cursorKey = key;
 }
 
-function mac(payload: string): string {
-  return createHmac('sha256', cursorKey).update(payload).digest('base64url').slice(0, 22);
+function mac(scope: string, payload: string): string {
+  return createHmac('sha256', cursorKey).update(`${scope}\n${payload}`).digest('base64url').slice(0, 22);
 }
 
-/** An opaque, tamper-evident cursor over a keyset position (e.g. [created_at, id]). */
-export function encodeCursor(position: (string | number)[]): string {
+/**
+ * An opaque, tamper-evident cursor over a keyset position (e.g. [created_at, id]) of one list:
+ * `scope` names the list and whose it is (e.g. `api_keys:<tenant id>`), and is bound into the
+ * MAC, so a cursor is accepted only by the list that issued it.
+ */
+export function encodeCursor(position: (string | number)[], scope: string): string {
   const payload = Buffer.from(JSON.stringify(position)).toString('base64url');
-  return `${payload}.${mac(payload)}`;
+  return `${payload}.${mac(scope, payload)}`;
 }
 
-export function decodeCursor(cursor: string): (string | number)[] {
+/** The position of a cursor `encodeCursor` made for this `scope`; anything else is 400 request/invalid_cursor. */
+export function decodeCursor(cursor: string, scope: string): (string | number)[] {
   const [payload, sig] = cursor.split('.');
-  const ok = payload && sig && sig.length === 22 && timingSafeEqual(Buffer.from(sig), Buffer.from(mac(payload)));
+  const ok = payload && sig && sig.length === 22 && timingSafeEqual(Buffer.from(sig), Buffer.from(mac(scope, payload)));
   if (!ok) throw new AppError('request/invalid_cursor');
   try {
     const value = JSON.parse(Buffer.from(payload, 'base64url').toString());
@@ -39,13 +44,28 @@ export function decodeCursor(cursor: string): (string | number)[] {
   }
 }
 
-/** Builds a page from `limit + 1` fetched rows. */
-export function toPage<R, T>(rows: R[], limit: number, map: (r: R) => T, position: (r: R) => (string | number)[]): Page<T> {
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The (sort key as text, id) position every list here pages by, from a cursor of list `scope`
+ * (undefined without one); a cursor of another list or shape is 400 request/invalid_cursor.
+ */
+export function keysetPosition(cursor: string | undefined, scope: string): [string, string] | undefined {
+  if (!cursor) return undefined;
+  const pos = decodeCursor(cursor, scope);
+  if (pos.length !== 2 || typeof pos[0] !== 'string' || pos[0].length > 64 || typeof pos[1] !== 'string' || !UUID.test(pos[1])) {
+    throw new AppError('request/invalid_cursor');
+  }
+  return [pos[0], pos[1]];
+}
+
+/** Builds a page of list `scope` from `limit + 1` fetched rows. */
+export function toPage<R, T>(rows: R[], limit: number, map: (r: R) => T, position: (r: R) => (string | number)[], scope: string): Page<T> {
   const has_more = rows.length > limit;
   const items = has_more ? rows.slice(0, limit) : rows;
   return {
     data: items.map(map),
-    pagination: { next_cursor: has_more ? encodeCursor(position(items[items.length - 1])) : null, has_more },
+    pagination: { next_cursor: has_more ? encodeCursor(position(items[items.length - 1]), scope) : null, has_more },
   };
 }
 

@@ -78,4 +78,16 @@ describe('API keys (contract "Onboarding and the dashboard")', () => {
     expect((await t.http().get(`${url(c)}?limit=0`).set('Cookie', c.cookie).expect(400)).body.code).toBe('request/invalid');
     expect((await t.http().get(`${url(c)}?limit=101`).set('Cookie', c.cookie).expect(400)).body.code).toBe('request/invalid');
   });
+
+  it("a cursor works only on the list that issued it: not on another tenant's keys, nor on another list", async () => {
+    const a = await signupTenant(t);
+    const b = await signupTenant(t);
+    for (const d of [a, b]) for (let i = 0; i < 2; i++) await createApiKey(t, d, `k${i}`);
+    const cursor = encodeURIComponent((await t.http().get(`${url(a)}?limit=1`).set('Cookie', a.cookie).expect(200)).body.pagination.next_cursor);
+    await t.http().get(`${url(a)}?limit=1&cursor=${cursor}`).set('Cookie', a.cookie).expect(200);
+    const otherTenant = await t.http().get(`${url(b)}?limit=1&cursor=${cursor}`).set('Cookie', b.cookie).expect(400);
+    expect(otherTenant.body.code).toBe('request/invalid_cursor');
+    const otherList = await t.http().get(`/v1/auth/dashboard/tenants/${a.slug}/webhooks?cursor=${cursor}`).set('Cookie', a.cookie).expect(400);
+    expect(otherList.body.code).toBe('request/invalid_cursor');
+  });
 });

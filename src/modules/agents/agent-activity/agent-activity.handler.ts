@@ -1,6 +1,6 @@
 import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
-import { decodeCursor, Page, toPage } from '../../../shared/db/pagination';
+import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
 import { AppError } from '../../../shared/errors/app-error';
 import { findTenantAgent } from '../agent.errors';
 import { AgentActionResponse } from '../agent.response.dto';
@@ -54,8 +54,7 @@ export class AgentActivityHandler implements IQueryHandler<AgentActivityQuery> {
       throw new AppError('request/invalid', 'since must not be after until', { errors: [{ field: 'since', message: 'since must not be after until' }] });
     }
     await findTenantAgent(this.db, q.tenantId, q.agentId);
-    const pos = q.cursor ? decodeCursor(q.cursor) : undefined;
-    if (pos && (pos.length !== 2 || typeof pos[0] !== 'string' || typeof pos[1] !== 'string')) throw new AppError('request/invalid_cursor');
+    const pos = keysetPosition(q.cursor, `agent_activity:${q.tenantId}:${q.agentId}`);
     const rows = await this.db
       .query<ActionRow>(
         `SELECT a.id, a.action, a.actor_user_id, u.email AS actor_user_email, a.resource, a.method_or_event, a.jti, a.scope_used,
@@ -77,6 +76,6 @@ export class AgentActivityHandler implements IQueryHandler<AgentActivityQuery> {
         if (e.code === '22P02' || e.code === '22007' || e.code === '22008') throw new AppError('request/invalid', 'A query value is out of range');
         throw e;
       });
-    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id]);
+    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], `agent_activity:${q.tenantId}:${q.agentId}`);
   }
 }

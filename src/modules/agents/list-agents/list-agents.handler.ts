@@ -1,6 +1,6 @@
 import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
-import { decodeCursor, Page, toPage } from '../../../shared/db/pagination';
+import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
 import { AppError } from '../../../shared/errors/app-error';
 import { AGENT_COLUMNS, AgentResponse, AgentRow, toAgentResponse } from '../agent.response.dto';
 import { ListAgentsQuery } from './list-agents.query';
@@ -10,8 +10,7 @@ export class ListAgentsHandler implements IQueryHandler<ListAgentsQuery> {
   constructor(private readonly db: Db) {}
 
   async execute(q: ListAgentsQuery): Promise<Page<AgentResponse>> {
-    const pos = q.cursor ? decodeCursor(q.cursor) : undefined;
-    if (pos && (pos.length !== 2 || typeof pos[0] !== 'string' || typeof pos[1] !== 'string')) throw new AppError('request/invalid_cursor');
+    const pos = keysetPosition(q.cursor, `agents:${q.tenantId}`);
     const rows = await this.db.query<AgentRow & { created_at_text: string }>(
       `SELECT ${AGENT_COLUMNS}, created_at::text AS created_at_text FROM agent_clients
         WHERE tenant_id = $1 AND ($2::boolean OR revoked_at IS NULL)
@@ -23,6 +22,6 @@ export class ListAgentsHandler implements IQueryHandler<ListAgentsQuery> {
       if (e.code === '22P02' || e.code === '22007' || e.code === '22008') throw new AppError('request/invalid_cursor');
       throw e;
     });
-    return toPage(rows, q.limit, toAgentResponse, (r) => [r.created_at_text, r.id]);
+    return toPage(rows, q.limit, toAgentResponse, (r) => [r.created_at_text, r.id], `agents:${q.tenantId}`);
   }
 }

@@ -1,6 +1,6 @@
 import { CommandHandler, ICommandHandler, IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db, Queryable } from '../../../shared/db/db.service';
-import { decodeCursor, Page, toPage } from '../../../shared/db/pagination';
+import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
 import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { agentNotFound } from '../agent.errors';
@@ -37,8 +37,7 @@ export class ListMyAgentsHandler implements IQueryHandler<ListMyAgentsQuery> {
   constructor(private readonly db: Db) {}
 
   async execute(q: ListMyAgentsQuery): Promise<Page<UserAgentResponse>> {
-    const pos = q.cursor ? decodeCursor(q.cursor) : undefined;
-    if (pos && (pos.length !== 2 || typeof pos[0] !== 'string' || typeof pos[1] !== 'string')) throw new AppError('request/invalid_cursor');
+    const pos = keysetPosition(q.cursor, `my_agents:${q.user.tenantId}:${q.user.userId}`);
     // agents that acted on the caller, plus those the caller revoked or restored (so a withdrawal
     // stays visible even before any action); agents without actions sort last
     const rows = await this.db
@@ -66,7 +65,7 @@ export class ListMyAgentsHandler implements IQueryHandler<ListMyAgentsQuery> {
         if (e.code === '22P02' || e.code === '22007' || e.code === '22008') throw new AppError('request/invalid_cursor');
         throw e;
       });
-    return toPage(rows, q.limit, toResponse, (r) => [r.sort_key, r.id]);
+    return toPage(rows, q.limit, toResponse, (r) => [r.sort_key, r.id], `my_agents:${q.user.tenantId}:${q.user.userId}`);
   }
 }
 

@@ -4,7 +4,7 @@ import type { FastifyRequest } from 'fastify';
 import { DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
 import { Db } from '../../../shared/db/db.service';
-import { decodeCursor, Page, toPage } from '../../../shared/db/pagination';
+import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { CreatedOAuthClientResponse, CreateOAuthClientRequestDto, OAuthClientResponse } from './oauth-clients.dto';
@@ -107,8 +107,7 @@ export class ListOAuthClientsHandler implements IQueryHandler<ListOAuthClientsQu
   constructor(private readonly db: Db) {}
 
   async execute(q: ListOAuthClientsQuery): Promise<Page<OAuthClientResponse>> {
-    const pos = q.cursor ? decodeCursor(q.cursor) : undefined;
-    if (pos && (pos.length !== 2 || typeof pos[0] !== 'string' || typeof pos[1] !== 'string')) throw new AppError('request/invalid_cursor');
+    const pos = keysetPosition(q.cursor, `oauth_clients:${q.tenantId}`);
     const rows = await this.db
       .query<ClientRow & { created_at_text: string }>(
         `SELECT ${COLUMNS}, created_at::text AS created_at_text FROM oauth_clients
@@ -120,6 +119,6 @@ export class ListOAuthClientsHandler implements IQueryHandler<ListOAuthClientsQu
         if (e.code === '22P02' || e.code === '22007' || e.code === '22008') throw new AppError('request/invalid_cursor');
         throw e;
       });
-    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id]);
+    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], `oauth_clients:${q.tenantId}`);
   }
 }

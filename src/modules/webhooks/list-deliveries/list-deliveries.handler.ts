@@ -1,8 +1,7 @@
 import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
-import { Page, toPage } from '../../../shared/db/pagination';
+import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
 import { AppError } from '../../../shared/errors/app-error';
-import { keysetPosition } from '../keyset';
 import { WebhookDeliveryResponse } from '../webhook-endpoint.entity';
 import { ListDeliveriesQuery } from './list-deliveries.query';
 
@@ -44,7 +43,7 @@ export class ListDeliveriesHandler implements IQueryHandler<ListDeliveriesQuery>
   constructor(private readonly db: Db) {}
 
   async execute(q: ListDeliveriesQuery): Promise<Page<WebhookDeliveryResponse>> {
-    const pos = keysetPosition(q.cursor);
+    const pos = keysetPosition(q.cursor, `webhook_deliveries:${q.tenantId}:${q.endpointId}`);
     const [endpoint] = await this.db.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1 AND tenant_id = $2`, [q.endpointId, q.tenantId]);
     if (!endpoint) throw new AppError('webhook/not_found');
     const rows = await this.db.query<DeliveryRow>(
@@ -56,6 +55,6 @@ export class ListDeliveriesHandler implements IQueryHandler<ListDeliveriesQuery>
         ORDER BY created_at DESC, id DESC LIMIT $6`,
       [q.endpointId, q.tenantId, q.status ?? null, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
     );
-    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id]);
+    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], `webhook_deliveries:${q.tenantId}:${q.endpointId}`);
   }
 }
