@@ -1,7 +1,6 @@
 import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
-import { AppError } from '../../../shared/errors/app-error';
 import { AGENT_COLUMNS, AgentResponse, AgentRow, toAgentResponse } from '../agent.response.dto';
 import { ListAgentsQuery } from './list-agents.query';
 
@@ -17,11 +16,7 @@ export class ListAgentsHandler implements IQueryHandler<ListAgentsQuery> {
           AND ($3::timestamptz IS NULL OR (created_at, id) < ($3::timestamptz, $4::uuid))
         ORDER BY created_at DESC, id DESC LIMIT $5`,
       [q.tenantId, q.includeRevoked, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
-    ).catch((e: { code?: string }) => {
-      // a cursor that passed its MAC but carries values PostgreSQL cannot cast (never ours)
-      if (e.code === '22P02' || e.code === '22007' || e.code === '22008') throw new AppError('request/invalid_cursor');
-      throw e;
-    });
+    );
     return toPage(rows, q.limit, toAgentResponse, (r) => [r.created_at_text, r.id], `agents:${q.tenantId}`);
   }
 }

@@ -1,7 +1,7 @@
 import { CommandHandler, ICommandHandler, IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db, Queryable } from '../../../shared/db/db.service';
 import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
-import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
+import { InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { agentNotFound } from '../agent.errors';
 import { RestoreMyAgentResponse, RevokeMyAgentResponse, UserAgentResponse } from './my-agents.dto';
@@ -60,11 +60,7 @@ export class ListMyAgentsHandler implements IQueryHandler<ListMyAgentsQuery> {
           WHERE $3::timestamptz IS NULL OR (sort_ts, id) < ($3::timestamptz, $4::uuid)
           ORDER BY sort_ts DESC, id DESC LIMIT $5`,
         [q.user.tenantId, q.user.userId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
-      )
-      .catch((e: { code?: string }) => {
-        if (e.code === '22P02' || e.code === '22007' || e.code === '22008') throw new AppError('request/invalid_cursor');
-        throw e;
-      });
+      );
     return toPage(rows, q.limit, toResponse, (r) => [r.sort_key, r.id], `my_agents:${q.user.tenantId}:${q.user.userId}`);
   }
 }

@@ -114,11 +114,7 @@ export class ListOAuthClientsHandler implements IQueryHandler<ListOAuthClientsQu
           WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2::timestamptz, $3::uuid))
           ORDER BY created_at DESC, id DESC LIMIT $4`,
         [q.tenantId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
-      )
-      .catch((e: { code?: string }) => {
-        if (e.code === '22P02' || e.code === '22007' || e.code === '22008') throw new AppError('request/invalid_cursor');
-        throw e;
-      });
+      );
     return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], `oauth_clients:${q.tenantId}`);
   }
 }
