@@ -62,10 +62,12 @@ async function setup() {
     const r = await http('POST', '/v1/auth/register', { body: { email, password: PASSWORD, consent: true }, headers: { 'x-api-key': key } });
     return { email, access: r.json.access_token, refresh: r.json.refresh_token };
   });
-  // subject tokens for the exchange: per-user access tokens of each agent's tenant (10 exchanges/min per jti)
+  // subject tokens for the exchange: per-user access tokens of each agent's tenant (10 exchanges/min
+  // per jti). BENCH_SUBJECT_USERS (80) users per tenant x 10 tokens each x 10 tenants = 8,000 tokens,
+  // 80,000 exchanges a minute: room for a maximum-throughput run and a fixed-rate run in one minute
   const subjects = [];
   for (const t of tenants) {
-    const u = await pool(Number(process.env.BENCH_SUBJECT_USERS || 40), 10, async (i) => {
+    const u = await pool(Number(process.env.BENCH_SUBJECT_USERS || 80), 10, async (i) => {
       const email = `s${i}-${crypto.randomBytes(4).toString('hex')}@example.com`;
       return (await http('POST', '/v1/auth/register', { body: { email, password: PASSWORD, consent: true }, headers: { 'x-api-key': t.keys[0] } })).json;
     });
@@ -290,6 +292,7 @@ async function scenarios(ctx, mode, rates) {
     const byTenant = new Map();
     for (const sub of ctx.subjects) { if (!byTenant.has(sub.tenant)) byTenant.set(sub.tenant, []); byTenant.get(sub.tenant).push(sub.token); }
     let x = 0;
+    let limited = 0;
     const subjectTurn = new Map();
     const agentTokens = [];
     const exchangeRun = summarize('POST /oauth/token (token exchange)', await run({
@@ -308,9 +311,13 @@ async function scenarios(ctx, mode, rates) {
           const body = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange', subject_token: subject, subject_token_type: 'urn:ietf:params:oauth:token-type:access_token', scope: 'openid profile' }).toString();
           return { ...req, headers: { ...req.headers, 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${basic}`, 'x-forwarded-for': ip() }, body };
         },
-        onResponse: (status, body) => { if (status === 200 && agentTokens.length < 500) agentTokens.push(JSON.parse(body).access_token); },
+        onResponse: (status, body) => {
+          if (status === 429) limited++;
+          if (status === 200 && agentTokens.length < 500) agentTokens.push(JSON.parse(body).access_token);
+        },
       }],
     }), mode);
+    if (limited) exchangeRun.warning = `${limited} exchanges were refused 429 by the per-subject-token (10/min) or per-agent limit: the pool of ${ctx.subjects.length} subject tokens was too small for this host's rate, and those refusals are in non-2xx (raise BENCH_SUBJECT_USERS)`;
     if (want('exchange')) out.push(exchangeRun);
     // bearer calls: an agent token (denylist check) beside a user token on the same route
     if (agentTokens.length && want('agent-me')) {
