@@ -69,10 +69,13 @@ export function toPage<R, T>(rows: R[], limit: number, map: (r: R) => T, positio
   };
 }
 
-const toInt = ({ value }: { value: unknown }) => (value === undefined || value === '' ? undefined : /^\d+$/.test(String(value)) ? Number(value) : value);
+/** A query-string integer for class-transformer: digits become a number, anything else stays as sent (and fails @IsInt). */
+export const queryInt = ({ value }: { value: unknown }) => (value === undefined || value === '' ? undefined : /^\d+$/.test(String(value)) ? Number(value) : value);
+
+export const CURSOR_DESCRIPTION = 'opaque: the next_cursor of the previous page of this same list (a cursor of another list, tenant or parent is 400 request/invalid_cursor)';
 
 /** Query DTO base for cursor-paginated lists; subclasses narrow the limit range. */
 export class CursorQuery {
-  @ApiPropertyOptional({ description: 'opaque: the next_cursor of the previous page' }) @IsOptional() @IsString() cursor?: string;
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 }) @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(100) limit?: number;
+  @ApiPropertyOptional({ description: CURSOR_DESCRIPTION }) @IsOptional() @IsString() cursor?: string;
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 }) @IsOptional() @Transform(queryInt) @IsInt() @Min(1) @Max(100) limit?: number;
 }

@@ -1,13 +1,12 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
 import { IsInt, IsOptional, IsRFC3339, IsString, IsUUID, Length, Max, Min } from 'class-validator';
-
-const toInt = ({ value }: { value: unknown }) => (value === undefined || value === '' ? undefined : /^\d+$/.test(String(value)) ? Number(value) : value);
+import { CURSOR_DESCRIPTION, queryInt } from '../../../shared/db/pagination';
 
 /** spec 4.4 activity query: cursor, limit (default 50, max 200), since, until, actor_user_id, action_type. */
 export class AgentActivityRequestDto {
-  @ApiPropertyOptional() @IsOptional() @IsString() cursor?: string;
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 200, default: 50 }) @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(200) limit?: number;
+  @ApiPropertyOptional({ description: CURSOR_DESCRIPTION }) @IsOptional() @IsString() cursor?: string;
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 200, default: 50 }) @IsOptional() @Transform(queryInt) @IsInt() @Min(1) @Max(200) limit?: number;
   @ApiPropertyOptional({ format: 'date-time', description: 'RFC 3339; actions at or after this instant' }) @IsOptional() @IsRFC3339() since?: string;
   @ApiPropertyOptional({ format: 'date-time', description: 'RFC 3339; actions before this instant' }) @IsOptional() @IsRFC3339() until?: string;
   @ApiPropertyOptional({ format: 'uuid', description: 'owners only (members: 403 auth/forbidden)' }) @IsOptional() @IsUUID() actor_user_id?: string;
