@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Post, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Post, Query, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import { ApiBearerAuth, ApiCreatedResponse, ApiExtraModels, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiSecurity, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import {
@@ -19,6 +19,7 @@ import { TokenResponse } from '../sessions/sessions.service';
 import { LoginRequestDto } from './login/login.request.dto';
 import { LoginUserCommand, MfaRequiredResponse } from './login/login-user.command';
 import { LogoutCommand } from './logout/logout.command';
+import { LogoutQueryDto } from './logout/logout.request.dto';
 import { GetMeQuery, MeResponse } from './me/get-me.query';
 import { RegisterAuthGuard } from './register/register-auth.guard';
 import { RegisterRequestDto } from './register/register.request.dto';
@@ -81,11 +82,14 @@ export class UsersController {
   @Post('logout')
   @HttpCode(204)
   @BearerAuth()
-  @ApiOperation({ summary: 'End the current session' })
-  @ApiNoContentResponse({ description: 'the session ended (its refresh tokens stop working)' })
+  @ApiOperation({
+    summary: 'End the current session, or every session of the user (scope=global), or all but this one (scope=others)',
+    description: 'Ended sessions: their refresh tokens stop working and their access tokens are refused at once. Agent tokens have no session (403; revoke them at /oauth/revoke).',
+  })
+  @ApiNoContentResponse({ description: 'the sessions ended (their refresh tokens stop working)' })
   @ApiProblems('request/invalid', ...Problems.bearer, 'auth/forbidden')
-  async logout(@CurrentUser() user: UserPrincipal): Promise<void> {
-    await this.commandBus.execute(new LogoutCommand(user));
+  async logout(@CurrentUser() user: UserPrincipal, @Query() query: LogoutQueryDto): Promise<void> {
+    await this.commandBus.execute(new LogoutCommand(user, query.scope));
   }
 
   @Get('me')

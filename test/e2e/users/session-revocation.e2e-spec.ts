@@ -77,4 +77,71 @@ describe('end users: ended sessions stay ended (bearer guard, Redis and PostgreS
     await flushTestPrefix(redis);
     await me(next.access_token).expect(401);
   });
+  describe('logout scopes (local, global, others)', () => {
+    /** one user signed in three times (sessions a, b, c) and a bystander of the same tenant */
+    const threeSessions = async () => {
+      const email = uniqueEmail();
+      const first = (await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201)).body;
+      const login = async () =>
+        (await t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(200)).body;
+      return { a: first, b: await login(), c: await login(), other: await register(), userId: first.user.id as string };
+    };
+    const refresh = (rt: string) => t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ refresh_token: rt });
+    const logout = (token: string, query = '') => t.http().post(`/v1/auth/logout${query}`).set('Authorization', `Bearer ${token}`);
+    const audits = (userId: string) =>
+      t.db.query<{ metadata: { scope: string; sessions_ended: number }; target_type: string }>(
+        `SELECT metadata, target_type FROM audit_events WHERE type = 'user.signed_out' AND actor_id = $1 ORDER BY created_at`,
+        [userId],
+      );
+
+    it('scope=others ends every other session of the user and keeps this one; one audit event', async () => {
+      const s = await threeSessions();
+      await logout(s.a.access_token, '?scope=others').expect(204);
+      await me(s.a.access_token).expect(200);
+      for (const x of [s.b, s.c]) {
+        await me(x.access_token).expect(401);
+        expect((await refresh(x.refresh_token).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+      }
+      const kept = (await refresh(s.a.refresh_token).expect(200)).body;
+      await me(kept.access_token).expect(200);
+      await me(s.other.access_token).expect(200);
+      const rows = await audits(s.userId);
+      expect(rows).toEqual([{ metadata: { scope: 'others', sessions_ended: 2 }, target_type: 'user' }]);
+      // nothing left to end: 204, and no second event
+      await logout(kept.access_token, '?scope=others').expect(204);
+      expect(await audits(s.userId)).toHaveLength(1);
+    });
+
+    it('scope=global ends every session of the user, this one included; a bystander is untouched', async () => {
+      const s = await threeSessions();
+      await logout(s.b.access_token, '?scope=global').expect(204);
+      for (const x of [s.a, s.b, s.c]) {
+        await me(x.access_token).expect(401);
+        await refresh(x.refresh_token).expect(401);
+      }
+      await me(s.other.access_token).expect(200);
+      expect((await audits(s.userId)).map((r) => r.metadata)).toEqual([{ scope: 'global', sessions_ended: 3 }]);
+      // the state is in PostgreSQL: losing Redis's keys brings none of them back
+      await flushTestPrefix(redis);
+      for (const x of [s.a, s.b, s.c]) await me(x.access_token).expect(401);
+    });
+
+    it('scope=local (the default) ends only this session', async () => {
+      const s = await threeSessions();
+      await logout(s.c.access_token, '?scope=local').expect(204);
+      await me(s.c.access_token).expect(401);
+      await me(s.a.access_token).expect(200);
+      await me(s.b.access_token).expect(200);
+    });
+
+    it('an unknown scope or another query parameter is 400 naming it; nothing ends', async () => {
+      const s = await threeSessions();
+      for (const q of ['?scope=all', '?scope=', '?scope=GLOBAL', '?everywhere=true']) {
+        const r = await logout(s.a.access_token, q).expect(400);
+        expect(r.body.code).toBe('request/invalid');
+        expect(r.body.errors.map((e: { field: string }) => e.field)).toContainEqual(q.includes('everywhere') ? 'everywhere' : 'scope');
+      }
+      for (const x of [s.a, s.b, s.c]) await me(x.access_token).expect(200);
+    });
+  });
 });
