@@ -61,9 +61,10 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
     trustProxy: trustProxy(config.TRUST_PROXY),
     bodyLimit: config.BODY_LIMIT_BYTES,
     // the whole request must arrive within HTTP_REQUEST_TIMEOUT_MS (Fastify's default is no limit:
-    // a client trickling a body could hold a connection for ever). Node takes it from the server's
-    // constructor options (`http`; set on the server afterwards, as Fastify does, it never fires)
-    // and checks open requests every connectionsCheckingInterval: a quarter of the timeout
+    // a client trickling a body could hold a connection for ever). Node's check only runs when the
+    // server is constructed with the timeout (`http`), and Fastify assigns its own `requestTimeout`
+    // to the server afterwards (0, off, unless given), hence both; open requests are checked every
+    // connectionsCheckingInterval, a quarter of the timeout
     requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
     http: {
       requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,

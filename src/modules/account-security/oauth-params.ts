@@ -3,6 +3,7 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsOptional, IsString, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
 import { Db } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
+import { UUID } from '../../shared/uuid';
 
 /** An absolute URI (RFC 3986 section 4.3: a scheme, no fragment), native-app schemes included. */
 @ValidatorConstraint({ name: 'absoluteUri' })
@@ -32,8 +33,6 @@ export class OAuthParamsDto {
   @ApiPropertyOptional() @IsOptional() @IsString() nonce?: string;
   @ApiPropertyOptional() @IsOptional() @IsString() resource?: string;
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * Issue 5 item 3: the redirect_uri must be registered for that client (an OAuth client of the

@@ -8,8 +8,8 @@ import { EventsService } from '../../shared/events/events.service';
 import { RateLimitService } from '../../shared/rate-limit/rate-limit.service';
 import { WEBHOOK_TOPIC } from './agent-events';
 import { AGENT_LIMIT_BUCKETS, agentLimitKey, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
+import { UUID } from '../../shared/uuid';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const WINDOW_SECONDS = 60;
 const BUCKET = AGENT_LIMIT_BUCKETS.api_calls_per_min!;
 /** Agents remembered per process; past it the memory starts over (a few Redis reads refill it). */

@@ -6,13 +6,12 @@ import { AppError } from '../../shared/errors/app-error';
 import { REDIS } from '../../shared/redis/redis.module';
 import { RevocationCheck, TokenRevocationService } from '../../shared/auth/token-revocation.service';
 import { AGENT_TOKEN_MAX_TTL_SECONDS } from '../oauth/oauth.constants';
+import { UUID } from '../../shared/uuid';
 
 export type DenylistReason = 'agent_revoked' | 'tokens_killed';
 
 /** How long "this agent has no live denylist entry" is cached, so hot paths skip PostgreSQL. */
 export const DENYLIST_NEGATIVE_TTL_SECONDS = 30;
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Redis key caching an agent's denylist state (the key prefix is added by the client). */
 export const denylistKey = (agentId: string) => `denylist:agent:${agentId}`;

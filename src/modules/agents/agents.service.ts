@@ -4,6 +4,7 @@ import { Db, Queryable } from '../../shared/db/db.service';
 import type { AgentRow } from './agent.response.dto';
 import { insertRowSql, insertRowsSql, transpose } from '../../shared/db/insert-row.sql';
 import { AgentClientCache } from './agent-client.cache';
+import { UUID } from '../../shared/uuid';
 
 /** Keys of `agent_settings.rate_limits` (spec 2.10). */
 export const AGENT_RATE_LIMIT_KEYS = [
@@ -63,8 +64,6 @@ export interface AgentActionInput {
   /** raw user agent: stored only as a 12-hex keyed hash prefix (ClientHasher) */
   userAgent?: string | null;
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const ACTION_COLUMNS = [
   ['tenant_id', 'uuid'], ['agent_client_id', 'uuid'], ['action', 'text'], ['actor_user_id', 'uuid'], ['resource', 'text'], ['method_or_event', 'text'],

@@ -65,14 +65,15 @@ export class ListApiKeysHandler implements IQueryHandler<ListApiKeysQuery> {
   constructor(private readonly db: Db) {}
 
   async execute(q: ListApiKeysQuery): Promise<Page<ApiKeyResponse>> {
-    const pos = keysetPosition(q.cursor, `api_keys:${q.tenantId}`);
+    const list = `api_keys:${q.tenantId}`;
+    const pos = keysetPosition(q.cursor, list);
     const rows = await this.db.query<KeyRow & { created_at_text: string }>(
       `SELECT id, name, prefix, created_at, revoked_at, created_at::text AS created_at_text FROM api_keys
         WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2::timestamptz, $3::uuid))
         ORDER BY created_at DESC, id DESC LIMIT $4`,
       [q.tenantId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
     );
-    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], `api_keys:${q.tenantId}`);
+    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], list);
   }
 }
 

@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { AccessClaims, JwtService, TokenVerificationError } from '../../shared/crypto/jwt.service';
+import { UUID } from '../../shared/uuid';
 
 const MAX_TOKEN_LENGTH = 16_384;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * Reads an access token presented to introspection or revocation: ours (signature, kid, iss,

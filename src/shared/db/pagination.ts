@@ -2,6 +2,7 @@ import { createHmac, timingSafeEqual } from 'crypto';
 import { Transform } from 'class-transformer';
 import { IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
 import { AppError } from '../errors/app-error';
+import { UUID } from '../uuid';
 import { ApiPropertyOptional } from '@nestjs/swagger';
 
 /** Every list answers this shape (contract "Conventions"). */
@@ -43,8 +44,6 @@ export function decodeCursor(cursor: string, scope: string): (string | number)[]
     throw new AppError('request/invalid_cursor');
   }
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * The (sort key as text, id) position every list here pages by, from a cursor of list `scope`

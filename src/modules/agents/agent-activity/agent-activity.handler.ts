@@ -54,7 +54,8 @@ export class AgentActivityHandler implements IQueryHandler<AgentActivityQuery> {
       throw new AppError('request/invalid', 'since must not be after until', { errors: [{ field: 'since', message: 'since must not be after until' }] });
     }
     await findTenantAgent(this.db, q.tenantId, q.agentId);
-    const pos = keysetPosition(q.cursor, `agent_activity:${q.tenantId}:${q.agentId}`);
+    const list = `agent_activity:${q.tenantId}:${q.agentId}`;
+    const pos = keysetPosition(q.cursor, list);
     const rows = await this.db
       .query<ActionRow>(
         `SELECT a.id, a.action, a.actor_user_id, u.email AS actor_user_email, a.resource, a.method_or_event, a.jti, a.scope_used,
@@ -76,6 +77,6 @@ export class AgentActivityHandler implements IQueryHandler<AgentActivityQuery> {
         if (e.code === '22P02' || e.code === '22007' || e.code === '22008') throw new AppError('request/invalid', 'A query value is out of range');
         throw e;
       });
-    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], `agent_activity:${q.tenantId}:${q.agentId}`);
+    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], list);
   }
 }

@@ -9,7 +9,8 @@ export class ListAgentsHandler implements IQueryHandler<ListAgentsQuery> {
   constructor(private readonly db: Db) {}
 
   async execute(q: ListAgentsQuery): Promise<Page<AgentResponse>> {
-    const pos = keysetPosition(q.cursor, `agents:${q.tenantId}`);
+    const list = `agents:${q.tenantId}`;
+    const pos = keysetPosition(q.cursor, list);
     const rows = await this.db.query<AgentRow & { created_at_text: string }>(
       `SELECT ${AGENT_COLUMNS}, created_at::text AS created_at_text FROM agent_clients
         WHERE tenant_id = $1 AND ($2::boolean OR revoked_at IS NULL)
@@ -17,6 +18,6 @@ export class ListAgentsHandler implements IQueryHandler<ListAgentsQuery> {
         ORDER BY created_at DESC, id DESC LIMIT $5`,
       [q.tenantId, q.includeRevoked, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
     );
-    return toPage(rows, q.limit, toAgentResponse, (r) => [r.created_at_text, r.id], `agents:${q.tenantId}`);
+    return toPage(rows, q.limit, toAgentResponse, (r) => [r.created_at_text, r.id], list);
   }
 }

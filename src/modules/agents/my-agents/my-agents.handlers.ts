@@ -37,7 +37,8 @@ export class ListMyAgentsHandler implements IQueryHandler<ListMyAgentsQuery> {
   constructor(private readonly db: Db) {}
 
   async execute(q: ListMyAgentsQuery): Promise<Page<UserAgentResponse>> {
-    const pos = keysetPosition(q.cursor, `my_agents:${q.user.tenantId}:${q.user.userId}`);
+    const list = `my_agents:${q.user.tenantId}:${q.user.userId}`;
+    const pos = keysetPosition(q.cursor, list);
     // agents that acted on the caller, plus those the caller revoked or restored (so a withdrawal
     // stays visible even before any action); agents without actions sort last
     const rows = await this.db
@@ -61,7 +62,7 @@ export class ListMyAgentsHandler implements IQueryHandler<ListMyAgentsQuery> {
           ORDER BY sort_ts DESC, id DESC LIMIT $5`,
         [q.user.tenantId, q.user.userId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
       );
-    return toPage(rows, q.limit, toResponse, (r) => [r.sort_key, r.id], `my_agents:${q.user.tenantId}:${q.user.userId}`);
+    return toPage(rows, q.limit, toResponse, (r) => [r.sort_key, r.id], list);
   }
 }
 

@@ -107,7 +107,8 @@ export class ListOAuthClientsHandler implements IQueryHandler<ListOAuthClientsQu
   constructor(private readonly db: Db) {}
 
   async execute(q: ListOAuthClientsQuery): Promise<Page<OAuthClientResponse>> {
-    const pos = keysetPosition(q.cursor, `oauth_clients:${q.tenantId}`);
+    const list = `oauth_clients:${q.tenantId}`;
+    const pos = keysetPosition(q.cursor, list);
     const rows = await this.db
       .query<ClientRow & { created_at_text: string }>(
         `SELECT ${COLUMNS}, created_at::text AS created_at_text FROM oauth_clients
@@ -115,6 +116,6 @@ export class ListOAuthClientsHandler implements IQueryHandler<ListOAuthClientsQu
           ORDER BY created_at DESC, id DESC LIMIT $4`,
         [q.tenantId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
       );
-    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], `oauth_clients:${q.tenantId}`);
+    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], list);
   }
 }

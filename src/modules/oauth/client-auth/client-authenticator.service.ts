@@ -6,6 +6,7 @@ import { AppError } from '../../../shared/errors/app-error';
 import { OAuthError } from '../../../shared/errors/oauth-error';
 import { AgentClientRow, AgentsService } from '../../agents/agents.service';
 import { FormParams } from '../oauth-form';
+import { UUID } from '../../../shared/uuid';
 
 export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'none';
 
@@ -27,7 +28,6 @@ export type OAuthCaller =
 /** A caller authenticated by client credentials. */
 export type ClientCaller = Exclude<OAuthCaller, { kind: 'api_key' }>;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const BASIC = /^Basic\s+([A-Za-z0-9+/=._~-]*)\s*$/i;
 const DUMMY_HASH = sha256Hex('authp:no-such-client');
 

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import * as jwt from 'jsonwebtoken';
 import { AccessClaims, JwtService, TokenVerificationError } from '../../../shared/crypto/jwt.service';
+import { UUID } from '../../../shared/uuid';
 
 /** The precise reasons of spec 4.3, recorded only in the audit event (`subject_invalid_reason`). */
 export type SubjectInvalidReason =
@@ -64,8 +65,6 @@ export function unverifiedJti(token: string | undefined): string | undefined {
     return undefined;
   }
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * The stateless checks of spec 4.3 on a subject token (RFC 8693 section 2.1 `subject_token`):

@@ -15,30 +15,25 @@ export class LogoutHandler implements ICommandHandler<LogoutCommand, void> {
     private readonly revocation: TokenRevocationService,
   ) {}
 
+  /**
+   * `local` ends the bearer's session; `global` every session of the user; `others` all but the
+   * bearer's. The sessions end in one transaction with one audit event, then their access tokens
+   * are refused (after the commit, as every revocation: see TokenRevocationService).
+   */
   async execute({ user, scope }: LogoutCommand): Promise<void> {
     // an agent token has no session: a 204 would tell the agent something ended while its token
     // keeps working, so it is refused and pointed to the endpoint that does end it
     if (user.claims.act) throw new AppError('auth/forbidden', 'Agent tokens have no session to end; revoke the token at /oauth/revoke (RFC 7009)');
-    if (scope !== 'local') return this.endUserSessions(user, scope);
-    if (!user.sessionId) return;
     const sid = user.sessionId;
-    await this.db.tx(async (tx) => {
-      const ended = await this.sessions.revokeSession(sid, 'logout', tx);
-      if (ended)
-        await this.events.audit(tx, { tenantId: user.tenantId, type: 'user.signed_out', actorType: 'user', actorId: user.userId, targetType: 'session', targetId: sid });
-    });
-    await this.revocation.markSessionsRevoked([sid]);
-  }
-
-  /**
-   * `global` and `others`: the user's sessions end in one transaction with one audit event (the
-   * scope and how many ended), then their access tokens are refused (after the commit, as every
-   * revocation: see TokenRevocationService).
-   */
-  private async endUserSessions(user: LogoutCommand['user'], scope: 'global' | 'others'): Promise<void> {
-    const keep = scope === 'others' ? user.sessionId : undefined;
+    if (scope === 'local' && !sid) return;
     const ended = await this.db.tx(async (tx) => {
-      const ids = await this.sessions.revokeUserSessions(tx, user.userId, scope === 'global' ? 'logout_global' : 'logout_others', keep);
+      if (scope === 'local') {
+        if (await this.sessions.revokeSession(sid!, 'logout', tx))
+          await this.events.audit(tx, { tenantId: user.tenantId, type: 'user.signed_out', actorType: 'user', actorId: user.userId, targetType: 'session', targetId: sid });
+        // marked again even when it had ended already: a Redis write lost then is made good
+        return [sid!];
+      }
+      const ids = await this.sessions.revokeUserSessions(tx, user.userId, `logout_${scope}`, scope === 'others' ? sid : undefined);
       if (ids.length)
         await this.events.audit(tx, {
           tenantId: user.tenantId,

@@ -43,7 +43,8 @@ export class ListDeliveriesHandler implements IQueryHandler<ListDeliveriesQuery>
   constructor(private readonly db: Db) {}
 
   async execute(q: ListDeliveriesQuery): Promise<Page<WebhookDeliveryResponse>> {
-    const pos = keysetPosition(q.cursor, `webhook_deliveries:${q.tenantId}:${q.endpointId}`);
+    const list = `webhook_deliveries:${q.tenantId}:${q.endpointId}`;
+    const pos = keysetPosition(q.cursor, list);
     const [endpoint] = await this.db.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1 AND tenant_id = $2`, [q.endpointId, q.tenantId]);
     if (!endpoint) throw new AppError('webhook/not_found');
     const rows = await this.db.query<DeliveryRow>(
@@ -55,6 +56,6 @@ export class ListDeliveriesHandler implements IQueryHandler<ListDeliveriesQuery>
         ORDER BY created_at DESC, id DESC LIMIT $6`,
       [q.endpointId, q.tenantId, q.status ?? null, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
     );
-    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], `webhook_deliveries:${q.tenantId}:${q.endpointId}`);
+    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], list);
   }
 }
