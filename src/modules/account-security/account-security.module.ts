@@ -24,6 +24,7 @@ import { ForgotPasswordHandler } from './password/forgot-password.handler';
 import { ResetPasswordHandler } from './password/reset-password.handler';
 import { RequestTrail } from './request-trail';
 import { EmailDomainsHandlers } from './settings/email-domains.handlers';
+import { PasskeyDomainHandlers } from './settings/passkey-domain.handlers';
 import { SecuritySettingsController } from './settings/security-settings.controller';
 import { GetSecuritySettingsHandler, UpdateSecuritySettingsHandler } from './settings/security-settings.handlers';
 import { CompleteStepUpHandler } from './step-up/complete-step-up.handler';
@@ -67,6 +68,7 @@ import { TenantFlags } from './tenant-flags';
     GetSecuritySettingsHandler,
     UpdateSecuritySettingsHandler,
     ...EmailDomainsHandlers,
+    ...PasskeyDomainHandlers,
   ],
 })
 export class AccountSecurityModule implements OnModuleInit {

@@ -239,6 +239,76 @@ describe('account security: tenant security settings and email domains (spec 2.8
     });
   });
 
+  describe('passkey domain (spec UpdateTenantPasskeyDomainRequest)', () => {
+    const accountsHost = new URL(process.env.ACCOUNTS_URL ?? 'http://localhost:3001').hostname;
+    const putRp = (body: unknown, who: { cookie: string; csrf: string } = owner, slug = owner.slug) => write('put', who, 'passkey-domain', body, slug);
+
+    it('GET starts unset, the host of ACCOUNTS_URL in effect (members read too)', async () => {
+      const fresh = await signupTenant(t);
+      expect((await get(fresh, 'passkey-domain', fresh.slug).expect(200)).body).toEqual({ passkey_rp_id: null, effective_rp_id: accountsHost });
+      await get(member, 'passkey-domain').expect(200);
+    });
+
+    it('PUT sets a registrable domain or a name under one, null clears it; one audit event per change, none for a repeat', async () => {
+      const before = (await audits('tenant.passkey_domain_updated')).length;
+      expect((await putRp({ passkey_rp_id: 'example.com' }).expect(200)).body).toEqual({ passkey_rp_id: 'example.com', effective_rp_id: 'example.com' });
+      expect((await get(member, 'passkey-domain').expect(200)).body).toEqual({ passkey_rp_id: 'example.com', effective_rp_id: 'example.com' });
+      await putRp({ passkey_rp_id: 'example.com' }).expect(200);
+      expect((await putRp({ passkey_rp_id: 'login.app.example.co.uk' }).expect(200)).body.passkey_rp_id).toBe('login.app.example.co.uk');
+      expect((await putRp({ passkey_rp_id: 'localhost' }).expect(200)).body.passkey_rp_id).toBe('localhost');
+      const long = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(58)}.io`;
+      expect(long).toHaveLength(253);
+      expect((await putRp({ passkey_rp_id: long }).expect(200)).body.passkey_rp_id).toBe(long);
+      expect((await putRp({ passkey_rp_id: null }).expect(200)).body).toEqual({ passkey_rp_id: null, effective_rp_id: accountsHost });
+      const rows = (await audits('tenant.passkey_domain_updated')).slice(before);
+      expect(rows.map((r) => r.metadata)).toEqual([
+        { from: null, to: 'example.com' },
+        { from: 'example.com', to: 'login.app.example.co.uk' },
+        { from: 'login.app.example.co.uk', to: 'localhost' },
+        { from: 'localhost', to: long },
+        { from: long, to: null },
+      ]);
+      expect(rows.every((r) => r.actor_id === owner.userId)).toBe(true);
+    });
+
+    it.each([
+      ['a missing key', {}],
+      ['an empty string', { passkey_rp_id: '' }],
+      ['254 characters', { passkey_rp_id: `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(59)}.io` }],
+      ['upper-case letters (refused, not normalized)', { passkey_rp_id: 'Example.com' }],
+      ['a scheme', { passkey_rp_id: 'https://example.com' }],
+      ['a port', { passkey_rp_id: 'example.com:443' }],
+      ['an underscore', { passkey_rp_id: 'my_app.example.com' }],
+      ['a number', { passkey_rp_id: 42 }],
+      ['a public suffix', { passkey_rp_id: 'com' }],
+      ['a multi-label public suffix', { passkey_rp_id: 'co.uk' }],
+      ['a private public suffix', { passkey_rp_id: 'github.io' }],
+      ['an IPv4 address', { passkey_rp_id: '192.168.1.10' }],
+      ['an empty label', { passkey_rp_id: 'app..example.com' }],
+      ['a trailing dot', { passkey_rp_id: 'example.com.' }],
+      ['a label starting with a hyphen', { passkey_rp_id: '-app.example.com' }],
+      ['a label of 64 characters', { passkey_rp_id: `${'a'.repeat(64)}.example.com` }],
+      ['an unknown property', { passkey_rp_id: 'example.com', origin: 'https://example.com' }],
+    ])('PUT rejects %s with 400 request/invalid, changing nothing', async (_n, body) => {
+      await putRp({ passkey_rp_id: 'keep.example.com' }).expect(200);
+      const res = await putRp(body).expect(400);
+      expect(res.body.code).toBe('request/invalid');
+      expect(res.body.errors.length).toBeGreaterThan(0);
+      expect((await get(owner, 'passkey-domain').expect(200)).body.passkey_rp_id).toBe('keep.example.com');
+    });
+
+    it('members cannot write (403); another tenant is 404; CSRF and a session are required', async () => {
+      expect((await putRp({ passkey_rp_id: 'example.org' }, member).expect(403)).body.code).toBe('auth/forbidden');
+      expect((await putRp({ passkey_rp_id: 'example.org' }, owner, stranger.slug).expect(404)).body.code).toBe('tenant/not_found');
+      expect((await get(owner, 'passkey-domain', stranger.slug).expect(404)).body.code).toBe('tenant/not_found');
+      expect((await get(stranger, 'passkey-domain', stranger.slug).expect(200)).body.passkey_rp_id).toBeNull();
+      const noCsrf = await t.http().put(`${sec}/${owner.slug}/settings/passkey-domain`).set('Cookie', owner.cookie).send({ passkey_rp_id: 'example.org' }).expect(403);
+      expect(noCsrf.body.code).toBe('csrf/invalid');
+      await t.http().get(`${sec}/${owner.slug}/settings/passkey-domain`).expect(401);
+      expect((await get(owner, 'passkey-domain').expect(200)).body.passkey_rp_id).not.toBe('example.org');
+    });
+  });
+
   describe('enforcement wherever an email enters (register, guest claim, invites), each rule with its own 422 code', () => {
     let d: DashboardFixture;
     let key: string;

@@ -5,7 +5,8 @@ import { CurrentDashboard, DashboardPrincipal } from '../../../shared/auth/auth-
 import { DashboardAuth } from '../../../shared/auth/dashboard.guard';
 import { ApiProblems, Problems } from '../../../shared/http/api-docs';
 import { GetEmailDomainsQuery, PutEmailDomainsCommand } from './email-domains.handlers';
-import { EmailDomainsResponse, PutEmailDomainsDto, SecuritySettingsResponse, UpdateSecuritySettingsDto } from './security-settings.dto';
+import { GetPasskeyDomainQuery, PutPasskeyDomainCommand } from './passkey-domain.handlers';
+import { EmailDomainsResponse, PasskeyDomainResponse, PutEmailDomainsDto, PutPasskeyDomainDto, SecuritySettingsResponse, UpdateSecuritySettingsDto } from './security-settings.dto';
 import { GetSecuritySettingsQuery, UpdateSecuritySettingsCommand } from './security-settings.handlers';
 
 /** Contract "Tenant settings": members read, owners write. */
@@ -51,5 +52,23 @@ export class SecuritySettingsController {
   @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
   putEmailDomains(@CurrentDashboard() s: DashboardPrincipal, @Body() body: PutEmailDomainsDto): Promise<EmailDomainsResponse> {
     return this.commandBus.execute(new PutEmailDomainsCommand(s, body));
+  }
+
+  @Get('passkey-domain')
+  @DashboardAuth({ tenant: true })
+  @ApiOkResponse({ type: PasskeyDomainResponse })
+  @ApiOperation({ summary: 'WebAuthn relying-party id of the tenant (spec UpdateTenantPasskeyDomainRequest), and the one in effect' })
+  @ApiProblems(...Problems.dashboardRead, ...Problems.tenant)
+  getPasskeyDomain(@CurrentDashboard() s: DashboardPrincipal): Promise<PasskeyDomainResponse> {
+    return this.queryBus.execute(new GetPasskeyDomainQuery(s.tenant!.id));
+  }
+
+  @Put('passkey-domain')
+  @DashboardAuth({ tenant: true, owner: true })
+  @ApiOkResponse({ type: PasskeyDomainResponse })
+  @ApiOperation({ summary: 'Set or clear (null) the relying-party id (owner): a registrable domain or a name under one, never a public suffix or an IP address' })
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
+  putPasskeyDomain(@CurrentDashboard() s: DashboardPrincipal, @Body() body: PutPasskeyDomainDto): Promise<PasskeyDomainResponse> {
+    return this.commandBus.execute(new PutPasskeyDomainCommand(s, body));
   }
 }

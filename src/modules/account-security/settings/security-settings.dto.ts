@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, IsArray, IsBoolean, IsIn, IsInt, IsString, Length, Matches, Max, Min } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsBoolean, IsIn, IsInt, IsString, Length, Matches, Max, Min, ValidateIf } from 'class-validator';
 import { Nullable, Present } from '../../../shared/http/presence';
 
 
@@ -86,4 +86,25 @@ export class PutEmailDomainsDto {
 export class EmailDomainsResponse {
   @ApiProperty({ type: [String] }) allowlist!: string[];
   @ApiProperty({ type: [String] }) blocklist!: string[];
+}
+
+/** spec UpdateTenantPasskeyDomainRequest: the key is required, null clears it. */
+export class PutPasskeyDomainDto {
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    minLength: 1,
+    maxLength: 253,
+    pattern: '^[a-z0-9.-]+$',
+    description:
+      'WebAuthn relying-party id of the tenant: a registrable domain or a name under one (not a public suffix, not an IP address; localhost outside production); null clears it',
+  })
+  @ValidateIf((_o, v) => v !== null) @IsString() @Length(1, 253)
+  @Matches(/^[a-z0-9.-]+$/, { message: 'passkey_rp_id must match ^[a-z0-9.-]+$ (lower-case letters, digits, dots and hyphens)' })
+  passkey_rp_id!: string | null;
+}
+
+export class PasskeyDomainResponse {
+  @ApiProperty({ type: String, nullable: true, description: 'the relying-party id set by the tenant, or null' }) passkey_rp_id!: string | null;
+  @ApiProperty({ description: 'the relying-party id passkey ceremonies use: passkey_rp_id, else the host of ACCOUNTS_URL' }) effective_rp_id!: string;
 }
