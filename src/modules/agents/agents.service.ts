@@ -41,8 +41,7 @@ export const AGENT_GRANT_TYPES = [
   'client_credentials',
 ] as const;
 
-/** An agent client row as the token endpoint needs it (spec 2.10, 3.2), with its tenant's tier. */
-/** An agent row with what client authentication needs: the tenant's tier and the secret hash. */
+/** An agent client row as the token endpoint needs it (spec 2.10, 3.2): with its tenant's tier and the secret hash. */
 export interface AgentClientRow extends AgentRow {
   tenant_tier: 'free' | 'pro' | 'enterprise';
   secret_hash: string;

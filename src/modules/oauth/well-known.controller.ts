@@ -4,10 +4,6 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { SigningKeysService } from '../../shared/crypto/signing-keys.service';
 import { TOKEN_EXCHANGE_GRANT } from './oauth.constants';
 
-/**
- * Discovery: JWKS, OpenID Provider metadata and RFC 8414 authorization server metadata, listing
- * the token (RFC 8693 exchange), introspection (RFC 7662) and revocation (RFC 7009) endpoints.
- */
 /** OpenID Provider / RFC 8414 metadata, as served (documentation only). */
 const METADATA_SCHEMA = {
   type: 'object',
@@ -31,6 +27,10 @@ const METADATA_SCHEMA = {
   },
 };
 
+/**
+ * Discovery: JWKS, OpenID Provider metadata and RFC 8414 authorization server metadata, listing
+ * the token (RFC 8693 exchange), introspection (RFC 7662) and revocation (RFC 7009) endpoints.
+ */
 @ApiTags('discovery')
 @Controller('.well-known')
 export class WellKnownController {

@@ -346,12 +346,6 @@ export class SessionsService {
    * caller's transaction (`tx`) the caller calls `markSessionsRevoked` after its commit (see
    * TokenRevocationService for why the order matters); alone it does both.
    */
-  /**
-   * Ends a session and retires its refresh tokens. Two statements, the session first: its row lock
-   * waits for a refresh of the session in flight (refresh takes it first too), and the token
-   * update, a statement of its own, then sees the token that refresh issued. In one statement the
-   * token update would read the snapshot taken before the wait and leave that token unrevoked.
-   */
   async revokeSession(sessionId: string, reason: string, tx?: Queryable): Promise<boolean> {
     const which = { sessionId };
     const ended = await (tx ? this.endSessions(tx, which, reason) : this.db.tx((t) => this.endSessions(t, which, reason)));
@@ -364,6 +358,12 @@ export class SessionsService {
     return this.endSessions(tx, { userId, keep }, reason);
   }
 
+  /**
+   * Ends sessions and retires their refresh tokens. Two statements, the session first: its row lock
+   * waits for a refresh of the session in flight (refresh takes it first too), and the token
+   * update, a statement of its own, then sees the token that refresh issued. In one statement the
+   * token update would read the snapshot taken before the wait and leave that token unrevoked.
+   */
   private async endSessions(tx: Queryable, which: { sessionId: string } | { userId: string; keep?: string }, reason: string): Promise<string[]> {
     const ended =
       'sessionId' in which
