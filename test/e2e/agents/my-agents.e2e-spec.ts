@@ -127,6 +127,16 @@ describe('agents API, end user (spec 4.5, 3.3, RestoreMyAgentResponse)', () => {
       expect(await audits('agent.user_revoked', alice.userId, a.id)).toHaveLength(1);
     });
 
+    it('answers the agent id as stored whatever the case of the id in the path (one identifier)', async () => {
+      const a = await registerAgent(t, owner);
+      const upper = a.id.toUpperCase();
+      const revoked = await me(alice, `/${upper}`).delete().expect(200);
+      expect(revoked.body.agent_client_id).toBe(a.id);
+      expect((await me(alice, `/${a.id}`).delete().expect(200)).body).toEqual(revoked.body);
+      expect((await me(alice, `/${upper}`).restore().expect(200)).body).toMatchObject({ agent_client_id: a.id, newly_restored: true });
+      expect((await as(t, owner).get(agentsUrl(owner, `/${upper}`)).expect(200)).body.id).toBe(a.id);
+    });
+
     it('works for an agent the tenant revoked or disabled too', async () => {
       const a = await registerAgent(t, owner);
       await as(t, owner).delete(agentsUrl(owner, `/${a.id}`)).expect(200);
