@@ -2,6 +2,7 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
+  ArrayMinSize,
   ArrayUnique,
   IsArray,
   IsInt,
@@ -84,8 +85,15 @@ export class AgentFieldsDto {
   @Matches(SCOPE_TOKEN, { each: true, message: 'each scope must be an RFC 6749 scope-token' })
   scopes?: string[];
 
-  @ApiPropertyOptional({ type: [String], enum: AGENT_GRANT_TYPES, maxItems: 10, description: 'each from the spec 7.4 allowlist, else 422 agent/invalid_grant_type' })
-  @Present() @IsArray() @ArrayMaxSize(10) @ArrayUnique() @IsString({ each: true }) @MaxLength(200, { each: true })
+  @ApiPropertyOptional({
+    type: [String],
+    enum: AGENT_GRANT_TYPES,
+    minItems: 1,
+    maxItems: 10,
+    description: 'each from the spec 7.4 allowlist, else 422 agent/invalid_grant_type; at least one (disable is the one way to clear them)',
+  })
+  @Present() @IsArray() @ArrayMinSize(1, { message: 'grant_types needs at least one grant type; to stop an agent exchanging tokens, use its disable action' })
+  @ArrayMaxSize(10) @ArrayUnique() @IsString({ each: true }) @MaxLength(200, { each: true })
   grant_types?: string[];
 
   @ApiPropertyOptional({ type: 'integer', minimum: 60, maximum: 900, default: 900 }) @Present() @IsInt() @Min(60) @Max(900) agent_token_max_ttl_sec?: number;

@@ -101,7 +101,7 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
         const res = await as(t, owner).post(agentsUrl(owner), { name: 'bad', grant_types: [TOKEN_EXCHANGE, g] }).expect(422);
         expect(res.body).toMatchObject({ status: 422, code: 'agent/invalid_grant_type' });
       }
-      for (const grant_types of ['client_credentials', [1], [TOKEN_EXCHANGE, TOKEN_EXCHANGE], null]) {
+      for (const grant_types of ['client_credentials', [1], [TOKEN_EXCHANGE, TOKEN_EXCHANGE], null, []]) {
         expect((await as(t, owner).post(agentsUrl(owner), { name: 'bad', grant_types }).expect(400)).body.code).toBe('request/invalid');
       }
     });
@@ -268,6 +268,8 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
         { secret_hash: 'x' },
         { revoked_at: null },
         { agent_metadata_version: 9 },
+        // clearing the grant types is the disable action's (one way, one client_disabled event)
+        { grant_types: [] },
       ]) {
         expect((await as(t, owner).patch(url, body).expect(400)).body.code).toBe('request/invalid');
       }
