@@ -2,6 +2,7 @@ import { generateKeyPairSync, randomUUID } from 'crypto';
 import * as jwt from 'jsonwebtoken';
 import * as client from 'openid-client';
 import { JwtService } from '../../../src/shared/crypto/jwt.service';
+import { SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
 import { hashPrefix } from '../../../src/shared/crypto/tokens';
 import { AgentFixture, createAgent, createOAuthClient } from '../../factories/agent.factory';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
@@ -274,6 +275,22 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       await expectRejected(await sign({ iss: 'https://evil.example' }), 'wrong_issuer');
       await expectRejected(await sign({ aud: 'https://someone-else.example' }), 'wrong_audience');
       await expectRejected(await sign({}, -60), 'expired');
+    });
+
+    it('claims a token of ours always has in their shape (scope a string, amr strings), and an iat in the future', async () => {
+      await expectRejected(await sign({ scope: undefined }), 'missing_claims');
+      await expectRejected(await sign({ scope: ['openid'] }), 'missing_claims');
+      await expectRejected(await sign({ amr: 'pwd' }), 'missing_claims');
+      await expectRejected(await sign({ amr: ['pwd', 7] }), 'missing_claims');
+      // signed with the real key (as only a holder of it could): iat five minutes ahead
+      const { kid, key } = t.app.get(SigningKeysService).signingKey();
+      const now = Math.floor(Date.now() / 1000);
+      const real = claims(await subject());
+      const ahead = jwt.sign({ ...real, jti: randomUUID(), iat: now + 300, exp: now + 900 }, key, { algorithm: 'RS256', keyid: kid });
+      await expectRejected(ahead, 'not_yet_valid');
+      // within the allowed clock skew it is fine
+      const skewed = jwt.sign({ ...real, jti: randomUUID(), iat: now + 20, exp: now + 900 }, key, { algorithm: 'RS256', keyid: kid });
+      await exchange(config, skewed);
     });
 
     it("tenant_id not the client's tenant", async () => {

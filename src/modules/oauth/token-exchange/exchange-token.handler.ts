@@ -153,7 +153,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     }
 
     // RFC 8693 section 2.1 scope, RFC 6749 section 3.3: requested ∩ subject ∩ agent allowlist
-    const subjectScope = splitScope(typeof subject.scope === 'string' ? subject.scope : '');
+    const subjectScope = splitScope(subject.scope); // a string: SubjectTokenValidator checked the claim shapes
     const allow = new Set(agent.scopes);
     const have = new Set(subjectScope);
     const granted = dedupe(req.scope ?? subjectScope).filter((s) => have.has(s) && allow.has(s));
@@ -174,7 +174,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const ttl = Math.min(req.requestedTtl ?? AGENT_TOKEN_DEFAULT_TTL_SECONDS, agent.agent_token_max_ttl_sec, AGENT_TOKEN_MAX_TTL_SECONDS);
 
     // RFC 8693 section 4.1: the actor is the authenticated client; contract "Tokens": no sid, amr + tx
-    const amr = Array.isArray(subject.amr) ? subject.amr.filter((m) => typeof m === 'string') : [];
+    const { amr } = subject;
     const { token, claims } = await this.jwt.sign(
       {
         sub: subject.sub,
