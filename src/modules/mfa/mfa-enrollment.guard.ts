@@ -1,11 +1,11 @@
 import { applyDecorators, CanActivate, ExecutionContext, Injectable, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
-import * as jwt from 'jsonwebtoken';
 import { ApiKeyResolver } from '../../shared/auth/api-key.strategy';
 import { authOf, UserPrincipal } from '../../shared/auth/auth-context';
 import { BearerAuthenticator, bearerToken } from '../../shared/auth/bearer.strategy';
 import { TokenRevocationService } from '../../shared/auth/token-revocation.service';
+import { peekJwt } from '../../shared/crypto/jwt.service';
 import { AppError, bearerRequired, InvalidTokenError, tenantMismatch } from '../../shared/errors/app-error';
 import { EnrollmentTokenService } from './enrollment-token.service';
 
@@ -27,9 +27,8 @@ export class MfaEnrollmentGuard implements CanActivate {
     const req = ctx.switchToHttp().getRequest<FastifyRequest>();
     const token = bearerToken(req);
     if (!token) throw bearerRequired();
-    const peek = jwt.decode(token, { json: true });
     let user: UserPrincipal;
-    if (peek?.aud === this.enrollment.audience) {
+    if (peekJwt(token)?.payload.aud === this.enrollment.audience) {
       const claims = await this.enrollment.verify(token);
       if (!claims) throw new InvalidTokenError();
       // the same revocation checks as every bearer (e.g. a jti revoked through /oauth/revoke)

@@ -32,6 +32,21 @@ export type ClaimsInput = Omit<AccessClaims, 'iss' | 'aud' | 'exp' | 'iat' | 'jt
 
 export class TokenVerificationError extends Error {}
 
+/**
+ * A JWT read without verifying it (RFC 7519 decode only), or null when it cannot be read.
+ * jsonwebtoken's decode throws on a header that says `typ: JWT` over a payload that is not JSON:
+ * from a client that is bad input (401), never a fault of ours.
+ */
+export function peekJwt(token: string): { header: jwt.JwtHeader; payload: jwt.JwtPayload } | null {
+  try {
+    const decoded = jwt.decode(token, { complete: true });
+    if (!decoded || typeof decoded.payload !== 'object' || decoded.payload === null) return null;
+    return { header: decoded.header, payload: decoded.payload };
+  } catch {
+    return null;
+  }
+}
+
 /** Signs and verifies RS256 access tokens with the current signing key. */
 @Injectable()
 export class JwtService {
@@ -101,9 +116,9 @@ export class JwtService {
   }
 
   private async verifySignature(token: string): Promise<AccessClaims> {
-    const decoded = jwt.decode(token, { complete: true });
-    const kid = decoded && typeof decoded === 'object' ? decoded.header.kid : undefined;
-    if (!kid || decoded?.header.alg !== 'RS256') throw new TokenVerificationError('bad header');
+    const decoded = peekJwt(token);
+    const kid = decoded?.header.kid;
+    if (!kid || decoded.header.alg !== 'RS256') throw new TokenVerificationError('bad header');
     const key = await this.keys.verificationKey(kid);
     if (!key) throw new TokenVerificationError('unknown kid');
     try {

@@ -1,5 +1,6 @@
 import * as client from 'openid-client';
 import { JwtService } from '../../../src/shared/crypto/jwt.service';
+import { SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
 import { hashPrefix } from '../../../src/shared/crypto/tokens';
 import { AgentDenylistService } from '../../../src/modules/agents/agent-denylist.service';
 import { AgentFixture, createAgent, createOAuthClient } from '../../factories/agent.factory';
@@ -27,6 +28,9 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
   const agentToken = async (cfg: client.Configuration = config, u: RegisteredUser = user) => (await exchange(cfg, (await login(t, tenant, u.email)).access_token)).access_token;
   const introspectWithKey = (token: string, apiKey = tenant.apiKey) => t.http().post('/oauth/introspect').type('form').set('X-API-Key', apiKey).send({ token });
   const me = (token: string) => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${token}`);
+  /** A published kid over a payload that is not JSON (jsonwebtoken's decode throws on it). */
+  const junkWithOurKid = (): string =>
+    `${Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid: t.app.get(SigningKeysService).signingKey().kid })).toString('base64url')}.${Buffer.from('hello').toString('base64url')}.c2ln`;
 
   describe('introspection', () => {
     it('an agent token is active with its claims; client_id and act name the agent (openid-client, Basic)', async () => {
@@ -74,7 +78,7 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       expect(await client.tokenIntrospection(otherCfg, tok)).toEqual({ active: false });
       expect((await introspectWithKey(tok, other.apiKey).expect(200)).body).toEqual({ active: false });
       const expired = (await t.app.get(JwtService).sign({ sub: user.id, tenant_id: tenant.id, scope: 'openid', amr: ['pwd'], aal: 'AAL1', role: 'member', is_anonymous: false } as never, -10)).token;
-      for (const bad of ['nope', expired, `${tok.slice(0, -4)}AAAA`, `${(await session()).refresh_token}`]) {
+      for (const bad of ['nope', expired, `${tok.slice(0, -4)}AAAA`, `${(await session()).refresh_token}`, junkWithOurKid()]) {
         expect(await client.tokenIntrospection(config, bad)).toEqual({ active: false });
       }
     });
@@ -164,7 +168,7 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       const other = await createTenant(t.db, { tier: 'pro' });
       const otherAgent = await createAgent(t.db, other.id);
       const tok = await agentToken();
-      for (const bad of ['nope', `${tok.slice(0, -4)}AAAA`, '00000000-0000-4000-8000-000000000000:' + 'A'.repeat(43)]) {
+      for (const bad of ['nope', `${tok.slice(0, -4)}AAAA`, '00000000-0000-4000-8000-000000000000:' + 'A'.repeat(43), junkWithOurKid()]) {
         const res = await t.http().post('/oauth/revoke').type('form').set('Authorization', basic(agent.id, agent.secret)).send({ token: bad });
         expect(res.status).toBe(200);
         expect(res.headers['cache-control']).toBe('no-store');

@@ -1,7 +1,7 @@
 import { generateKeyPairSync, randomUUID } from 'crypto';
 import * as jwt from 'jsonwebtoken';
 import * as client from 'openid-client';
-import { JwtService } from '../../../src/shared/crypto/jwt.service';
+import { JwtService, peekJwt } from '../../../src/shared/crypto/jwt.service';
 import { SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
 import { hashPrefix } from '../../../src/shared/crypto/tokens';
 import { AgentFixture, createAgent, createOAuthClient } from '../../factories/agent.factory';
@@ -243,7 +243,7 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       const rows = await auditRows(t, 'oauth.token_exchange.subject_invalid', a.id);
       const mine = rows.find((r) => r.metadata.subject_invalid_reason === reason);
       expect(mine).toBeDefined();
-      const jti = (jwt.decode(st, { json: true }) ?? {}).jti as string | undefined;
+      const jti = peekJwt(st)?.payload.jti;
       expect(mine!.metadata).toEqual({
         agent_client_id: a.id,
         subject_invalid_reason: reason,
@@ -267,8 +267,11 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       await expectRejected(`${h}.${p}.${'A'.repeat(342)}`, 'bad_signature');
     });
 
-    it('a token that is not a JWT at all', async () => {
+    it('a token that is not a JWT at all, or one with our kid over a payload that is not JSON', async () => {
       await expectRejected('definitely-not-a-jwt', 'malformed');
+      const { kid } = t.app.get(SigningKeysService).signingKey();
+      const header = Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid })).toString('base64url');
+      await expectRejected(`${header}.${Buffer.from('hello').toString('base64url')}.c2ln`, 'malformed');
     });
 
     it('wrong issuer, wrong audience, expired', async () => {

@@ -226,6 +226,16 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     await expect401(`Bearer ${forge({ ...claims, iat: now - 2000, exp: now - 1000 })}`);
     await expect401(`Bearer ${forge(claims, 'unknown-kid')}`);
     await expect401(`Bearer ${jwt.sign(claims, 'shared-secret', { algorithm: 'HS256', keyid: kid, noTimestamp: true })}`);
+    // a published kid over a payload that is not JSON: bad input (401), never a 500
+    const header = Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid })).toString('base64url');
+    for (const payload of ['hello', '{', '']) {
+      const junk = `${header}.${Buffer.from(payload).toString('base64url')}.c2ln`;
+      await expect401(`Bearer ${junk}`);
+      for (const [method, path] of [['post', '/v1/auth/logout'], ['get', '/v1/users/me/agents'], ['post', '/v1/auth/mfa/totp/setup'], ['post', '/v1/auth/register']] as const) {
+        const res = await t.http()[method](path).set('Authorization', `Bearer ${junk}`).set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({});
+        expect([path, res.status]).toEqual([path, 401]);
+      }
+    }
     // a matching X-API-Key is fine; another tenant's key is 401 auth/tenant_mismatch
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`).set('X-API-Key', tenant.apiKey).expect(200);
     const mismatch = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`).set('X-API-Key', other.apiKey).expect(401);

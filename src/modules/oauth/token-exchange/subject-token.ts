@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import * as jwt from 'jsonwebtoken';
-import { AccessClaims, JwtService, TokenVerificationError } from '../../../shared/crypto/jwt.service';
+import { AccessClaims, JwtService, peekJwt, TokenVerificationError } from '../../../shared/crypto/jwt.service';
 import { UUID } from '../../../shared/uuid';
 
 /** The precise reasons of spec 4.3, recorded only in the audit event (`subject_invalid_reason`). */
@@ -61,12 +60,8 @@ function verificationReason(message: string): SubjectInvalidReason {
  */
 export function unverifiedJti(token: string | undefined): string | undefined {
   if (!token) return undefined;
-  try {
-    const peek = jwt.decode(token, { json: true });
-    return typeof peek?.jti === 'string' && peek.jti ? peek.jti.slice(0, 200) : undefined;
-  } catch {
-    return undefined;
-  }
+  const jti = peekJwt(token)?.payload.jti;
+  return typeof jti === 'string' && jti ? jti.slice(0, 200) : undefined;
 }
 
 /**
