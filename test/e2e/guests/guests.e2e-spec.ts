@@ -106,7 +106,7 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
     await me(r.body.access_token).expect(200);
   });
 
-  it('once the API key that created a guest is revoked, its access token works until exp but refresh fails', async () => {
+  it('once the API key that created a guest is revoked, its access token works until exp but refresh (and a claim into a lasting session) fails', async () => {
     const owner = await signupTenant(t);
     await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true WHERE slug = $1`, [owner.slug]);
     await t.tenantChanged(owner.tenantId);
@@ -116,6 +116,19 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
     await me(g.body.access_token).expect(200);
     const k2 = await createApiKey(t, owner);
     expect((await refresh(g.body.refresh_token, k2.key).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+    // a claim would turn the dying session into a lasting one: refused, the guest untouched
+    const email = uniqueEmail('revoked-key');
+    const claim = await t.http().post('/v1/auth/register').set('X-API-Key', k2.key).set('X-Forwarded-For', randomIp())
+      .set('Authorization', `Bearer ${g.body.access_token}`).send({ email, password: STRONG_PASSWORD, consent: true }).expect(401);
+    expect(claim.body.code).toBe('auth/invalid_token');
+    expect(claim.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
+    const [u] = await t.db.query<{ is_anonymous: boolean; email: string | null }>(`SELECT is_anonymous, email FROM users WHERE id = $1`, [g.body.user.id]);
+    expect(u).toEqual({ is_anonymous: true, email: null });
+    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.claimed' AND target_id = $1`, [g.body.user.id])).toHaveLength(0);
+    await me(g.body.access_token).expect(200);
+    // registering without the guest token works (a new account)
+    const fresh = await t.http().post('/v1/auth/register').set('X-API-Key', k2.key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    expect(fresh.body.user.id).not.toBe(g.body.user.id);
   });
 
   describe('claim by register with the guest bearer (ClaimGuest)', () => {

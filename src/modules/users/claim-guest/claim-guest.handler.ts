@@ -38,12 +38,16 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
                   role = t.default_user_role
              FROM tenants t
             WHERE u.id = $1 AND u.tenant_id = $2 AND t.id = u.tenant_id AND u.is_anonymous
+              -- spec 3.1: once the API key that created the guest is revoked its session cannot be
+              -- refreshed, so it cannot be claimed into a lasting one either
+              AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.id = u.created_by_api_key_id AND k.revoked_at IS NOT NULL)
             RETURNING u.id, u.role, u.created_at, t.user_scopes, u.email_verified, t.name AS tenant_name`,
           [guest.userId, cmd.tenantId, c.email, c.emailNormalized, c.passwordHash, c.dateOfBirthEnc, c.emailVerified ?? false],
         );
         if (!user) {
-          const [exists] = await tx.query(`SELECT 1 FROM users WHERE id = $1 AND tenant_id = $2`, [guest.userId, cmd.tenantId]);
-          if (exists) throw new AppError('anonymous/already_claimed');
+          const [row] = await tx.query<{ is_anonymous: boolean }>(`SELECT is_anonymous FROM users WHERE id = $1 AND tenant_id = $2`, [guest.userId, cmd.tenantId]);
+          if (row && !row.is_anonymous) throw new AppError('anonymous/already_claimed');
+          if (row) throw new InvalidTokenError('invalid_token', 'The guest session has ended (the API key that created it was revoked); register without the guest token');
           throw new InvalidTokenError('invalid_token', 'The guest no longer exists; sign in again');
         }
         const audit = {
