@@ -12,6 +12,8 @@ describe('cursor pagination', () => {
     expect(() => decodeCursor(`${forged}.${sig}`, 'list:a')).toThrow();
     expect(() => decodeCursor(`${payload}.${'A'.repeat(22)}`, 'list:a')).toThrow();
     expect(() => decodeCursor('garbage', 'list:a')).toThrow();
+    // a signature of 22 characters but more bytes (non-ASCII) is the same refusal, not a RangeError
+    expect(() => decodeCursor(`${payload}.${'é'.repeat(22)}`, 'list:a')).toThrow(expect.objectContaining({ code: 'request/invalid_cursor' }));
     setCursorKey(Buffer.alloc(32, 4));
     expect(() => decodeCursor(c, 'list:a')).toThrow();
     setCursorKey(Buffer.alloc(32, 3));

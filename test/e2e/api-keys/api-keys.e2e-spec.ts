@@ -75,6 +75,8 @@ describe('API keys (contract "Onboarding and the dashboard")', () => {
     expect(names).toEqual(['k2', 'k1', 'k0']);
     const tampered = p1.body.pagination.next_cursor.replace(/^./, (ch: string) => (ch === 'A' ? 'B' : 'A'));
     expect((await t.http().get(`${url(c)}?cursor=${encodeURIComponent(tampered)}`).set('Cookie', c.cookie).expect(400)).body.code).toBe('request/invalid_cursor');
+    const nonAscii = `${p1.body.pagination.next_cursor.split('.')[0]}.${'é'.repeat(22)}`;
+    expect((await t.http().get(`${url(c)}?cursor=${encodeURIComponent(nonAscii)}`).set('Cookie', c.cookie).expect(400)).body.code).toBe('request/invalid_cursor');
     expect((await t.http().get(`${url(c)}?limit=0`).set('Cookie', c.cookie).expect(400)).body.code).toBe('request/invalid');
     expect((await t.http().get(`${url(c)}?limit=101`).set('Cookie', c.cookie).expect(400)).body.code).toBe('request/invalid');
   });
