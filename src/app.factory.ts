@@ -103,6 +103,11 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
   await app.register(fastifyCors as never, {
     origin: config.corsOrigins.length ? config.corsOrigins : false,
     credentials: true,
+    // every method the API answers (the plugin's default is GET, HEAD, POST only: a dashboard on an
+    // allowed origin could not PATCH its settings or DELETE an API key); requested headers are
+    // reflected (Content-Type, X-CSRF-Token, X-API-Key, Authorization, ...)
+    methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+    maxAge: 600,
     exposedHeaders: ['X-Request-Id', 'Retry-After', 'X-Service-Docs', 'WWW-Authenticate'],
   } as never);
 

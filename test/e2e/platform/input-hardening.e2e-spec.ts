@@ -253,6 +253,32 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 400, code: 'request/invalid' });
   });
 
+  it('CORS: an allowed origin may use every method the API answers, with credentials; another origin gets no CORS headers', async () => {
+    const cors = await createTestApp({ CORS_ORIGINS: 'https://app.example, https://admin.example' });
+    try {
+      for (const method of ['GET', 'POST', 'PUT', 'PATCH', 'DELETE']) {
+        const pre = await cors
+          .http()
+          .options('/v1/auth/dashboard/tenants/acme/settings/security')
+          .set('Origin', 'https://admin.example')
+          .set('Access-Control-Request-Method', method)
+          .set('Access-Control-Request-Headers', 'content-type,x-csrf-token');
+        expect(pre.status).toBe(204);
+        expect(pre.headers['access-control-allow-origin']).toBe('https://admin.example');
+        expect(pre.headers['access-control-allow-credentials']).toBe('true');
+        expect(pre.headers['access-control-allow-methods'].split(',').map((m: string) => m.trim())).toContain(method);
+        expect(pre.headers['access-control-allow-headers'].toLowerCase()).toContain('x-csrf-token');
+      }
+      const foreign = await cors.http().options('/v1/auth/me').set('Origin', 'https://attacker.example').set('Access-Control-Request-Method', 'DELETE');
+      expect(foreign.headers['access-control-allow-origin']).toBeUndefined();
+      const simple = await cors.http().get('/health').set('Origin', 'https://app.example').expect(200);
+      expect(simple.headers['access-control-allow-origin']).toBe('https://app.example');
+      expect(simple.headers['access-control-expose-headers']).toContain('X-Request-Id');
+    } finally {
+      await cors.close();
+    }
+  });
+
   it('a body that trickles in slower than HTTP_REQUEST_TIMEOUT_MS gets 408 problem+json and the connection closes', async () => {
     const slow = await createTestApp({ HTTP_REQUEST_TIMEOUT_MS: '1000' });
     try {
