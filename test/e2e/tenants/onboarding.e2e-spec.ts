@@ -114,6 +114,25 @@ describe('onboarding signup (spec 2.1)', () => {
     expect(await t.db.query(`SELECT 1 FROM tenants WHERE name = $1`, [first.body.tenant.name])).toHaveLength(2);
   });
 
+  it('the honeypot decoy keeps the idempotency and email promises a real signup keeps (nothing created)', async () => {
+    const body = { ...valid(), website: 'http://spam.example', idempotency_key: randomUUID() };
+    const a = await signup(body).expect(201);
+    const b = await signup(body).expect(201);
+    expect(b.body).toEqual(a.body);
+    expect(sessionCookie(b.headers['set-cookie'])).toBe(sessionCookie(a.headers['set-cookie']));
+    // as for a real key: another password or another request with the key is 409 idempotency/conflict
+    expect((await signup({ ...body, password: 'another long password' }).expect(409)).body.code).toBe('idempotency/conflict');
+    expect((await signup({ ...body, tenant_name: 'Other Name' }).expect(409)).body.code).toBe('idempotency/conflict');
+    // the same email again without the key: taken, as a real one would be
+    const again = await signup({ ...valid(), email: body.email, website: 'x' }).expect(409);
+    expect(again.body.code).toBe('onboarding/email_exists');
+    const plain = { ...valid(), website: 'y' };
+    await signup(plain).expect(201);
+    expect((await signup({ ...valid(), email: plain.email.toUpperCase(), website: 'y' }).expect(409)).body.code).toBe('onboarding/email_exists');
+    expect(await t.db.query(`SELECT 1 FROM tenants WHERE name = ANY($1)`, [[body.tenant_name, plain.tenant_name]])).toHaveLength(0);
+    expect(await t.db.query(`SELECT 1 FROM dashboard_users WHERE email_normalized = ANY($1)`, [[body.email, plain.email]])).toHaveLength(0);
+  });
+
   it('replays the same answer for the same idempotency_key and creates nothing twice', async () => {
     const body = { ...valid(), idempotency_key: randomUUID() };
     const a = await signup(body).expect(201);

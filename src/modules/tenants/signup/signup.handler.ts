@@ -1,13 +1,17 @@
 import { randomBytes, randomUUID } from 'crypto';
+import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import Redis from 'ioredis';
+import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { DashboardSessionService } from '../../../shared/auth/dashboard-session.service';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
-import { randomToken } from '../../../shared/crypto/tokens';
+import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
 import { Db, Queryable, isUniqueViolation } from '../../../shared/db/db.service';
 import { IdempotencyService, requestHash } from '../../../shared/db/idempotency';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { REDIS } from '../../../shared/redis/redis.module';
 import { normalizeEmail } from '../../users/email';
 import { slugify } from '../slug';
 import { TurnstileService } from '../turnstile.service';
@@ -23,6 +27,8 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     private readonly events: EventsService,
     private readonly turnstile: TurnstileService,
     private readonly throttle: LoginThrottleService,
+    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   async execute({ body, client }: SignupCommand): Promise<SignupResult> {
@@ -37,17 +43,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       await this.signedIn(body.email, client.ip);
       return created;
     }
-    // what the request asks for, defaults applied and the email and name as they are stored, so an
-    // explicit default (consent_marketing: false, website: "") or another spelling of the same
-    // email is the same request; the password stays out (a fast hash of it would be crackable)
-    const hash = requestHash({
-      email: normalizeEmail(body.email.trim()),
-      tenant_name: body.tenant_name.trim(),
-      consent_terms: body.consent_terms,
-      consent_privacy: body.consent_privacy,
-      consent_marketing: body.consent_marketing ?? false,
-    });
-    const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, hash, async (tx) => this.create(tx, body, await this.hasher.hash(body.password)));
+    const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, signupHash(body), async (tx) => this.create(tx, body, await this.hasher.hash(body.password)));
     // A replay hands out the owner's session again: only to a request that proves the password
     // (checked against the stored argon2 hash; the key alone is not a credential). A wrong one
     // is the same 409 as any other request that differs from the first.
@@ -57,26 +53,44 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
   }
 
   /**
-   * The honeypot was filled: a bot. It gets the answer a real signup would give (the same
-   * refusal of a taken email, a slug made unique the same way, the same password-hashing time, a
-   * decoy session cookie, since a missing one would tell) and nothing is created.
+   * The honeypot was filled: a bot. It gets the answers a real signup would give, so nothing tells
+   * it apart: the same refusal of a taken email (its own decoy emails included, remembered for
+   * IDEMPOTENCY_TTL_SECONDS), a slug made unique the same way, the same password-hashing time, a
+   * decoy session cookie, and with an idempotency key the same replay (the same answer for the
+   * same password, 409 for another or for another request). Nothing is created but the
+   * idempotency record and the remembered email.
    */
   private async decoy(body: SignupCommand['body']): Promise<SignupResult> {
+    const passwordHash = await this.hasher.hash(body.password);
+    if (!body.idempotency_key) {
+      const d = await this.decoyAnswer(body);
+      return { body: d.body, sessionToken: d.secret.session };
+    }
+    const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, signupHash(body), async () => {
+      const d = await this.decoyAnswer(body);
+      return { ...d, secret: { ...d.secret, decoy_password_hash: passwordHash } };
+    });
+    if (r.replayed && !(await this.hasher.verify(r.secret?.decoy_password_hash ?? '', body.password).catch(() => false))) throw new AppError('idempotency/conflict');
+    return { body: r.body, sessionToken: r.secret?.session };
+  }
+
+  private async decoyAnswer(body: SignupCommand['body']): Promise<{ status: number; body: SignupResponse; secret: { session: string } }> {
     const name = body.tenant_name.trim();
     const email = body.email.trim();
-    await this.hasher.hash(body.password);
     const [taken] = await this.db.query<{ email: boolean; slug: boolean }>(
       `SELECT EXISTS (SELECT 1 FROM dashboard_users WHERE email_normalized = $1) AS email, EXISTS (SELECT 1 FROM tenants WHERE slug = $2) AS slug`,
       [normalizeEmail(email), slugify(name)],
     );
-    if (taken.email) throw new AppError('onboarding/email_exists', 'Sign in to the dashboard to create another tenant');
+    const remembered = await this.redis.set(`signup-decoy:${sha256Hex(normalizeEmail(email))}`, '1', 'EX', this.config.IDEMPOTENCY_TTL_SECONDS, 'NX');
+    if (taken.email || remembered !== 'OK') throw new AppError('onboarding/email_exists', 'Sign in to the dashboard to create another tenant');
     return {
+      status: 201,
       body: {
         tenant: { id: randomUUID(), slug: taken.slug ? suffixedSlug(slugify(name)) : slugify(name), name, tier: 'free' },
         user: { id: randomUUID(), email },
         csrf_token: randomToken(),
       },
-      sessionToken: randomToken(),
+      secret: { session: randomToken() },
     };
   }
 
@@ -149,4 +163,19 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
 /** A taken slug made unique: the name's slug with a random suffix. */
 function suffixedSlug(base: string): string {
   return `${base.slice(0, 33)}-${randomBytes(3).toString('hex')}`;
+}
+
+/**
+ * What a signup asks for, defaults applied and the email and name as they are stored, so an
+ * explicit default (consent_marketing: false, website: "") or another spelling of the same email
+ * is the same request; the password stays out (a fast hash of it would be crackable).
+ */
+function signupHash(body: SignupCommand['body']): string {
+  return requestHash({
+    email: normalizeEmail(body.email.trim()),
+    tenant_name: body.tenant_name.trim(),
+    consent_terms: body.consent_terms,
+    consent_privacy: body.consent_privacy,
+    consent_marketing: body.consent_marketing ?? false,
+  });
 }
