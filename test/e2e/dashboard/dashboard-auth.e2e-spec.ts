@@ -135,6 +135,24 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     expect(acc.body.memberships.map((m: { tenant_slug: string }) => m.tenant_slug).sort()).toEqual([owner.slug, other.slug].sort());
   });
 
+  it('invitations of two tenants for one new address, accepted at once with one password: both join the one new account', async () => {
+    const other = await signupTenant(t);
+    for (let round = 0; round < 3; round++) {
+      const email = uniqueEmail('race');
+      const tokens = [];
+      for (const d of [owner, other]) {
+        const inv = await t.http().post(`/v1/auth/dashboard/tenants/${d.slug}/members`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ email, role: 'member' }).expect(201);
+        tokens.push(inv.body.invite_token as string);
+      }
+      const answers = await Promise.all(tokens.map((token) => t.http().post('/v1/auth/dashboard/invites/accept').set('X-Forwarded-For', randomIp()).send({ token, password: STRONG_PASSWORD })));
+      expect(answers.map((a) => a.status)).toEqual([200, 200]);
+      expect(new Set(answers.map((a) => a.body.user.id)).size).toBe(1);
+      expect(await t.db.query(`SELECT 1 FROM dashboard_users WHERE email_normalized = $1`, [email])).toHaveLength(1);
+      const slugs = (await t.http().get('/v1/auth/dashboard/me').set('Cookie', sessionCookie(answers[1].headers['set-cookie'])).expect(200)).body.memberships.map((m: { tenant_slug: string }) => m.tenant_slug);
+      expect(slugs.sort()).toEqual([owner.slug, other.slug].sort());
+    }
+  });
+
   it('two pending invitations for one address (member, then owner), both accepted: the second is 409 member/exists, stays unused, and the role is unchanged', async () => {
     const email = uniqueEmail('twice');
     const invite = (role: string) => t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email, role }).expect(201);

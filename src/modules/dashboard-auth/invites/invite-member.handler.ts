@@ -70,6 +70,17 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
   ) {}
 
   async execute(cmd: AcceptInviteCommand): Promise<AcceptInviteResult> {
+    try {
+      return await this.accept(cmd);
+    } catch (e) {
+      // two invitations of one new address accepted at once (from two tenants): the other created
+      // the account first. Once more, as an existing account: the same password joins it.
+      if (e instanceof AccountCreatedMeanwhile) return this.accept(cmd);
+      throw e;
+    }
+  }
+
+  private async accept(cmd: AcceptInviteCommand): Promise<AcceptInviteResult> {
     const [inv] = await this.db.query<{ id: string; tenant_id: string; email: string; email_normalized: string; role: string }>(
       `SELECT id, tenant_id, email, email_normalized, role FROM dashboard_invites
         WHERE token_hash = $1 AND accepted_at IS NULL AND expires_at > now()`,
@@ -105,7 +116,7 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
             [inv.email, inv.email_normalized, newHash],
           );
         } catch (e) {
-          if (isUniqueViolation(e)) throw new AppError('invite/invalid', 'Accept the invitation with your existing password');
+          if (isUniqueViolation(e)) throw new AccountCreatedMeanwhile();
           throw e;
         }
       }
@@ -127,3 +138,6 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
     return accepted;
   }
 }
+
+/** The invited address got its account between the look-up and the insert (a parallel accept). */
+class AccountCreatedMeanwhile extends Error {}
