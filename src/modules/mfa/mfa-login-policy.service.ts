@@ -28,6 +28,8 @@ interface PolicyRow {
   mfa_grace_period_days: number;
   mfa_required_since: Date | null;
   tenant_created_at: Date;
+  /** when the account began as a registered user: its creation, or its claim for a former guest */
+  account_start: Date | null;
 }
 
 /**
@@ -57,7 +59,8 @@ export class MfaLoginPolicy implements OnModuleInit {
     if (user.is_anonymous) return undefined;
     const [p] = await this.db.query<PolicyRow>(
       `SELECT EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = $1 AND f.enabled_at IS NOT NULL) AS mfa_enabled,
-              t.mfa_policy, t.mfa_grace_period_days, t.mfa_required_since, t.created_at AS tenant_created_at
+              t.mfa_policy, t.mfa_grace_period_days, t.mfa_required_since, t.created_at AS tenant_created_at,
+              (SELECT greatest(u.created_at, u.claimed_at) FROM users u WHERE u.id = $1) AS account_start
          FROM tenants t WHERE t.id = $2`,
       [user.id, user.tenant_id],
       'mfa_login_policy',
@@ -66,7 +69,9 @@ export class MfaLoginPolicy implements OnModuleInit {
     if (p.mfa_enabled) return { challenge: { mfa_required: true, mfa_challenge_token: await this.createChallenge(user, firstFactor?.amr, firstFactor?.oauthParams) } };
     const state = enrollmentState(
       { mfaPolicy: p.mfa_policy, graceDays: p.mfa_grace_period_days, requiredSince: p.mfa_required_since, tenantCreatedAt: p.tenant_created_at },
-      new Date(user.created_at),
+      // a guest claimed by registering starts its grace at the claim (guests cannot enroll); a caller
+      // whose account is not committed yet (register, claim) passes its start as created_at
+      new Date(Math.max(new Date(user.created_at).getTime(), p.account_start ? new Date(p.account_start).getTime() : 0)),
     );
     if (state.kind === 'grace') {
       return { extraClaims: { mfa_enrollment_required: true, mfa_enrollment_deadline: Math.floor(state.deadline.getTime() / 1000) } };

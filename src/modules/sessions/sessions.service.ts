@@ -284,7 +284,7 @@ export class SessionsService {
                 (rt.rotated_at IS NOT NULL AND rt.rotated_at > now() - make_interval(secs => $6)) AS grace_ok,
                 CASE WHEN t.mfa_policy <> 'required' OR u.is_anonymous THEN NULL
                      WHEN EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = u.id AND f.enabled_at IS NOT NULL) THEN NULL
-                     ELSE greatest(coalesce(t.mfa_required_since, t.created_at), u.created_at) + make_interval(secs => t.mfa_grace_period_days * 86400)
+                     ELSE greatest(coalesce(t.mfa_required_since, t.created_at), u.created_at, u.claimed_at) + make_interval(secs => t.mfa_grace_period_days * 86400)
                 END AS mfa_enrollment_deadline
            FROM i
            JOIN refresh_tokens rt ON rt.id = i.id AND rt.tenant_id = i.tenant_id

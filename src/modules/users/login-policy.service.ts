@@ -36,4 +36,15 @@ export class LoginPolicy {
     }
     return { extraClaims };
   }
+
+  /**
+   * The claims of the first tokens of an account that begins now (registration, a guest claimed by
+   * registering): the policy counts the account from now, whatever the row says (a claimed guest's
+   * row is as old as the guest). A new account has no second factor yet, so it is never challenged.
+   */
+  async forNewAccount(user: SessionUser, amr: string[]): Promise<Record<string, unknown>> {
+    const d = await this.afterPassword({ ...user, created_at: new Date() }, { amr });
+    if (d.challenge) throw new Error('a new account was asked for a second factor');
+    return d.extraClaims ?? {};
+  }
 }

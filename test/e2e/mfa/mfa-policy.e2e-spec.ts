@@ -71,6 +71,36 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
     expect((await api.login(u.email).expect(403)).body.code).toBe('mfa/enrollment_required');
   });
 
+  it("registration's own tokens say so too: the grace starts at registration", async () => {
+    await requireMfa(30, 3);
+    const u = await api.register();
+    const claims = claimsOf(u.accessToken);
+    expect(claims.mfa_enrollment_required).toBe(true);
+    expect(Math.abs(Number(claims.mfa_enrollment_deadline) - (Math.floor(Date.now() / 1000) + 3 * DAY))).toBeLessThan(60);
+  });
+
+  it('a guest claimed by registering begins its account (and its grace) at the claim, whatever the age of the guest', async () => {
+    await requireMfa(30, 3);
+    await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true, anonymous_ever_enabled = true WHERE id = $1`, [tenant.id]);
+    await t.tenantChanged(tenant.id);
+    const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    await userCreatedDaysAgo(g.body.user.id, 10);
+    const email = `claimed.${g.body.user.id.slice(0, 8)}@example.com`;
+    const claimed = await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp())
+      .set('Authorization', `Bearer ${g.body.access_token}`).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    const deadline = Math.floor(Date.now() / 1000) + 3 * DAY;
+    expect(claimsOf(claimed.body.access_token)).toMatchObject({ mfa_enrollment_required: true });
+    expect(Math.abs(Number(claimsOf(claimed.body.access_token).mfa_enrollment_deadline) - deadline)).toBeLessThan(60);
+    // refresh and sign-in count from the claim as well (not from the guest's creation)
+    const r = await t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ refresh_token: claimed.body.refresh_token }).expect(200);
+    expect(Math.abs(Number(claimsOf(r.body.access_token).mfa_enrollment_deadline) - deadline)).toBeLessThan(60);
+    const l = await api.login(email).expect(200);
+    expect(Math.abs(Number(claimsOf(l.body.access_token).mfa_enrollment_deadline) - deadline)).toBeLessThan(60);
+    // once the grace from the claim is over, the policy holds
+    await t.db.query(`UPDATE users SET claimed_at = now() - make_interval(secs => $2) WHERE id = $1`, [g.body.user.id, 3.01 * DAY]);
+    expect((await api.login(email).expect(403)).body.code).toBe('mfa/enrollment_required');
+  });
+
   it('after the grace login answers 403 mfa/enrollment_required (problem+json) with an enrollment-only token', async () => {
     const u = await lockedOut();
     const res = await api.login(u.email).expect(403);

@@ -5,6 +5,7 @@ import { AppError, InvalidTokenError, tenantMismatch } from '../../../shared/err
 import { EventsService } from '../../../shared/events/events.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { UserEmailPolicy } from '../user-email-policy.service';
+import { LoginPolicy } from '../login-policy.service';
 import { ClaimGuestCommand } from './claim-guest.command';
 
 /**
@@ -20,6 +21,7 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
     private readonly sessions: SessionsService,
     private readonly emailPolicy: UserEmailPolicy,
     private readonly profiles: UserProfileCache,
+    private readonly loginPolicy: LoginPolicy,
   ) {}
 
   async execute(cmd: ClaimGuestCommand): Promise<TokenResponse> {
@@ -77,9 +79,12 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
           created_at: user.created_at,
         };
         const amr = [c.method === 'password' ? 'pwd' : c.method]; // RFC 8176 names
+        // spec 2.8 mfa_policy required: the account begins now (a guest could not enroll), so the
+        // whole grace starts at the claim
+        const opts = { amr, extraClaims: await this.loginPolicy.forNewAccount(sessionUser, amr) };
         return guest.sessionId
-          ? this.sessions.continueSession(tx, sessionUser, user.user_scopes, guest.sessionId, { amr })
-          : this.sessions.start(tx, sessionUser, user.user_scopes, { amr }).then(({ sessionId: _s, ...t }) => t);
+          ? this.sessions.continueSession(tx, sessionUser, user.user_scopes, guest.sessionId, opts)
+          : this.sessions.start(tx, sessionUser, user.user_scopes, opts).then(({ sessionId: _s, ...t }) => t);
       });
       await this.profiles.invalidate([guest.userId]);
       return tokens;

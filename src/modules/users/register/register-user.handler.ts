@@ -8,6 +8,7 @@ import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { normalizeEmail } from '../email';
 import { activityCtes } from '../../sessions/activity.sql';
+import { LoginPolicy } from '../login-policy.service';
 import { UserEmailPolicy } from '../user-email-policy.service';
 import { ClaimGuestCommand } from '../claim-guest/claim-guest.command';
 import { RegisterUserCommand } from './register-user.command';
@@ -30,6 +31,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
     private readonly emailPolicy: UserEmailPolicy,
     private readonly commandBus: CommandBus,
     private readonly throttle: LoginThrottleService,
+    private readonly loginPolicy: LoginPolicy,
   ) {}
 
   async execute(cmd: RegisterUserCommand): Promise<TokenResponse> {
@@ -83,12 +85,13 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
           metadata: { method: 'password' },
         });
         await this.emailPolicy.afterRegister(tx, { tenantId: cmd.tenantId, tenantName: tenant.name, userId: user.id, email: body.email.trim() });
-        const { sessionId: _sid, ...tokens } = await this.sessions.start(
-          tx,
-          { id: user.id, tenant_id: cmd.tenantId, email: body.email.trim(), email_verified: false, is_anonymous: false, role: tenant.default_user_role, created_at: user.created_at },
-          tenant.user_scopes,
-          { amr: ['pwd'], apiKeyId: cmd.apiKey?.id },
-        );
+        const sessionUser = { id: user.id, tenant_id: cmd.tenantId, email: body.email.trim(), email_verified: false, is_anonymous: false, role: tenant.default_user_role, created_at: user.created_at };
+        const { sessionId: _sid, ...tokens } = await this.sessions.start(tx, sessionUser, tenant.user_scopes, {
+          amr: ['pwd'],
+          apiKeyId: cmd.apiKey?.id,
+          // spec 2.8 mfa_policy required: the new user's grace starts now (as sign-in says it)
+          extraClaims: await this.loginPolicy.forNewAccount(sessionUser, ['pwd']),
+        });
         return tokens;
       });
       return await signedIn(tokens);
