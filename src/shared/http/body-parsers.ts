@@ -98,4 +98,11 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
     if (bodyFault(value)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'), undefined);
     done(null, value);
   });
+  // the query string gets the same check as a body (a %00 would otherwise reach PostgreSQL)
+  fastify.addHook('onRequest', (req, _reply, done) => {
+    const fault = req.query && typeof req.query === 'object' ? bodyFault(req.query) : undefined;
+    if (!fault) return done();
+    if (isOAuthPath(req.url)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'));
+    done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: fault.field, message: fault.message.replace(/^body /, 'the query ') }] }));
+  });
 }

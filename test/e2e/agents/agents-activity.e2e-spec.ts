@@ -110,6 +110,9 @@ describe('agent activity timeline (spec 4.4, 2.10 AgentActionResponse)', () => {
     for (const q of ['?since=yesterday', '?until=2030-01-01', '?since=2030-13-01T00:00:00Z', '?actor_user_id=nope', `?since=${at(5).toISOString()}&until=${at(1).toISOString()}`, `?action_type=${'x'.repeat(65)}`]) {
       expect((await as(t, owner).get(url(q)).expect(400)).body.code).toBe('request/invalid');
     }
+    // U+0000 in a query value is refused as in a body, before anything reaches PostgreSQL
+    const nul = await as(t, owner).get(url('?action_type=token%00exchange')).expect(400);
+    expect(nul.body).toMatchObject({ code: 'request/invalid', errors: [{ field: 'action_type', message: expect.stringContaining('U+0000') }] });
   });
 
   it('shows a member only the actions without an acting end user; filtering by a user is 403 for members', async () => {

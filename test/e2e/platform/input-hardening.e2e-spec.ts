@@ -253,6 +253,14 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 400, code: 'request/invalid' });
   });
 
+  it('a query value with U+0000 is 400 (request/invalid naming it; invalid_request under /oauth)', async () => {
+    const r = await t.http().get('/v1/auth/me?x=a%00b').set('X-API-Key', tenant.apiKey);
+    expectInvalid(r);
+    expect(r.body.errors[0]).toMatchObject({ field: 'x' });
+    const o = await t.http().post('/oauth/introspect?x=%00').type('form').set('X-API-Key', tenant.apiKey).send({ token: 'nope' }).expect(400);
+    expect(o.body.error).toBe('invalid_request');
+  });
+
   it('CORS: an allowed origin may use every method the API answers, with credentials; another origin gets no CORS headers', async () => {
     const cors = await createTestApp({ CORS_ORIGINS: 'https://app.example, https://admin.example' });
     try {
