@@ -15,6 +15,7 @@ import { RevokedAccessTokensTenant1764600000000 } from './1764600000000-revoked-
 import { EmailNfkc1764700000000 } from './1764700000000-email-nfkc';
 import { HotParentKeys1764800000000 } from './1764800000000-hot-parent-keys';
 import { WebhookDeliveryLease1764900000000 } from './1764900000000-webhook-delivery-lease';
+import { SigningKeyActiveFrom1765000000000 } from './1765000000000-signing-key-active-from';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -35,4 +36,5 @@ export const ALL_MIGRATIONS = [
   EmailNfkc1764700000000,
   HotParentKeys1764800000000,
   WebhookDeliveryLease1764900000000,
+  SigningKeyActiveFrom1765000000000,
 ];

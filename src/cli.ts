@@ -5,7 +5,7 @@ import { GuestPurgeService } from './modules/guests/purge/guest-purge.service';
 import { AgentClientCache } from './modules/agents/agent-client.cache';
 import { ApiKeyCache } from './shared/cache/api-key.cache';
 import { ExpiredRowsSweeper } from './shared/maintenance/expired-rows.sweeper';
-import { SigningKeysService } from './shared/crypto/signing-keys.service';
+import { KEY_PUBLISH_LEAD_SECONDS, SigningKeysService } from './shared/crypto/signing-keys.service';
 import { Db } from './shared/db/db.service';
 import { EventsService } from './shared/events/events.service';
 import { KernelModule } from './shared/kernel.module';
@@ -107,10 +107,12 @@ export const COMMANDS: CliCommand[] = [
   },
   {
     name: 'keys:rotate',
-    description: 'creates a new signing key; the old ones stay published until their tokens expire',
+    args: '[--now]',
+    description: `creates a new signing key, published at once, signing ${KEY_PUBLISH_LEAD_SECONDS} s later (once cached JWKS have expired; --now: at once, for a compromised key); the old ones stay published until their tokens expire`,
     run: async ({ app, args, io }) => {
-      if (args.length) throw new CliUsageError('keys:rotate takes no arguments');
-      io.out(`new signing key: ${await app.get(SigningKeysService).rotate()}`);
+      if (args.length > 1 || (args.length === 1 && args[0] !== '--now')) throw new CliUsageError('keys:rotate takes only --now');
+      const { kid, activeFrom } = await app.get(SigningKeysService).rotate({ immediate: args[0] === '--now' });
+      io.out(`new signing key: ${kid} (published now; signs from ${activeFrom.toISOString()})`);
     },
   },
   {

@@ -1,7 +1,7 @@
 import { Controller, Get, Header, Inject } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { APP_CONFIG, AppConfig } from '../../config/config';
-import { SigningKeysService } from '../../shared/crypto/signing-keys.service';
+import { JWKS_MAX_AGE_SECONDS, SigningKeysService } from '../../shared/crypto/signing-keys.service';
 import { TOKEN_EXCHANGE_GRANT } from './oauth.constants';
 
 /** OpenID Provider / RFC 8414 metadata, as served (documentation only). */
@@ -62,7 +62,7 @@ export class WellKnownController {
   }
 
   @Get('jwks.json')
-  @Header('Cache-Control', 'public, max-age=300')
+  @Header('Cache-Control', `public, max-age=${JWKS_MAX_AGE_SECONDS}`)
   @ApiOperation({ summary: 'JSON Web Key Set of the access-token signing keys (one entry per kid)' })
   @ApiOkResponse({
     description: 'RFC 7517 JWK Set (public RSA keys only)',
@@ -93,7 +93,7 @@ export class WellKnownController {
   }
 
   @Get('openid-configuration')
-  @Header('Cache-Control', 'public, max-age=300')
+  @Header('Cache-Control', `public, max-age=${JWKS_MAX_AGE_SECONDS}`)
   @ApiOperation({ summary: 'OpenID Provider metadata' })
   @ApiOkResponse({ schema: METADATA_SCHEMA })
   openid() {
@@ -101,7 +101,7 @@ export class WellKnownController {
   }
 
   @Get('oauth-authorization-server')
-  @Header('Cache-Control', 'public, max-age=300')
+  @Header('Cache-Control', `public, max-age=${JWKS_MAX_AGE_SECONDS}`)
   @ApiOperation({ summary: 'OAuth 2.0 Authorization Server metadata (RFC 8414)' })
   @ApiOkResponse({ schema: METADATA_SCHEMA })
   oauthServer() {

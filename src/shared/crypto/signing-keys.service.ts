@@ -15,6 +15,14 @@ interface LoadedKey {
 /** Tokens outlive a rotation by at most this: the largest token lifetime we issue. */
 const MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600;
 const RELOAD_MS = 30_000;
+/** How long relying parties may cache the JWKS (its Cache-Control max-age). */
+export const JWKS_MAX_AGE_SECONDS = 300;
+/**
+ * A rotated-in key is published this long before it signs: every JWKS cached without it has
+ * expired by then, and every API process has reloaded (RELOAD_MS), so no token carries a kid a
+ * relying party cannot find in the JWKS it holds.
+ */
+export const KEY_PUBLISH_LEAD_SECONDS = JWKS_MAX_AGE_SECONDS + RELOAD_MS / 1000 + 30;
 
 /**
  * RS256 signing keys: created on first start, private halves envelope-encrypted with
@@ -56,36 +64,45 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
     });
   }
 
-  /** `cli keys:rotate`: a new active key; the old ones stay published until their tokens expire. */
-  async rotate(): Promise<string> {
-    const kid = await this.db.tx(async (tx) => {
+  /**
+   * `cli keys:rotate`: a new key, published in the JWKS at once and signing from `activeFrom`
+   * (KEY_PUBLISH_LEAD_SECONDS later; `immediate` for an emergency: at once). The key it replaces
+   * signs until then and stays published until its tokens have expired.
+   */
+  async rotate(opts: { immediate?: boolean } = {}): Promise<{ kid: string; activeFrom: Date }> {
+    const rotated = await this.db.tx(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(hashtext('authp:signing_keys'))`);
-      await tx.query(`UPDATE signing_keys SET retired_at = now() WHERE retired_at IS NULL`);
-      return this.insertKey(tx);
+      const [{ at }] = await tx.query<{ at: Date }>(`SELECT now() + make_interval(secs => $1) AS at`, [opts.immediate ? 0 : KEY_PUBLISH_LEAD_SECONDS]);
+      await tx.query(`UPDATE signing_keys SET retired_at = $1 WHERE retired_at IS NULL`, [at]);
+      return { kid: await this.insertKey(tx, at), activeFrom: at };
     });
     await this.reload();
-    return kid;
+    return rotated;
   }
 
-  private async insertKey(tx: Queryable): Promise<string> {
+  private async insertKey(tx: Queryable, activeFrom?: Date): Promise<string> {
     const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const kid = randomUUID();
     const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
     const publicPem = publicKey.export({ type: 'spki', format: 'pem' }) as string;
-    await tx.query(`INSERT INTO signing_keys (kid, alg, public_pem, private_enc) VALUES ($1, 'RS256', $2, $3)`, [
+    await tx.query(`INSERT INTO signing_keys (kid, alg, public_pem, private_enc, active_from) VALUES ($1, 'RS256', $2, $3, COALESCE($4, now()))`, [
       kid,
       publicPem,
       this.cipher.encrypt(privatePem, `signing-key:${kid}`),
+      activeFrom ?? null,
     ]);
     this.log.log(`created signing key ${kid}`);
     return kid;
   }
 
   async reload(): Promise<void> {
-    const rows = await this.db.query<{ kid: string; public_pem: string; private_enc: string; created_at: Date; retired_at: Date | null }>(
-      `SELECT kid, public_pem, private_enc, created_at, retired_at FROM signing_keys
+    // `signing`: the key of this moment (active, not yet replaced); the database's clock decides,
+    // so every API process switches at the same time (within one reload)
+    const rows = await this.db.query<{ kid: string; public_pem: string; private_enc: string; created_at: Date; signing: boolean }>(
+      `SELECT kid, public_pem, private_enc, created_at, active_from <= now() AND (retired_at IS NULL OR retired_at > now()) AS signing
+         FROM signing_keys
         WHERE retired_at IS NULL OR retired_at > now() - make_interval(secs => $1)
-        ORDER BY created_at DESC`,
+        ORDER BY active_from DESC, created_at DESC`,
       [Math.max(MAX_TOKEN_LIFETIME_SECONDS, this.config.ACCESS_TOKEN_TTL_SECONDS)],
     );
     const next = new Map<string, LoadedKey>();
@@ -99,7 +116,7 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
         createdAt: r.created_at,
         jwk: existing?.jwk ?? { ...publicKey.export({ format: 'jwk' }), kid: r.kid, alg: 'RS256', use: 'sig' },
       };
-      if (!r.retired_at && !current) {
+      if (r.signing && !current) {
         loaded.privateKey = existing?.privateKey ?? createPrivateKey(this.cipher.decryptString(r.private_enc, `signing-key:${r.kid}`));
         current = loaded;
       }

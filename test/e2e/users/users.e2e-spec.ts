@@ -4,7 +4,7 @@ import * as argon2 from 'argon2';
 import jwt from 'jsonwebtoken';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
-import { SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
+import { JWKS_MAX_AGE_SECONDS, SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
 
 describe('end users: register, login, me, logout (contract "End users")', () => {
   let t: TestApp;
@@ -262,15 +262,24 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     await register(valid(), tenant.apiKey, randomIp()).expect(201);
   });
 
-  it('keys:rotate publishes a new key; tokens of the old key stay valid until they expire', async () => {
+  it('keys:rotate publishes a new key at once, signs with it only once cached JWKS have expired; tokens of the old key stay valid until they expire', async () => {
     const before = await register(valid()).expect(201);
     const oldKid = decodeProtectedHeader(before.body.access_token).kid;
     const keys = t.app.get(SigningKeysService);
-    await keys.rotate();
-    const after = await register(valid()).expect(201);
-    expect(decodeProtectedHeader(after.body.access_token).kid).not.toBe(oldKid);
+    const { kid: newKid, activeFrom } = await keys.rotate();
+    expect(activeFrom.getTime() - Date.now()).toBeGreaterThan(JWKS_MAX_AGE_SECONDS * 1000);
     const jwks = await t.http().get('/.well-known/jwks.json').expect(200);
-    expect(jwks.body.keys.map((k: { kid: string }) => k.kid)).toEqual(expect.arrayContaining([oldKid, decodeProtectedHeader(after.body.access_token).kid]));
+    expect(jwks.headers['cache-control']).toBe(`public, max-age=${JWKS_MAX_AGE_SECONDS}`);
+    expect(jwks.body.keys.map((k: { kid: string }) => k.kid)).toEqual(expect.arrayContaining([oldKid, newKid]));
+    // published, not yet signing: a relying party with a JWKS cached just before knows every kid in use
+    expect(decodeProtectedHeader((await register(valid()).expect(201)).body.access_token).kid).toBe(oldKid);
+    // the publication lead has passed (the clock moved on): the new key signs, the old one is still published
+    await t.db.query(`UPDATE signing_keys SET active_from = now() - interval '1 second' WHERE kid = $1`, [newKid]);
+    await t.db.query(`UPDATE signing_keys SET retired_at = now() - interval '1 second' WHERE kid = $1`, [oldKid]);
+    await keys.reload();
+    const after = await register(valid()).expect(201);
+    expect(decodeProtectedHeader(after.body.access_token).kid).toBe(newKid);
+    expect((await t.http().get('/.well-known/jwks.json').expect(200)).body.keys.map((k: { kid: string }) => k.kid)).toEqual(expect.arrayContaining([oldKid, newKid]));
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${before.body.access_token}`).expect(200);
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${after.body.access_token}`).expect(200);
     // signing keys are stored with the private half encrypted

@@ -224,13 +224,23 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
   });
 
   describe('CLI', () => {
-    it('keys:rotate prints the new kid, which becomes the active key', async () => {
+    it('keys:rotate prints the new kid, which signs once cached JWKS have expired (--now: at once)', async () => {
       const io = captureIo();
       expect(await runCli(['keys:rotate'], io)).toBe(0);
-      const kid = /new signing key: (\S+)/.exec(io.stdout.join('\n'))?.[1];
-      expect(kid).toBeDefined();
-      const active = await db.query<{ kid: string }>(`SELECT kid FROM signing_keys WHERE retired_at IS NULL`);
-      expect(active.map((k) => k.kid)).toEqual([kid]);
+      const kid = /new signing key: (\S+) \(published now; signs from (\S+)\)/.exec(io.stdout.join('\n'));
+      expect(kid).not.toBeNull();
+      const [row] = await db.query<{ kid: string; lead: number }>(`SELECT kid, extract(epoch FROM active_from - now())::float AS lead FROM signing_keys WHERE retired_at IS NULL`);
+      expect(row.kid).toBe(kid![1]);
+      expect(row.lead).toBeGreaterThan(300);
+      // the key it replaces signs until then
+      expect(await db.query(`SELECT 1 FROM signing_keys WHERE retired_at > now() + interval '300 seconds'`)).toHaveLength(1);
+      const now = captureIo();
+      expect(await runCli(['keys:rotate', '--now'], now)).toBe(0);
+      const [active] = await db.query<{ kid: string; signing: boolean }>(`SELECT kid, active_from <= now() AS signing FROM signing_keys WHERE retired_at IS NULL`);
+      expect(now.stdout.join('\n')).toContain(active.kid);
+      expect(active.signing).toBe(true);
+      const bad = captureIo();
+      expect(await runCli(['keys:rotate', '--later'], bad)).toBe(1);
     });
 
     it('tenants:set-tier updates the tier with an audit row', async () => {
