@@ -41,9 +41,12 @@ export class LoginPolicy {
    * The claims of the first tokens of an account that begins now (registration, a guest claimed by
    * registering): the policy counts the account from now, whatever the row says (a claimed guest's
    * row is as old as the guest). A new account has no second factor yet, so it is never challenged.
+   * Called before the account's transaction (the id may not be committed yet): only the id and
+   * the tenant matter to the policy.
    */
-  async forNewAccount(user: SessionUser, amr: string[]): Promise<Record<string, unknown>> {
-    const d = await this.afterPassword({ ...user, created_at: new Date() }, { amr });
+  async forNewAccount(account: { id: string; tenant_id: string }, amr: string[]): Promise<Record<string, unknown>> {
+    const user: SessionUser = { ...account, email: null, email_verified: false, is_anonymous: false, role: '', created_at: new Date() };
+    const d = await this.afterPassword(user, { amr });
     if (d.challenge) throw new Error('a new account was asked for a second factor');
     return d.extraClaims ?? {};
   }

@@ -63,7 +63,8 @@ function storable(s: string): boolean {
 /**
  * The request body parsers (instead of Nest's defaults): JSON everywhere, checked by bodyFault
  * (400 request/invalid); form bodies only on /oauth/* (elsewhere 415, so a cross-site HTML form
- * can never drive a JSON endpoint such as the dashboard login).
+ * can never drive a JSON endpoint such as the dashboard login). The query string gets the same
+ * bodyFault check (an onRequest hook), so one rule holds for every input.
  */
 export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number): void {
   const json = fastify.getDefaultJsonParser('error', 'error');

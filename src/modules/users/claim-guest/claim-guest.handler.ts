@@ -28,6 +28,10 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
     const { guest, credentials: c } = cmd;
     if (guest.tenantId !== cmd.tenantId) throw tenantMismatch();
     if (!guest.isAnonymous) throw new AppError('anonymous/already_claimed', 'The bearer token is not a guest token');
+    const amr = [c.method === 'password' ? 'pwd' : c.method]; // RFC 8176 names
+    // spec 2.8 mfa_policy required: the account begins now (a guest could not enroll), so the whole
+    // grace starts at the claim; read before the transaction, which then holds one connection only
+    const opts = { amr, extraClaims: await this.loginPolicy.forNewAccount({ id: guest.userId, tenant_id: cmd.tenantId }, amr) };
     try {
       const tokens = await this.db.tx(async (tx) => {
         // the guest's session first (as refresh takes it): a refresh in flight commits before the
@@ -78,10 +82,6 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
           role: user.role,
           created_at: user.created_at,
         };
-        const amr = [c.method === 'password' ? 'pwd' : c.method]; // RFC 8176 names
-        // spec 2.8 mfa_policy required: the account begins now (a guest could not enroll), so the
-        // whole grace starts at the claim
-        const opts = { amr, extraClaims: await this.loginPolicy.forNewAccount(sessionUser, amr) };
         return guest.sessionId
           ? this.sessions.continueSession(tx, sessionUser, user.user_scopes, guest.sessionId, opts)
           : this.sessions.start(tx, sessionUser, user.user_scopes, opts).then(({ sessionId: _s, ...t }) => t);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'crypto';
 import { CommandBus, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { EnvelopeCipher } from '../../../shared/crypto/envelope-cipher';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
@@ -67,12 +68,16 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
         .then(signedIn);
     }
 
+    // spec 2.8 mfa_policy required: the new user's grace starts now (as sign-in says it); read
+    // before the transaction, which then holds one connection only
+    const userId = randomUUID();
+    const extraClaims = await this.loginPolicy.forNewAccount({ id: userId, tenant_id: cmd.tenantId }, ['pwd']);
     try {
       const tokens = await this.db.tx(async (tx) => {
         const [user] = await tx.query<{ id: string; created_at: Date }>(
-          `INSERT INTO users (tenant_id, email, email_normalized, password_hash, role, date_of_birth_enc, consent_at, created_by_api_key_id, last_sign_in_at)
-           VALUES ($1, $2, $3, $4, $5, $6, now(), $7, now()) RETURNING id, created_at`,
-          [cmd.tenantId, body.email.trim(), email, passwordHash, tenant.default_user_role, dobEnc, cmd.apiKey?.id ?? null],
+          `INSERT INTO users (id, tenant_id, email, email_normalized, password_hash, role, date_of_birth_enc, consent_at, created_by_api_key_id, last_sign_in_at)
+           VALUES ($8, $1, $2, $3, $4, $5, $6, now(), $7, now()) RETURNING id, created_at`,
+          [cmd.tenantId, body.email.trim(), email, passwordHash, tenant.default_user_role, dobEnc, cmd.apiKey?.id ?? null, userId],
         );
         await tx.query(`WITH ${activityCtes('$1')} SELECT 1`, [user.id]); // counts the new user's month
         await this.events.audit(tx, {
@@ -89,8 +94,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
         const { sessionId: _sid, ...tokens } = await this.sessions.start(tx, sessionUser, tenant.user_scopes, {
           amr: ['pwd'],
           apiKeyId: cmd.apiKey?.id,
-          // spec 2.8 mfa_policy required: the new user's grace starts now (as sign-in says it)
-          extraClaims: await this.loginPolicy.forNewAccount(sessionUser, ['pwd']),
+          extraClaims,
         });
         return tokens;
       });
