@@ -6,13 +6,14 @@ import { ProblemFilter } from './shared/errors/problem.filter';
 import { loggerModule } from './shared/http/logger';
 import { NoBodyGuard } from './shared/http/no-body.guard';
 import { OpsController } from './shared/http/ops.controller';
+import { ReadinessLogger } from './shared/http/readiness-logger';
 import { KernelModule } from './shared/kernel.module';
 import { RateLimitGuard } from './shared/rate-limit/rate-limit.guard';
 import { FEATURE_MODULES } from './modules';
 
 /** The API process: every context's controllers plus the global filter and guards (API-key prefetch, rate limits, no body). */
 @Module({
-  imports: [loggerModule(), KernelModule, TerminusModule, ...FEATURE_MODULES],
+  imports: [loggerModule(), KernelModule, TerminusModule.forRoot({ logger: ReadinessLogger }), ...FEATURE_MODULES],
   controllers: [OpsController],
   providers: [
     { provide: APP_FILTER, useClass: ProblemFilter },

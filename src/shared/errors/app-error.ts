@@ -32,6 +32,8 @@ export class AppError extends Error {
       status?: number;
       /** RFC 9457 section 3.2 extension members added to the problem body (never override its standard members) */
       extensions?: Record<string, unknown>;
+      /** a server error already logged where it arose (the filter does not log it again) */
+      logged?: boolean;
     } = {},
   ) {
     const status = options.status ?? ERROR_CATALOG[code].status;

@@ -115,7 +115,7 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
   if (!appErr) {
     logger.error({ err, request_id: requestId, url }, 'unhandled error');
     appErr = new AppError('server/error', 'An unexpected error occurred; quote the request id to support');
-  } else if (appErr.status >= 500) {
+  } else if (appErr.status >= 500 && !appErr.options.logged) {
     logger.error({ err, request_id: requestId, url }, 'server error');
   }
   if (isOAuth) {
@@ -158,7 +158,7 @@ export { ERROR_CATALOG };
  * A 503 raised as an HttpException (the readiness check): which dependencies are down, by name
  * only (their error messages may name hosts).
  */
-function unavailableDetail(err: HttpException): string | undefined {
+export function unavailableDetail(err: HttpException): string | undefined {
   const res = err.getResponse() as { error?: unknown } | string;
   const down = typeof res === 'object' && res.error && typeof res.error === 'object' ? Object.keys(res.error) : [];
   return down.length ? `Unavailable: ${down.join(', ')}` : undefined;

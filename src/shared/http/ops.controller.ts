@@ -1,4 +1,4 @@
-import { Controller, Get, Header, Headers, Inject, Logger, OnModuleInit } from '@nestjs/common';
+import { Controller, Get, Header, Headers, Inject, Logger, OnModuleInit, ServiceUnavailableException } from '@nestjs/common';
 import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import Redis from 'ioredis';
@@ -6,6 +6,7 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { Db } from '../db/db.service';
 import { safeEqual } from '../crypto/tokens';
 import { AppError } from '../errors/app-error';
+import { unavailableDetail } from '../errors/problem';
 import { REDIS } from '../redis/redis.module';
 import { ApiProblemResponse } from './api-docs';
 import { metricsRegistry } from './metrics';
@@ -53,7 +54,17 @@ export class OpsController implements OnModuleInit {
     },
   })
   @ApiProblemResponse(503, 'server/unavailable', 'PostgreSQL or Redis is unreachable: problem+json with status 503, code `server/unavailable` and the unreachable ones in `detail`')
-  ready() {
+  async ready() {
+    try {
+      return await this.checkStores();
+    } catch (e) {
+      // logged by ReadinessLogger (a warning, once a minute at most), not as a server error per probe
+      if (e instanceof ServiceUnavailableException) throw new AppError('server/unavailable', unavailableDetail(e), { logged: true });
+      throw e;
+    }
+  }
+
+  private checkStores() {
     return this.health.check([
       async () => {
         const i = this.indicator.check('postgres');

@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { Client } from 'pg';
 import { Db } from '../../../src/shared/db/db.service';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
@@ -46,6 +47,21 @@ describe('faults: Redis unreachable at sign-in, PostgreSQL ending idle connectio
     expect(JSON.stringify(res.body)).not.toMatch(/127\.0\.0\.1|ECONNREFUSED/);
     await down.http().get('/health').expect(200);
     await t.http().get('/ready').expect(200);
+  });
+
+  it('a failing /ready probe is a warning written once a minute at most, never an error line per probe', async () => {
+    const error = jest.spyOn(Logger.prototype, 'error');
+    const warn = jest.spyOn(Logger.prototype, 'warn');
+    try {
+      for (let i = 0; i < 3; i++) await down.http().get('/ready').expect(503);
+      expect(error).not.toHaveBeenCalled();
+      const lines = warn.mock.calls.map(([m]) => String(m)).filter((m) => m.startsWith('readiness check failed'));
+      // the earlier test's probe already wrote this minute's line on this instance
+      expect(lines.length).toBeLessThanOrEqual(1);
+    } finally {
+      error.mockRestore();
+      warn.mockRestore();
+    }
   });
 
   it('PostgreSQL ending idle pooled connections (pg_terminate_backend) is survived: the next requests are served', async () => {
