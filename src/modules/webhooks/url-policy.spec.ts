@@ -56,6 +56,8 @@ describe('webhook URL policy', () => {
     ['https://nowhere.invalid/in', fails, 'does not resolve'],
     ['https://user:pw@hooks.example.com/in', resolvesTo('93.184.216.34'), 'credentials'],
     ['https://hooks.example.com/in#frag', resolvesTo('93.184.216.34'), 'fragment'],
+    ['https://hooks.example.com:0/in', resolvesTo('93.184.216.34'), 'port 0'],
+    ['https://hooks.example.com:00000/in', resolvesTo('93.184.216.34'), 'port 0'],
     ['ftp://hooks.example.com/in', resolvesTo('93.184.216.34'), 'absolute http(s) URL'],
     ['/relative', undefined, 'absolute http(s) URL'],
     [`https://hooks.example.com/${'a'.repeat(2100)}`, resolvesTo('93.184.216.34'), 'at most 2048'],

@@ -136,6 +136,8 @@ export function parseWebhookUrl(raw: string, policy: WebhookUrlPolicy): URL {
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new WebhookUrlError('must be an absolute http(s) URL');
   if (url.protocol === 'http:' && !policy.allowLoopback) throw new WebhookUrlError('must use https');
   if (!hostOf(url)) throw new WebhookUrlError('must have a host');
+  // WHATWG keeps an explicit port 0 (only the scheme's default port is dropped): nothing listens there
+  if (url.port === '0') throw new WebhookUrlError('must not use port 0');
   if (url.username || url.password) throw new WebhookUrlError('must not contain credentials');
   if (url.hash) throw new WebhookUrlError('must not contain a fragment');
   return url;
