@@ -208,7 +208,7 @@ describe('account security: tenant security settings and email domains (spec 2.8
     });
 
     it('accepts 100 entries of up to 253 characters', async () => {
-      const long = `${'a'.repeat(60)}.${'b'.repeat(60)}.${'c'.repeat(60)}.${'d'.repeat(67)}.io`;
+      const long = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(58)}.io`;
       expect(long).toHaveLength(253);
       const list = Array.from({ length: 99 }, (_, i) => `d${i}.example`).concat(long);
       expect((await put({ allowlist: list }).expect(200)).body.allowlist).toHaveLength(100);
@@ -225,6 +225,9 @@ describe('account security: tenant security settings and email domains (spec 2.8
       ['a null list', { blocklist: null }, 'blocklist'],
       ['an entry of blanks only', { allowlist: ['   '] }, 'allowlist'],
       ['an email address as entry', { blocklist: ['user@example.com'] }, 'blocklist'],
+      ['a label of 64 characters', { blocklist: [`${'a'.repeat(64)}.com`] }, 'blocklist'],
+      ['an empty label', { allowlist: ['corp..example.com'] }, 'allowlist'],
+      ['a name no host can have', { allowlist: ['exa%mple.com'] }, 'allowlist'],
       ['an unknown property', { allowlist: [], denylist: [] }, 'denylist'],
     ])('PUT rejects %s with 400 request/invalid', async (_n, body, field) => {
       const res = await put(body).expect(400);

@@ -1,3 +1,4 @@
+import { domainToASCII } from 'url';
 import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import { DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { Db } from '../../../shared/db/db.service';
@@ -37,6 +38,10 @@ export class PutEmailDomainsCommand extends Command<EmailDomainsResponse> {
 export function normalizeDomain(entry: string): string | undefined {
   const d = normalizeEmail(entry).replace(/^@/, '').replace(/^\*\./, '').replace(/\.+$/, '');
   if (!d || /[\s@/:]/.test(d)) return undefined;
+  // a host name as DNS has it: no empty label, each label at most 63 octets, 253 in all (an
+  // internationalized name counted in its ASCII form, which domainToASCII also checks)
+  const ascii = domainToASCII(d);
+  if (!ascii || ascii.length > 253 || ascii.split('.').some((label) => !label || label.length > 63)) return undefined;
   return d;
 }
 

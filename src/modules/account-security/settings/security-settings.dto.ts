@@ -74,11 +74,11 @@ export class SecuritySettingsResponse {
 
 /** spec PutEmailDomainsRequest */
 export class PutEmailDomainsDto {
-  @ApiPropertyOptional({ type: [String], maxItems: 100, default: [], description: 'each 1-253 characters; a domain covers its subdomains; stored lower-case' })
+  @ApiPropertyOptional({ type: [String], maxItems: 100, default: [], description: 'each 1-253 characters, a domain name (labels of 1-63 characters; internationalized names counted in their ASCII form); a domain covers its subdomains; stored lower-case' })
   @Present() @IsArray() @ArrayMaxSize(100) @IsString({ each: true }) @Length(1, 253, { each: true })
   allowlist?: string[];
 
-  @ApiPropertyOptional({ type: [String], maxItems: 100, default: [], description: 'each 1-253 characters; a domain covers its subdomains; stored lower-case' })
+  @ApiPropertyOptional({ type: [String], maxItems: 100, default: [], description: 'each 1-253 characters, a domain name (labels of 1-63 characters; internationalized names counted in their ASCII form); a domain covers its subdomains; stored lower-case' })
   @Present() @IsArray() @ArrayMaxSize(100) @IsString({ each: true }) @Length(1, 253, { each: true })
   blocklist?: string[];
 }
