@@ -19,6 +19,7 @@ import {
 } from 'class-validator';
 import { AGENT_GRANT_TYPES, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
 import { Present } from '../../shared/http/presence';
+import { IsDisplayName } from '../../shared/http/display-name';
 
 
 /** RFC 6749 section 3.3 scope-token: one or more NQCHAR (no space, quote or backslash). */
@@ -109,10 +110,10 @@ export class AgentFieldsDto {
 
 /** spec 2.10 agent registration request. */
 export class RegisterAgentRequestDto extends AgentFieldsDto {
-  @ApiProperty({ minLength: 1, maxLength: 100 }) @IsString() @Length(1, 100) name!: string;
+  @ApiProperty({ minLength: 1, maxLength: 100, description: 'at least one visible character; no control characters, line separators or bidirectional overrides' }) @IsString() @Length(1, 100) @IsDisplayName() name!: string;
 }
 
 /** spec 4.4 PATCH: partial agent fields. */
 export class UpdateAgentRequestDto extends AgentFieldsDto {
-  @ApiPropertyOptional({ minLength: 1, maxLength: 100 }) @Present() @IsString() @Length(1, 100) name?: string;
+  @ApiPropertyOptional({ minLength: 1, maxLength: 100, description: 'at least one visible character; no control characters, line separators or bidirectional overrides' }) @Present() @IsString() @Length(1, 100) @IsDisplayName() name?: string;
 }

@@ -1,9 +1,10 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { IsString, Length } from 'class-validator';
 import { CursorQuery } from '../../shared/db/pagination';
+import { IsDisplayName } from '../../shared/http/display-name';
 
 export class CreateApiKeyRequestDto {
-  @ApiProperty({ minLength: 1, maxLength: 100 }) @IsString() @Length(1, 100) name!: string;
+  @ApiProperty({ minLength: 1, maxLength: 100, description: 'at least one visible character; no control characters, line separators or bidirectional overrides' }) @IsString() @Length(1, 100) @IsDisplayName() name!: string;
 }
 
 export class ListApiKeysQueryDto extends CursorQuery {}

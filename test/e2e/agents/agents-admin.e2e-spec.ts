@@ -153,6 +153,8 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
         { name: '' },
         { name: 'x'.repeat(101) },
         { name: 42 },
+        { name: '\u200b\u2060' },
+        { name: 'agent\r\nX-Injected: 1' },
         { name: 'ok', scopes: 'openid' },
         { name: 'ok', scopes: ['has space'] },
         { name: 'ok', scopes: ['dup', 'dup'] },
@@ -260,6 +262,7 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
       for (const body of [
         { name: '' },
         { name: null },
+        { name: ' \u00a0 ' },
         { scopes: null },
         { agent_token_max_ttl_sec: 901 },
         { agent_token_max_ttl_sec: 59 },

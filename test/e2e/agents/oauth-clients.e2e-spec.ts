@@ -64,6 +64,7 @@ describe('legacy OAuth clients (contract "Agents and OAuth", spec 7.4)', () => {
       { name: 'x' },
       { name: 'x', client_type: 'private' },
       { name: '', client_type: 'public' },
+      { name: '\u202eevil', client_type: 'public' },
       { name: 'x', client_type: 'public', redirect_uris: ['not a url'] },
       { name: 'x', client_type: 'public', redirect_uris: ['javascript:alert(1)'] },
       { name: 'x', client_type: 'public', grant_types: ['password'] },

@@ -57,6 +57,10 @@ describe('onboarding signup (spec 2.1)', () => {
     ['tenant_name too short (1)', { tenant_name: 'a' }, 'tenant_name'],
     ['tenant_name too long (51)', { tenant_name: 'a'.repeat(51) }, 'tenant_name'],
     ['tenant_name missing', { tenant_name: undefined }, 'tenant_name'],
+    ['tenant_name of zero-width spaces only', { tenant_name: '\u200b\u200b\u200b' }, 'tenant_name'],
+    ['tenant_name with a newline', { tenant_name: 'Acme\nInc' }, 'tenant_name'],
+    ['tenant_name with a control character', { tenant_name: 'Acme\u0007' }, 'tenant_name'],
+    ['tenant_name with a bidirectional override', { tenant_name: 'Acme \u202egnp.exe' }, 'tenant_name'],
     ['consent_terms false', { consent_terms: false }, 'consent_terms'],
     ['consent_terms missing', { consent_terms: undefined }, 'consent_terms'],
     ['consent_privacy false', { consent_privacy: false }, 'consent_privacy'],
@@ -74,6 +78,8 @@ describe('onboarding signup (spec 2.1)', () => {
   it('accepts password lengths 12 and 128 and tenant_name lengths 2 and 50', async () => {
     await signup({ ...valid(), password: 'p'.repeat(12), tenant_name: 'ab' }).expect(201);
     await signup({ ...valid(), password: 'p'.repeat(128), tenant_name: 'n'.repeat(50) }).expect(201);
+    // letters of any script, and emoji sequences joined by zero-width joiners
+    await signup({ ...valid(), tenant_name: 'Müller & Søn 東京 \u{1F468}\u200D\u{1F469}\u200D\u{1F467}' }).expect(201);
   });
 
   it('answers malformed JSON with 400 and an oversized body with 413, never 5xx', async () => {

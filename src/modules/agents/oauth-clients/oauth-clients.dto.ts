@@ -2,6 +2,7 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { ArrayMaxSize, ArrayUnique, IsArray, IsIn, IsString, IsUrl, Length, Matches, MaxLength } from 'class-validator';
 import { CursorQuery } from '../../../shared/db/pagination';
 import { Present } from '../../../shared/http/presence';
+import { IsDisplayName } from '../../../shared/http/display-name';
 
 /** Grant types of legacy (non-agent) OAuth clients; agent grants live on agent clients (spec 5 rule 2). */
 export const OAUTH_CLIENT_GRANT_TYPES = ['authorization_code', 'refresh_token', 'client_credentials'] as const;
@@ -9,7 +10,7 @@ export const OAUTH_CLIENT_GRANT_TYPES = ['authorization_code', 'refresh_token', 
 
 /** Contract "Agents and OAuth": a legacy OAuth client; `client_type: "agent"` is refused before validation. */
 export class CreateOAuthClientRequestDto {
-  @ApiProperty({ minLength: 1, maxLength: 100 }) @IsString() @Length(1, 100) name!: string;
+  @ApiProperty({ minLength: 1, maxLength: 100, description: 'at least one visible character; no control characters, line separators or bidirectional overrides' }) @IsString() @Length(1, 100) @IsDisplayName() name!: string;
 
   @ApiProperty({ enum: ['public', 'confidential'], description: '"agent" is 400 oauth_client/use_agents_endpoint' })
   @IsIn(['public', 'confidential'])

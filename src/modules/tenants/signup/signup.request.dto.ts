@@ -2,15 +2,16 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
 import { Equals, IsBoolean, IsEmail, IsString, Length, MaxLength, MinLength } from 'class-validator';
 import { Present } from '../../../shared/http/presence';
+import { IsDisplayName } from '../../../shared/http/display-name';
 
 /** spec 2.1 Onboarding signup request */
 export class SignupRequestDto {
   @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
   @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
   /** the length applies to the name as stored: surrounding whitespace is trimmed first */
-  @ApiProperty({ minLength: 2, maxLength: 50, description: 'surrounding whitespace is trimmed before the length check' })
+  @ApiProperty({ minLength: 2, maxLength: 50, description: 'surrounding whitespace is trimmed before the length check; at least one visible character; no control characters, line separators or bidirectional overrides' })
   @Transform(({ value }) => (typeof value === 'string' ? value.trim() : value))
-  @IsString() @Length(2, 50) tenant_name!: string;
+  @IsString() @Length(2, 50) @IsDisplayName() tenant_name!: string;
   @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_terms must be true' }) consent_terms!: boolean;
   @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_privacy must be true' }) consent_privacy!: boolean;
   @ApiPropertyOptional({ default: false }) @Present() @IsBoolean() consent_marketing?: boolean;

@@ -1,0 +1,29 @@
+import { ValidateBy, ValidationOptions } from 'class-validator';
+
+// C0/C1 controls (a newline, a bell), line and paragraph separators, and the bidirectional
+// overrides and isolates that make a name read differently from what it is
+const FORBIDDEN = /[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u;
+// something a person sees: not only spaces, separators and invisible format characters
+const VISIBLE = /[^\p{Z}\p{Cf}\s]/u;
+
+/** Whether a name shown to people (tenants, API keys, agents) is printable text. */
+export function isDisplayName(value: unknown): boolean {
+  return typeof value === 'string' && !FORBIDDEN.test(value) && VISIBLE.test(value);
+}
+
+/**
+ * A name shown in the dashboard, the consent screen and emails: at least one visible character,
+ * no control characters, no bidirectional overrides (emoji sequences with zero-width joiners stay
+ * allowed). Lengths are checked by their own decorators.
+ */
+export const IsDisplayName = (options?: ValidationOptions): PropertyDecorator =>
+  ValidateBy(
+    {
+      name: 'isDisplayName',
+      validator: {
+        validate: (value) => isDisplayName(value),
+        defaultMessage: (args) => `${args?.property} must contain a visible character and no control characters`,
+      },
+    },
+    options,
+  );
