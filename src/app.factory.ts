@@ -47,9 +47,14 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
   const reason = status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request';
   const id = randomUUID();
-  const body = JSON.stringify(renderError(new AppError('request/invalid', 'The HTTP request could not be parsed', { status }), '/', id).body);
+  // the path of the request line when the parser's packet holds it: an /oauth request gets the
+  // RFC 6749 envelope there too
+  const path = /^[A-Z]+ (\/[^\s?#]*)/.exec((err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 2048).toString('latin1') ?? '')?.[1] ?? '/';
+  const rendered = renderError(new AppError('request/invalid', 'The HTTP request could not be parsed', { status }), path, id);
+  const body = JSON.stringify(rendered.body);
+  const headers = Object.entries(rendered.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${rendered.contentType}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${headers}` +
       `X-Request-Id: ${id}\r\nConnection: close\r\n\r\n${body}`,
   );
 }

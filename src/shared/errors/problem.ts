@@ -123,7 +123,9 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
       appErr.status === 401 ? 'invalid_client' : appErr.status === 429 ? 'slow_down' : appErr.status === 503 ? 'temporarily_unavailable'
         : appErr.status >= 500 ? 'server_error' : 'invalid_request';
     return {
-      status: appErr.status,
+      // RFC 6749 section 5.2: 400 unless specified otherwise, so a body that is not a form is
+      // 400 whatever its media type (not 415)
+      status: appErr.status === 415 ? 400 : appErr.status,
       contentType: 'application/json; charset=utf-8',
       headers: { 'Cache-Control': 'no-store', Pragma: 'no-cache', ...(appErr.options.headers ?? {}) },
       body: { error, error_description: appErr.detail ?? appErr.title },

@@ -4,6 +4,9 @@ import { AppError } from '../errors/app-error';
 import { OAuthError } from '../errors/oauth-error';
 import { isOAuthPath } from '../errors/problem';
 
+/** The most distinct parameters an OAuth form body may carry (a real request has about ten). */
+export const MAX_FORM_PARAMETERS = 100;
+
 /** Only the OAuth endpoints take form (and text) bodies (RFC 6749); everything else is JSON (spec 2). */
 const notJson = () => new AppError('request/unsupported_media_type', 'Request bodies are JSON (application/json)');
 
@@ -95,7 +98,10 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
   });
   fastify.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit }, (req, body, done) => {
     if (!isOAuthPath(req.url)) return done(notJson(), undefined);
-    const value = parseQueryString(String(body));
+    // every parameter (querystring stops at 1,000 by default and drops the rest unsaid); more
+    // than any OAuth request has is refused
+    const value = parseQueryString(String(body), undefined, undefined, { maxKeys: 0 });
+    if (Object.keys(value).length > MAX_FORM_PARAMETERS) return done(new OAuthError('invalid_request', `At most ${MAX_FORM_PARAMETERS} parameters are accepted`), undefined);
     if (bodyFault(value)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'), undefined);
     done(null, value);
   });

@@ -236,21 +236,38 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expectInvalid(long, 414);
   });
 
-  it('a request the HTTP parser refuses (control character in a header) gets problem+json with X-Request-Id', async () => {
+  const sendRaw = async (request: string): Promise<string> => {
     const server = t.app.getHttpServer();
     if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
     const { port } = server.address() as AddressInfo;
-    const raw = await new Promise<string>((resolve, reject) => {
-      const s = connect(port, '127.0.0.1', () => s.write('POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nX-API-Key: a\x01b\r\nContent-Length: 2\r\n\r\n{}'));
+    return new Promise<string>((resolve, reject) => {
+      const s = connect(port, '127.0.0.1', () => s.write(request));
       let data = '';
       s.on('data', (c) => (data += c.toString()));
       s.on('end', () => resolve(data));
       s.on('error', reject);
     });
+  };
+
+  it('a request the HTTP parser refuses (control character in a header) gets problem+json with X-Request-Id', async () => {
+    const raw = await sendRaw('POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nX-API-Key: a\x01b\r\nContent-Length: 2\r\n\r\n{}');
     expect(raw).toMatch(/^HTTP\/1\.1 400 /);
     expect(raw).toMatch(/content-type: application\/problem\+json/i);
     expect(raw).toMatch(/x-request-id: [0-9a-f-]{36}/i);
     expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 400, code: 'request/invalid' });
+  });
+
+  it('under /oauth such a refusal (and headers over the limit, 431) is in the RFC 6749 envelope with Cache-Control: no-store', async () => {
+    for (const [request, status] of [
+      ['POST /oauth/token HTTP/1.1\r\nHost: x\r\nBad Header\r\nContent-Length: 2\r\n\r\nab', 400],
+      [`POST /oauth/token HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ${'A'.repeat(20_000)}\r\nContent-Length: 2\r\n\r\nab`, 431],
+    ] as const) {
+      const raw = await sendRaw(request);
+      expect(raw.split('\r\n')[0]).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(raw).toMatch(/content-type: application\/json/i);
+      expect(raw).toMatch(/cache-control: no-store/i);
+      expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toEqual({ error: 'invalid_request', error_description: 'The HTTP request could not be parsed' });
+    }
   });
 
   it('a query value with U+0000 is 400 (request/invalid naming it; invalid_request under /oauth)', async () => {
