@@ -43,11 +43,11 @@ describe('POST /oauth/token: request format and client authentication', () => {
   });
 
   it('a form of more than 100 distinct parameters is invalid_request (none is dropped unsaid)', async () => {
-    const pairs = [...Array.from({ length: 1_000 }, (_, i) => [`junk${i}`, 'x']), ...Object.entries(exchangeBody(await subject()))];
+    const pairs: [string, string][] = [...Array.from({ length: 1_000 }, (_, i): [string, string] => [`junk${i}`, 'x']), ...Object.entries(exchangeBody(await subject()))];
     const res = await t.http().post('/oauth/token').type('form').set('Authorization', basic(agent.id, agent.secret)).send(new URLSearchParams(pairs).toString());
     expectOAuthError(res, 400, 'invalid_request');
     expect(res.body.error_description).toMatch(/At most 100 parameters/);
-    const fine = [...Array.from({ length: 80 }, (_, i) => [`junk${i}`, 'x']), ...Object.entries(exchangeBody(await subject()))];
+    const fine: [string, string][] = [...Array.from({ length: 80 }, (_, i): [string, string] => [`junk${i}`, 'x']), ...Object.entries(exchangeBody(await subject()))];
     await t.http().post('/oauth/token').type('form').set('Authorization', basic(agent.id, agent.secret)).send(new URLSearchParams(fine).toString()).expect(200);
   });
 
