@@ -18,9 +18,11 @@ export const MAX_BODY_DEPTH = 32;
  * MAX_BODY_DEPTH (the DTO transform would recurse without bound), a string (value or key)
  * with U+0000 or a lone surrogate, which PostgreSQL text and jsonb cannot store, or a number
  * beyond the double range (parsed as Infinity, stored as null). Iterative, so
- * the check itself never runs out of stack.
+ * the check itself never runs out of stack. With `reservedNames` (JSON bodies, which go through
+ * Nest's ValidationPipe), a property named `constructor` or `prototype` at any depth: the pipe
+ * deletes those in place, so one would otherwise be dropped unsaid, even from public_metadata.
  */
-export function bodyFault(body: unknown): { field: string; message: string } | undefined {
+export function bodyFault(body: unknown, opts: { reservedNames?: boolean } = {}): { field: string; message: string } | undefined {
   const stack: { value: unknown; path: string; depth: number }[] = [{ value: body, path: '', depth: 0 }];
   while (stack.length) {
     const { value, path, depth } = stack.pop()!;
@@ -40,6 +42,7 @@ export function bodyFault(body: unknown): { field: string; message: string } | u
     for (const [k, v] of Object.entries(value)) {
       const p = path ? `${path}.${k}` : k;
       if (!storable(k)) return { field: path || 'body', message: `a property name contains a character that is not allowed (U+0000 or an unpaired surrogate)` };
+      if (opts.reservedNames && (k === 'constructor' || k === 'prototype')) return { field: p, message: `property ${p} is not allowed (constructor and prototype are reserved names)` };
       stack.push({ value: v, path: p, depth: depth + 1 });
     }
   }
@@ -91,7 +94,7 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
       // every request schema is an object: null, an array or a bare value is not "no body"
       if (value === null || typeof value !== 'object' || Array.isArray(value))
         return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: 'body', message: 'the body must be a JSON object' }] }), undefined);
-      const fault = bodyFault(value);
+      const fault = bodyFault(value, { reservedNames: true });
       if (fault) return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [fault] }), undefined);
       done(null, value);
     });

@@ -268,6 +268,8 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
         { agent_token_max_ttl_sec: 59 },
         { agent_settings: { rate_limits: { api_calls_per_min: 601 } } },
         { agent_settings: { rate_limits: { other_per_min: 1 } } },
+        { agent_settings: { rate_limits: { toString: 1 } } },
+        { agent_settings: { valueOf: 1 } },
         { secret_hash: 'x' },
         { revoked_at: null },
         { agent_metadata_version: 9 },

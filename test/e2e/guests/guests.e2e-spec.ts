@@ -40,6 +40,34 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
     }
   });
 
+  it('public_metadata is kept as sent, keys named like built-in object properties included, at any depth', async () => {
+    const metadata = { toString: 1, valueOf: [1], hasOwnProperty: { isPrototypeOf: true }, nested: { toString: 'a', ok: 1 }, list: [{ toLocaleString: 2, k: 3 }], x: 2 };
+    const res = await anon(tenant.apiKey, { public_metadata: metadata }).expect(201);
+    expect((await me(res.body.access_token).expect(200)).body.public_metadata).toEqual(metadata);
+    const [row] = await t.db.query<{ public_metadata: object }>(`SELECT public_metadata FROM users WHERE id = $1`, [res.body.user.id]);
+    expect(row.public_metadata).toEqual(metadata);
+  });
+
+  it('a top-level key named like a built-in object property is an unknown property (400 naming it, beside the other faults)', async () => {
+    for (const key of ['toString', 'valueOf', 'hasOwnProperty', 'isPrototypeOf']) {
+      const res = await anon(tenant.apiKey, { [key]: 1 }).expect(400);
+      expect(res.body).toMatchObject({ code: 'request/invalid', errors: [{ field: key, message: `property ${key} is not allowed` }] });
+    }
+    const both = await anon(tenant.apiKey, { public_metadata: 'x', valueOf: 1 }).expect(400);
+    expect(both.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['public_metadata', 'valueOf']);
+  });
+
+  it('constructor and prototype are reserved property names at any depth: 400 naming the path, never dropped unsaid', async () => {
+    for (const [body, field] of [
+      [{ constructor: 1 }, 'constructor'],
+      [{ public_metadata: { constructor: 'c' } }, 'public_metadata.constructor'],
+      [{ public_metadata: { a: { prototype: { x: 1 } } } }, 'public_metadata.a.prototype'],
+    ] as const) {
+      const res = await anon(tenant.apiKey, body).expect(400);
+      expect(res.body).toMatchObject({ code: 'request/invalid', errors: [{ field }] });
+    }
+  });
+
   it('needs a valid API key', async () => {
     expect((await t.http().post('/v1/auth/anonymous').set('X-Forwarded-For', randomIp()).send({}).expect(401)).body.code).toBe('auth/invalid_api_key');
     expect((await anon('authp_nope').expect(401)).body.code).toBe('auth/invalid_api_key');

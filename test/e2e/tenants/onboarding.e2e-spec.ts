@@ -68,6 +68,8 @@ describe('onboarding signup (spec 2.1)', () => {
     ['consent_marketing not boolean', { consent_marketing: 'yes' }, 'consent_marketing'],
     ['idempotency_key shorter than 36', { idempotency_key: 'x'.repeat(35) }, 'idempotency_key'],
     ['unknown property', { plan: 'pro' }, 'plan'],
+    ['unknown property named like a built-in one', { toString: 'x' }, 'toString'],
+    ['unknown property constructor', { constructor: { name: 'x' } }, 'constructor'],
   ])('rejects %s with 400 request/invalid', async (_name, patch, field) => {
     const res = await signup({ ...valid(), ...patch }).expect(400);
     expect(res.headers['content-type']).toMatch(/application\/problem\+json/);

@@ -1,4 +1,5 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
+import { Transform } from 'class-transformer';
 import { IsObject, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
 import { Present } from '../../../shared/http/presence';
 
@@ -17,6 +18,8 @@ class JsonSizeConstraint implements ValidatorConstraintInterface {
 /** spec 2.2 AnonymousSigninRequest */
 export class AnonymousSigninRequestDto {
   @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'free-form, returned by /v1/auth/me (max 4 KiB)' })
+  // kept as parsed: class-transformer's copy would drop keys such as `toString` or `constructor`
+  @Transform(({ obj }) => (obj as { public_metadata?: unknown }).public_metadata)
   @Present()
   @IsObject()
   @Validate(JsonSizeConstraint)
