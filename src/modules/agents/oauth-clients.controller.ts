@@ -21,10 +21,10 @@ export class OAuthClientsController {
   @HttpCode(201)
   // decorators apply bottom-up: the session guard runs first, then the agent check (before validation)
   @UseGuards(RejectAgentClientTypeGuard)
-  @DashboardAuth({ tenant: true, owner: true })
-  @ApiOperation({ summary: 'Register a legacy OAuth client (owner); a confidential client gets client_secret once; client_type agent is 400' })
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
+  @ApiOperation({ summary: 'Register a legacy OAuth client (owner, signed in or reauthenticated recently); a confidential client gets client_secret once; client_type agent is 400' })
   @ApiCreatedResponse({ type: CreatedOAuthClientResponse })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'oauth_client/use_agents_endpoint')
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'oauth_client/use_agents_endpoint')
   create(@CurrentDashboard() s: DashboardPrincipal, @Body() body: CreateOAuthClientRequestDto): Promise<CreatedOAuthClientResponse> {
     return this.commandBus.execute(new CreateOAuthClientCommand(s, body));
   }

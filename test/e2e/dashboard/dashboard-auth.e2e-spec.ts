@@ -285,7 +285,7 @@ describe('dashboard: re-authentication for credential-minting actions, short idl
   });
   afterAll(() => t.close());
 
-  it('creating an API key, a member invite, an agent, an agent secret or a webhook needs a sign-in or reauth within DASHBOARD_REAUTH_MAX_AGE_SECONDS', async () => {
+  it('creating an API key, a member invite, an agent, an OAuth client, an agent secret or a webhook needs a sign-in or reauth within DASHBOARD_REAUTH_MAX_AGE_SECONDS', async () => {
     const d = await signupTenant(t);
     await t.db.query(`UPDATE tenants SET tier = 'pro' WHERE id = $1`, [d.tenantId]);
     await t.tenantChanged(d.tenantId);
@@ -300,6 +300,7 @@ describe('dashboard: re-authentication for credential-minting actions, short idl
       ['/members', { email: uniqueEmail('invitee'), role: 'owner' }],
       ['/agents', { name: 'late agent', scopes: ['openid'] }],
       ['/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['*'] }],
+      ['/oauth-clients', { name: 'late client', client_type: 'confidential', grant_types: ['client_credentials'] }],
     ];
     for (const [path, body] of attempts) {
       const r = await as('post', path, body).expect(403);
