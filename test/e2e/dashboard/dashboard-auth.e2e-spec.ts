@@ -110,6 +110,9 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     expect(JSON.stringify(mails[0].payload)).not.toContain(inv.body.invite_token);
 
     await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: 'short-pw1' }).expect(400);
+    // characters, not UTF-16 units: eight emoji are eight characters, too short for a new account
+    const emoji = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: '\u{1F600}'.repeat(8) }).expect(400);
+    expect(emoji.body).toMatchObject({ code: 'request/invalid', detail: 'One or more fields are invalid', errors: [{ field: 'password' }] });
     const acc = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(200);
     expect(acc.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
     const again = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(400);

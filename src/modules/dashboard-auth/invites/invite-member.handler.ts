@@ -13,6 +13,7 @@ import { normalizeEmail } from '../../users/email';
 import { UserEmailPolicy } from '../../users/user-email-policy.service';
 import { DashboardMembershipsService } from '../dashboard-memberships.service';
 import { AcceptInviteCommand, AcceptInviteResult, InviteMemberCommand } from './invite-member.command';
+import { length } from 'class-validator';
 
 @CommandHandler(InviteMemberCommand)
 export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand, { invite_token: string }> {
@@ -99,8 +100,9 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
         throw new AppError('auth/invalid_credentials', 'Enter the password of your existing dashboard account');
       }
     } else {
-      if (cmd.password.length < 12)
-        throw new AppError('request/invalid', undefined, { errors: [{ field: 'password', message: 'password must be 12-128 characters for a new account' }] });
+      // counted in characters, as every password length is (@Length): an emoji is one, not two
+      if (!length(cmd.password, 12, 128))
+        throw new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: 'password', message: 'password must be 12-128 characters for a new account' }] });
       newHash = await this.hasher.hash(cmd.password);
     }
     const accepted = await this.db.tx(async (tx) => {
