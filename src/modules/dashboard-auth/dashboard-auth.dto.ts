@@ -1,8 +1,10 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { IsEmail, IsIn, IsString, Length, MaxLength } from 'class-validator';
+import { IsEmailAddress } from '../../shared/http/email-address';
 
 /** spec 2.7 DashboardLoginRequest */
 export class DashboardLoginRequestDto {
+  // IsEmail, not IsEmailAddress: an account whose address predates that check still signs in
   @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
   @ApiProperty({ minLength: 8, maxLength: 128 }) @IsString() @Length(8, 128) password!: string;
 }
@@ -13,7 +15,7 @@ export class DashboardReauthRequestDto {
 }
 
 export class InviteMemberRequestDto {
-  @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ format: 'email' }) @IsEmailAddress() @MaxLength(254) email!: string;
   @ApiProperty({ enum: ['owner', 'member'] }) @IsIn(['owner', 'member']) role!: 'owner' | 'member';
 }
 

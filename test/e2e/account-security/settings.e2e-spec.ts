@@ -226,6 +226,8 @@ describe('account security: tenant security settings and email domains (spec 2.8
       ['an entry of blanks only', { allowlist: ['   '] }, 'allowlist'],
       ['an email address as entry', { blocklist: ['user@example.com'] }, 'blocklist'],
       ['a label of 64 characters', { blocklist: [`${'a'.repeat(64)}.com`] }, 'blocklist'],
+      ['a zero-width space', { blocklist: ['\u200b'] }, 'blocklist'],
+      ['a name IDNA would change (a soft hyphen)', { blocklist: ['evil.com\u00ad'] }, 'blocklist'],
       ['an empty label', { allowlist: ['corp..example.com'] }, 'allowlist'],
       ['a name no host can have', { allowlist: ['exa%mple.com'] }, 'allowlist'],
       ['an unknown property', { allowlist: [], denylist: [] }, 'denylist'],
@@ -353,6 +355,10 @@ describe('account security: tenant security settings and email domains (spec 2.8
       // the domain of the comparison key: fullwidth and other compatibility forms are the same domain
       expect((await register('y@\ufb01ne.example').expect(422)).body.code).toBe('email/domain_blocked');
       await register(`x${Date.now()}@notblocked.example`).expect(201);
+      // invisible characters IDNA would drop on the way to DNS are not a way around the list
+      for (const email of ['x@blocked.example\u00ad', 'x@bl\u200bocked.example', 'x@blocked.example\u2060', 'x@blocked.exam\ufeffple']) {
+        expect((await register(email).expect(400)).body).toMatchObject({ code: 'request/invalid', errors: [{ field: 'email' }] });
+      }
     });
 
     it('allowlist, subdomains included', async () => {

@@ -51,6 +51,7 @@ describe('onboarding signup (spec 2.1)', () => {
   it.each([
     ['email missing', { email: undefined }, 'email'],
     ['email malformed', { email: 'not-an-email' }, 'email'],
+    ['email with a zero-width space before the @ (a look-alike of another address)', { email: 'owner\u200b@example.com' }, 'email'],
     ['password too short (11)', { password: 'a'.repeat(11) }, 'password'],
     ['password too long (129)', { password: 'a'.repeat(129) }, 'password'],
     ['password not a string', { password: 123456789012 }, 'password'],

@@ -114,6 +114,10 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
   it.each([
     ['email missing', { email: undefined }, 'email'],
     ['email malformed', { email: 'x@' }, 'email'],
+    ['email with a zero-width space', { email: 'a\u200b@example.com' }, 'email'],
+    ['email with a soft hyphen in the domain', { email: 'a@exam\u00adple.com' }, 'email'],
+    ['email with a word joiner after the domain', { email: 'a@example.com\u2060' }, 'email'],
+    ['email with a combining grapheme joiner', { email: 'a@e\u034fxample.com' }, 'email'],
     ['password 11 chars', { password: 'p'.repeat(11) }, 'password'],
     ['password 129 chars', { password: 'p'.repeat(129) }, 'password'],
     ['consent missing', { consent: undefined }, 'consent'],
@@ -129,6 +133,11 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     const res = await register({ ...valid(), ...patch }).expect(400);
     expect(res.body.code).toBe('request/invalid');
     expect(res.body.errors.map((e: { field: string }) => e.field)).toContain(field);
+  });
+
+  it('accepts an internationalized address (a U-label domain is what IDNA sends to DNS)', async () => {
+    const res = await register({ ...valid(), email: `jos\u00e9.${Date.now()}@m\u00fcnchen.example` }).expect(201);
+    expect(res.body.user.email).toMatch(/@m\u00fcnchen\.example$/);
   });
 
   it('requires date_of_birth under minor protection, stores it encrypted and never echoes it', async () => {

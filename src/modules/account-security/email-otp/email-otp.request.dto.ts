@@ -1,8 +1,9 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsEmail, IsIn, IsObject, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
+import { IsIn, IsObject, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
 import { OAuthParamsDto } from '../oauth-params';
 import { Present } from '../../../shared/http/presence';
+import { IsEmailAddress } from '../../../shared/http/email-address';
 
 export const EMAIL_OTP_MODES = ['login', 'login_or_create'] as const;
 
@@ -11,7 +12,7 @@ const BINDING_DOC =
 
 /** spec 2.2 UserEmailOtpRequest (plus the optional resume_binding, see UserEmailOtpVerifyRequest) */
 export class UserEmailOtpRequestDto {
-  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmailAddress() @MaxLength(254) email!: string;
   @ApiPropertyOptional({ enum: EMAIL_OTP_MODES, default: 'login', description: 'login_or_create creates a verified account for a new address' })
   @Present() @IsIn(EMAIL_OTP_MODES)
   mode?: (typeof EMAIL_OTP_MODES)[number];
@@ -26,7 +27,7 @@ export class UserEmailOtpRequestDto {
 
 /** spec 2.2 UserEmailOtpVerifyRequest */
 export class UserEmailOtpVerifyRequestDto {
-  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmailAddress() @MaxLength(254) email!: string;
   @ApiProperty({ pattern: '^\\d{6}$' }) @IsString() @Matches(/^\d{6}$/, { message: 'code must be exactly 6 digits' }) code!: string;
   @ApiPropertyOptional({ maxLength: 64, description: BINDING_DOC }) @Present() @IsString() @MaxLength(64) resume_binding?: string;
 }

@@ -4,6 +4,7 @@ import { DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { Db } from '../../../shared/db/db.service';
 import { AppError, FieldError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { idnaStable } from '../../../shared/http/email-address';
 import { normalizeEmail } from '../../users/email';
 import { EmailDomainsResponse, PutEmailDomainsDto } from './security-settings.dto';
 
@@ -41,7 +42,7 @@ export function normalizeDomain(entry: string): string | undefined {
   // a host name as DNS has it: no empty label, each label at most 63 octets, 253 in all (an
   // internationalized name counted in its ASCII form, which domainToASCII also checks)
   const ascii = domainToASCII(d);
-  if (!ascii || ascii.length > 253 || ascii.split('.').some((label) => !label || label.length > 63)) return undefined;
+  if (!idnaStable(d) || ascii.length > 253 || ascii.split('.').some((label) => !label || label.length > 63)) return undefined;
   return d;
 }
 

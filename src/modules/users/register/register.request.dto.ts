@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Equals, IsBoolean, IsEmail, IsString, Length, Matches, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { Equals, IsBoolean, IsString, Length, Matches, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
 import { Present } from '../../../shared/http/presence';
+import { IsEmailAddress } from '../../../shared/http/email-address';
 
 /** A real calendar date (YYYY-MM-DD) from 1900-01-01 on, not in the future. */
 @ValidatorConstraint({ name: 'pastDate' })
@@ -18,7 +19,7 @@ export class PastDateConstraint implements ValidatorConstraintInterface {
 
 /** spec 2.2 RegisterRequest */
 export class RegisterRequestDto {
-  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmailAddress() @MaxLength(254) email!: string;
   @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
   @ApiProperty({ description: 'must be true: registering accepts the terms (recorded as the time of consent)' }) @IsBoolean() @Equals(true, { message: 'consent must be true' }) consent!: boolean;
   @ApiPropertyOptional({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'a real date from 1900-01-01 on, not in the future; required when the tenant has minor protection enabled (else 400 user/date_of_birth_required); stored encrypted, never echoed' })

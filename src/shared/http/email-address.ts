@@ -1,0 +1,37 @@
+import { domainToASCII, domainToUnicode } from 'url';
+import { isEmail, ValidateBy, ValidationOptions } from 'class-validator';
+
+// characters nobody sees: controls, format characters (zero-width space and joiners, soft hyphen,
+// word joiner, byte-order mark, bidirectional marks), the combining grapheme joiner, variation
+// selectors and the Hangul and Braille blanks
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Variation_Selector}\u115F\u1160\u2800\u3164\uFFA0]|\u034F|\u17B4|\u17B5/u;
+
+/**
+ * Whether the address is one mail can really be sent to and that reads as what it is: a valid
+ * address (class-validator's isEmail) with no invisible character, whose domain is stable under
+ * IDNA (UTS 46): a domain that IDNA would change on the way to DNS (a soft hyphen or a zero-width
+ * space dropped) could reach another domain than the one the tenant's block lists compared.
+ */
+export function isEmailAddress(value: unknown): boolean {
+  if (typeof value !== 'string' || !isEmail(value) || INVISIBLE.test(value)) return false;
+  return idnaStable(value.slice(value.lastIndexOf('@') + 1).normalize('NFKC').toLowerCase());
+}
+
+/** Whether IDNA (UTS 46) takes this lower-case domain to DNS unchanged (an ASCII or a U-label form). */
+export function idnaStable(domain: string): boolean {
+  const ascii = domainToASCII(domain);
+  return !!ascii && (ascii === domain || domainToUnicode(ascii) === domain);
+}
+
+/** An email address field (see isEmailAddress); the length is checked by its own decorator. */
+export const IsEmailAddress = (options?: ValidationOptions): PropertyDecorator =>
+  ValidateBy(
+    {
+      name: 'isEmail',
+      validator: {
+        validate: (value) => isEmailAddress(value),
+        defaultMessage: (args) => `${args?.property} must be an email`,
+      },
+    },
+    options,
+  );
