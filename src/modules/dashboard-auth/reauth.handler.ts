@@ -29,12 +29,12 @@ export class DashboardReauthHandler implements ICommandHandler<DashboardReauthCo
 
   async execute(cmd: DashboardReauthCommand): Promise<{ verified_at: string }> {
     const email = normalizeEmail(cmd.session.email);
-    await this.throttle.check('dashboard', email, cmd.ip);
+    await this.throttle.attempt('dashboard', email, cmd.ip);
     const [u] = await this.db.query<{ password_hash: string }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [cmd.session.userId]);
     if (!u || !(await this.hasher.verify(u.password_hash, cmd.password))) {
-      await this.throttle.recordFailure('dashboard', email, cmd.ip);
       throw new AppError('auth/invalid_credentials', 'The password is not correct');
     }
+    await this.throttle.succeeded('dashboard', email, cmd.ip);
     const at = await this.sessions.markReauthenticated(cmd.session.sessionId);
     return { verified_at: at.toISOString() };
   }

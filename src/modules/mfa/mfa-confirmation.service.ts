@@ -32,7 +32,7 @@ export class MfaConfirmationService {
   ): Promise<T> {
     if (user.claims.act) throw new AppError('auth/forbidden', 'Delegated (agent) tokens cannot manage MFA');
     const realm = mfaThrottleRealm(user.tenantId);
-    await this.throttle.check(realm, user.userId, client.ip);
+    await this.throttle.attempt(realm, user.userId, client.ip);
     const [row] = await this.db.query<{ password_hash: string | null; mfa_enabled: boolean }>(
       `SELECT u.password_hash,
               EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = u.id AND f.enabled_at IS NOT NULL) AS mfa_enabled
@@ -42,7 +42,6 @@ export class MfaConfirmationService {
     if (!row?.mfa_enabled) throw new AppError('mfa/not_enabled');
     const passwordOk = row.password_hash ? await this.hasher.verify(row.password_hash, proof.password) : await this.hasher.verifyDummy(proof.password);
     if (!passwordOk) {
-      await this.throttle.recordFailure(realm, user.userId, client.ip);
       throw new AppError('auth/invalid_credentials', 'The password is wrong');
     }
     try {
@@ -51,11 +50,10 @@ export class MfaConfirmationService {
         if (!method) throw new WrongCode();
         return change(tx, method);
       });
-      await this.throttle.recordSuccess(realm, user.userId, client.ip);
+      await this.throttle.succeeded(realm, user.userId, client.ip);
       return result;
     } catch (e) {
       if (!(e instanceof WrongCode)) throw e;
-      await this.throttle.recordFailure(realm, user.userId, client.ip);
       throw new AppError('mfa/invalid_code');
     }
   }

@@ -3,17 +3,63 @@ import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { ClientHasher } from '../crypto/client-hash';
 import { sha256Hex } from '../crypto/tokens';
-import { RateLimitedError } from '../errors/app-error';
+import { AppError, RateLimitedError } from '../errors/app-error';
 import { REDIS } from '../redis/redis.module';
-import { RateLimitService } from './rate-limit.service';
 import { addressSubject } from './address-key';
+import { throttlerKeys } from './throttler-storage';
 
 const BUCKET = 'login-fail';
 const TRUSTED_TTL_SECONDS = 30 * 86400;
 
 /**
- * Failed sign-in throttling (end users and dashboard), per OWASP "Authentication": counts
- * failures per (account, address) pair, per account and per address within a window.
+ * Counts an attempt before it is evaluated, atomically: refused (the longest remaining wait, in
+ * ms) when a counter is at its limit, else every counter gains one. KEYS: pair, account and
+ * address counters, the account's trusted-address set. ARGV: pair, account and address limits,
+ * window (ms), this address. The account limit does not apply to a trusted address.
+ */
+const ATTEMPT_SCRIPT = `
+local limits = { tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]) }
+local window = tonumber(ARGV[4])
+local trusted = redis.call('SISMEMBER', KEYS[4], ARGV[5]) == 1
+local wait = 0
+for i = 1, 3 do
+  if not (i == 2 and trusted) then
+    local count = tonumber(redis.call('GET', KEYS[i]) or '0')
+    if count >= limits[i] then
+      local left = redis.call('PTTL', KEYS[i])
+      if left < 0 then left = window end
+      if left > wait then wait = left end
+    end
+  end
+end
+if wait > 0 then return wait end
+for i = 1, 3 do
+  redis.call('INCR', KEYS[i])
+  redis.call('PEXPIRE', KEYS[i], window, 'NX')
+end
+return 0`;
+const ATTEMPT_COMMAND = 'authpLoginAttempt';
+
+/**
+ * A successful attempt takes its count back: the pair's failures are cleared, the account and
+ * address counters lose the one the attempt added (never below zero). KEYS: pair, account,
+ * address counters.
+ */
+const REFUND_SCRIPT = `
+redis.call('DEL', KEYS[1])
+for i = 2, 3 do
+  local count = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if count > 0 then redis.call('DECR', KEYS[i]) end
+end
+return 0`;
+const REFUND_COMMAND = 'authpLoginRefund';
+
+type Script = (...args: (string | number)[]) => Promise<number>;
+
+/**
+ * Failed sign-in throttling (end users and dashboard, passwords and second factors), per OWASP
+ * "Authentication": counts failures per (account, address) pair, per account and per address
+ * within a window.
  *
  * - the pair limit stops one address guessing one account;
  * - the address limit stops one address spraying many accounts;
@@ -21,48 +67,67 @@ const TRUSTED_TTL_SECONDS = 30 * 86400;
  *   addresses that signed in to that account successfully before, so an attacker who
  *   exhausts it cannot lock the owner out. Every block ends with its window (Retry-After).
  *
- * Unknown and known accounts are counted the same way, so throttling reveals nothing.
+ * An attempt is counted as a failure when it starts (`attempt`, one atomic step) and taken back
+ * when it succeeds (`succeeded`): attempts sent in parallel are each counted before any of them
+ * is evaluated, so a burst cannot have more passwords checked than the limits allow. An attempt
+ * that ends for another reason (an expired challenge) stays counted. Unknown and known accounts
+ * are counted the same way, so throttling reveals nothing. Redis unreachable: 503 (fail closed).
  */
 @Injectable()
 export class LoginThrottleService {
+  private readonly attemptCmd: Script;
+  private readonly refundCmd: Script;
+
   constructor(
-    private readonly limiter: RateLimitService,
     @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly hasher: ClientHasher,
-  ) {}
+  ) {
+    if (!(ATTEMPT_COMMAND in redis)) redis.defineCommand(ATTEMPT_COMMAND, { numberOfKeys: 4, lua: ATTEMPT_SCRIPT });
+    if (!(REFUND_COMMAND in redis)) redis.defineCommand(REFUND_COMMAND, { numberOfKeys: 3, lua: REFUND_SCRIPT });
+    this.attemptCmd = (redis as unknown as Record<string, Script>)[ATTEMPT_COMMAND].bind(redis);
+    this.refundCmd = (redis as unknown as Record<string, Script>)[REFUND_COMMAND].bind(redis);
+  }
 
   private keys(realm: string, account: string, ip: string) {
     const acct = sha256Hex(`${realm}:${account}`).slice(0, 32);
     const addr = addressSubject(this.hasher, ip);
-    return { pair: `pair:${acct}:${addr}`, account: `acct:${acct}`, ip: `ip:${realm.split(':')[0]}:${addr}`, trusted: `login-trusted:${acct}`, addr };
+    const counter = (k: string) => throttlerKeys(`rl:${k}`, BUCKET).hits;
+    return { counters: [counter(`pair:${acct}:${addr}`), counter(`acct:${acct}`), counter(`ip:${realm.split(':')[0]}:${addr}`)], trusted: `login-trusted:${acct}`, addr };
   }
 
-  /** Throws 429 auth/login_throttled when this attempt must not even be evaluated. */
-  async check(realm: string, account: string, ip: string): Promise<void> {
+  /**
+   * Starts an attempt: counts it as a failure, or throws 429 auth/login_throttled (counting
+   * nothing) when it must not even be evaluated. Follow a success with `succeeded`.
+   */
+  async attempt(realm: string, account: string, ip: string): Promise<void> {
     const k = this.keys(realm, account, ip);
-    const [[pair, acct, addr], trusted] = await Promise.all([
-      this.limiter.peek(BUCKET, [k.pair, k.account, k.ip]),
-      this.redis.sismember(k.trusted, k.addr).catch(() => 0),
-    ]);
-    const blocked: number[] = [];
-    if (pair.count >= this.config.LOGIN_FAILURES_PER_ACCOUNT_IP) blocked.push(pair.ttlSeconds);
-    if (addr.count >= this.config.LOGIN_FAILURES_PER_IP) blocked.push(addr.ttlSeconds);
-    if (acct.count >= this.config.LOGIN_FAILURES_PER_ACCOUNT && !trusted) blocked.push(acct.ttlSeconds);
-    if (blocked.length) throw new RateLimitedError(Math.max(...blocked), 'auth/login_throttled');
+    const c = this.config;
+    let waitMs: number;
+    try {
+      waitMs = await this.attemptCmd(...k.counters, k.trusted, c.LOGIN_FAILURES_PER_ACCOUNT_IP, c.LOGIN_FAILURES_PER_ACCOUNT, c.LOGIN_FAILURES_PER_IP, c.LOGIN_FAILURE_WINDOW_SECONDS * 1000, k.addr);
+    } catch {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    }
+    if (waitMs > 0) throw new RateLimitedError(Math.ceil(waitMs / 1000), 'auth/login_throttled');
   }
 
-  async recordFailure(realm: string, account: string, ip: string): Promise<void> {
+  /** The attempt started with `attempt` succeeded: its count is taken back and the address is known for the account. */
+  async succeeded(realm: string, account: string, ip: string): Promise<void> {
     const k = this.keys(realm, account, ip);
-    await this.limiter.addHits(BUCKET, [k.pair, k.account, k.ip], this.config.LOGIN_FAILURE_WINDOW_SECONDS);
+    await Promise.all([this.refundCmd(...k.counters).catch(() => undefined), this.trust(k)]);
   }
 
-  /** A success clears the pair's failures and remembers the address as known for the account. */
-  async recordSuccess(realm: string, account: string, ip: string): Promise<void> {
+  /**
+   * The account was just created from this address with its password (registration, signup, an
+   * accepted invitation): the address is known for the account and its pair starts clean.
+   */
+  async trustAddress(realm: string, account: string, ip: string): Promise<void> {
     const k = this.keys(realm, account, ip);
-    await Promise.all([
-      this.limiter.reset(BUCKET, [k.pair]),
-      this.redis.pipeline().sadd(k.trusted, k.addr).expire(k.trusted, TRUSTED_TTL_SECONDS).exec().catch(() => undefined),
-    ]);
+    await Promise.all([this.redis.del(k.counters[0]).catch(() => undefined), this.trust(k)]);
+  }
+
+  private async trust(k: { trusted: string; addr: string }): Promise<void> {
+    await this.redis.pipeline().sadd(k.trusted, k.addr).expire(k.trusted, TRUSTED_TTL_SECONDS).exec().catch(() => undefined);
   }
 }

@@ -208,6 +208,15 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     // the owner, from their own address, still signs in
     await login(victim.email, victim.password, randomIp()).expect(200);
   });
+
+  it('a parallel burst from one address has at most 5 passwords checked; the right one sent after is refused too', async () => {
+    const victim = await signupTenant(t);
+    const attacker = randomIp();
+    const burst = await Promise.all(Array.from({ length: 25 }, () => login(victim.email, 'wrong-password-x', attacker)));
+    expect(burst.filter((r) => r.status === 401)).toHaveLength(5);
+    expect(burst.filter((r) => r.status === 429)).toHaveLength(20);
+    await login(victim.email, victim.password, attacker).expect(429);
+  });
 });
 
 describe('dashboard sessions: timeouts and the per-account limit', () => {

@@ -205,6 +205,18 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     await login({ email: body.email, password: body.password }, tenant.apiKey, randomIp()).expect(200);
   });
 
+  const statuses = (responses: { status: number }[]) => responses.reduce<Record<number, number>>((acc, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }), {});
+
+  it('a burst of parallel wrong passwords from one address has at most 5 evaluated (each attempt is counted before it is checked)', async () => {
+    const body = valid();
+    await register(body).expect(201);
+    const ip = randomIp();
+    const burst = await Promise.all(Array.from({ length: 30 }, () => login({ email: body.email, password: 'wrong password!!' }, tenant.apiKey, ip)));
+    expect(statuses(burst)).toEqual({ 401: 5, 429: 25 });
+    expect(burst.filter((r) => r.status === 429).every((r) => r.body.code === 'auth/login_throttled' && Number(r.headers['retry-after']) > 0)).toBe(true);
+    await login({ email: body.email, password: body.password }, tenant.apiKey, ip).expect(429);
+  });
+
   it('GET /me returns the user; a missing, tampered, foreign-audience, expired or unknown-kid token is 401 with WWW-Authenticate (no error code when no token was sent)', async () => {
     const body = valid();
     const reg = await register(body).expect(201);
@@ -294,5 +306,26 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     // signing keys are stored with the private half encrypted
     const rows = await t.db.query<{ private_enc: string }>(`SELECT private_enc FROM signing_keys`);
     for (const r of rows) expect(r.private_enc).not.toContain('PRIVATE KEY');
+  });
+});
+
+describe('end users: the per-account failed sign-in limit under a parallel burst', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  beforeAll(async () => {
+    t = await createTestApp({ LOGIN_FAILURES_PER_ACCOUNT: '8' });
+    tenant = await createTenant(t.db);
+  });
+  afterAll(() => t.close());
+
+  it('holds against a burst from many addresses; successful sign-ins take their count back', async () => {
+    const body = { email: uniqueEmail(), password: STRONG_PASSWORD, consent: true };
+    await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send(body).expect(201);
+    const signIn = (password: string) => t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: body.email, password });
+    // twelve successes in a row, from new addresses: none of them is left counted against the account
+    for (let i = 0; i < 12; i++) await signIn(body.password).expect(200);
+    const burst = await Promise.all(Array.from({ length: 20 }, () => signIn('wrong password!!')));
+    expect(burst.filter((r) => r.status === 401)).toHaveLength(8);
+    expect(burst.filter((r) => r.status === 429)).toHaveLength(12);
   });
 });

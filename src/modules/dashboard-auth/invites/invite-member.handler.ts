@@ -94,9 +94,8 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
     );
     let newHash: string | undefined;
     if (existing) {
-      await this.throttle.check('dashboard', inv.email_normalized, cmd.ip);
+      await this.throttle.attempt('dashboard', inv.email_normalized, cmd.ip);
       if (!(await this.hasher.verify(existing.password_hash, cmd.password))) {
-        await this.throttle.recordFailure('dashboard', inv.email_normalized, cmd.ip);
         throw new AppError('auth/invalid_credentials', 'Enter the password of your existing dashboard account');
       }
     } else {
@@ -136,7 +135,8 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
       return { body: { user: { id: userId, email: existing?.email ?? inv.email }, memberships: await this.memberships.of(tx, userId), csrf_token: s.csrfToken }, sessionToken: s.token };
     });
     // a sign-in with the account's password: this address is known to the failed-login throttle
-    await this.throttle.recordSuccess('dashboard', inv.email_normalized, cmd.ip);
+    if (existing) await this.throttle.succeeded('dashboard', inv.email_normalized, cmd.ip);
+    else await this.throttle.trustAddress('dashboard', inv.email_normalized, cmd.ip);
     return accepted;
   }
 }

@@ -30,13 +30,12 @@ export class StepUpPasswordHandler implements ICommandHandler<StepUpPasswordComm
     if (!u) throw new InvalidTokenError();
     const realm = `user:${user.tenantId}`;
     const account = u.email_normalized ?? user.userId;
-    await this.throttle.check(realm, account, client.ip);
+    await this.throttle.attempt(realm, account, client.ip);
     const ok = u.password_hash ? await this.hasher.verify(u.password_hash, password) : await this.hasher.verifyDummy(password);
     if (!ok) {
-      await this.throttle.recordFailure(realm, account, client.ip);
       throw new AppError('auth/invalid_credentials', 'The password is wrong');
     }
-    await this.throttle.recordSuccess(realm, account, client.ip);
+    await this.throttle.succeeded(realm, account, client.ip);
     return this.stepUp.issue(user, 'pwd');
   }
 }

@@ -44,7 +44,7 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
     );
     if (!challenge) throw new AppError('mfa/invalid_challenge');
     const realm = mfaThrottleRealm(tenantId);
-    await this.throttle.check(realm, challenge.user_id, cmd.client.ip);
+    await this.throttle.attempt(realm, challenge.user_id, cmd.client.ip);
 
     const [claimed] = await this.db.query<{ attempts: number }>(
       `UPDATE mfa_challenges SET attempts = attempts + 1
@@ -86,12 +86,11 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
         return response;
       });
       await this.profiles.invalidate([challenge.user_id]); // last_sign_in_at
-      await this.throttle.recordSuccess(realm, challenge.user_id, cmd.client.ip);
+      await this.throttle.succeeded(realm, challenge.user_id, cmd.client.ip);
       // a passwordless sign-in that resumes an authorization request answers its oauth_params here
       return challenge.oauth_params ? { ...tokens, oauth_params: challenge.oauth_params } : tokens;
     } catch (e) {
       if (!(e instanceof WrongCode)) throw e;
-      await this.throttle.recordFailure(realm, challenge.user_id, cmd.client.ip);
       await this.events.audit(this.db, {
         tenantId,
         type: 'user.mfa_failed',

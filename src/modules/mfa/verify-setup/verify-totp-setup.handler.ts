@@ -25,7 +25,7 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
 
   async execute({ user, code, client }: VerifyTotpSetupCommand): Promise<RecoveryCodesResponseDto> {
     const realm = mfaThrottleRealm(user.tenantId);
-    await this.throttle.check(realm, user.userId, client.ip);
+    await this.throttle.attempt(realm, user.userId, client.ip);
     try {
       const codes = await this.db.tx(async (tx) => {
         const factor = await this.factors.lockFactor(tx, user.tenantId, user.userId);
@@ -47,11 +47,10 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
         });
         return recovery;
       });
-      await this.throttle.recordSuccess(realm, user.userId, client.ip);
+      await this.throttle.succeeded(realm, user.userId, client.ip);
       return { recovery_codes: codes };
     } catch (e) {
       if (!(e instanceof WrongCode)) throw e;
-      await this.throttle.recordFailure(realm, user.userId, client.ip);
       throw new AppError('mfa/invalid_code');
     }
   }

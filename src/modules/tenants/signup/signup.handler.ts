@@ -96,7 +96,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
 
   /** The owner signed in from this address: it is known to the failed-login throttle (LoginThrottleService). */
   private signedIn(email: string, ip: string): Promise<void> {
-    return this.throttle.recordSuccess('dashboard', normalizeEmail(email.trim()), ip);
+    return this.throttle.trustAddress('dashboard', normalizeEmail(email.trim()), ip);
   }
 
   private async passwordMatches(userId: string, password: string): Promise<boolean> {

@@ -41,7 +41,7 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     const tenantId = cmd.apiKey.tenantId;
     const email = normalizeEmail(cmd.email);
     const realm = `user:${tenantId}`;
-    await this.throttle.check(realm, email, cmd.client.ip);
+    await this.throttle.attempt(realm, email, cmd.client.ip);
     const [user] = await this.db.query<UserRow>(
       `SELECT id, tenant_id, email, email_verified, password_hash, role, created_at
          FROM users WHERE tenant_id = $1 AND email_normalized = $2`,
@@ -50,10 +50,9 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     );
     const ok = user?.password_hash ? await this.hasher.verify(user.password_hash, cmd.password) : await this.hasher.verifyDummy(cmd.password);
     if (!ok || !user) {
-      await this.throttle.recordFailure(realm, email, cmd.client.ip);
       throw new AppError('auth/invalid_credentials');
     }
-    await this.throttle.recordSuccess(realm, email, cmd.client.ip);
+    await this.throttle.succeeded(realm, email, cmd.client.ip);
     const upgraded = await this.hasher.rehashIfNeeded(user.password_hash!, cmd.password);
     if (upgraded)
       await this.db.query(`UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, upgraded, user.password_hash]);

@@ -58,7 +58,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
 
     // registering signs the user in with that password from this address: from then on the address
     // is known to the failed-login throttle, so a distributed attack cannot lock the new owner out
-    const signedIn = <T>(tokens: T) => this.throttle.recordSuccess(`user:${cmd.tenantId}`, email, cmd.client.ip).then(() => tokens);
+    const signedIn = <T>(tokens: T) => this.throttle.trustAddress(`user:${cmd.tenantId}`, email, cmd.client.ip).then(() => tokens);
     if (cmd.bearer) {
       // contract: register with a guest's bearer claims that guest (same user id)
       return this.commandBus
