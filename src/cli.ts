@@ -107,12 +107,15 @@ export const COMMANDS: CliCommand[] = [
   },
   {
     name: 'keys:rotate',
-    args: '[--now]',
-    description: `creates a new signing key, published at once, signing ${KEY_PUBLISH_LEAD_SECONDS} s later (once cached JWKS have expired; --now: at once, for a compromised key); the old ones stay published until their tokens expire`,
+    args: '[--now | --revoke-old]',
+    description:
+      `creates a new signing key, published at once, signing ${KEY_PUBLISH_LEAD_SECONDS} s later (once cached JWKS have expired); the old ones stay published until their tokens expire. ` +
+      '--now: it signs at once. --revoke-old (a compromised key): it signs at once and every older key is withdrawn, its tokens refused (clients refresh)',
     run: async ({ app, args, io }) => {
-      if (args.length > 1 || (args.length === 1 && args[0] !== '--now')) throw new CliUsageError('keys:rotate takes only --now');
-      const { kid, activeFrom } = await app.get(SigningKeysService).rotate({ immediate: args[0] === '--now' });
+      if (args.length > 1 || (args.length === 1 && args[0] !== '--now' && args[0] !== '--revoke-old')) throw new CliUsageError('keys:rotate takes only --now or --revoke-old');
+      const { kid, activeFrom, revoked } = await app.get(SigningKeysService).rotate({ immediate: args[0] === '--now', revokeOld: args[0] === '--revoke-old' });
       io.out(`new signing key: ${kid} (published now; signs from ${activeFrom.toISOString()})`);
+      if (revoked.length) io.out(`withdrawn (tokens refused within 30 s on every instance): ${revoked.join(', ')}`);
     },
   },
   {

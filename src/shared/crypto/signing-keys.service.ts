@@ -67,14 +67,25 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
   /**
    * `cli keys:rotate`: a new key, published in the JWKS at once and signing from `activeFrom`
    * (KEY_PUBLISH_LEAD_SECONDS later; `immediate` for an emergency: at once). The key it replaces
-   * signs until then and stays published until its tokens have expired.
+   * signs until then and stays published until its tokens have expired. `revokeOld` (a compromised
+   * key; implies `immediate`): every older key leaves the JWKS at once and the tokens it signed
+   * are refused (their holders refresh: refresh tokens are not signed); every API process follows
+   * within one reload (30 s).
    */
-  async rotate(opts: { immediate?: boolean } = {}): Promise<{ kid: string; activeFrom: Date }> {
+  async rotate(opts: { immediate?: boolean; revokeOld?: boolean } = {}): Promise<{ kid: string; activeFrom: Date; revoked: string[] }> {
+    const immediate = opts.immediate || opts.revokeOld;
     const rotated = await this.db.tx(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(hashtext('authp:signing_keys'))`);
-      const [{ at }] = await tx.query<{ at: Date }>(`SELECT now() + make_interval(secs => $1) AS at`, [opts.immediate ? 0 : KEY_PUBLISH_LEAD_SECONDS]);
-      await tx.query(`UPDATE signing_keys SET retired_at = $1 WHERE retired_at IS NULL`, [at]);
-      return { kid: await this.insertKey(tx, at), activeFrom: at };
+      const [{ at }] = await tx.query<{ at: Date }>(`SELECT now() + make_interval(secs => $1) AS at`, [immediate ? 0 : KEY_PUBLISH_LEAD_SECONDS]);
+      // revoked: retired as long ago as a token can live, so no reload publishes or trusts it again
+      const revoked = opts.revokeOld
+        ? await tx.query<{ kid: string }>(
+            `UPDATE signing_keys SET retired_at = now() - make_interval(secs => $1 + 1)
+              WHERE retired_at IS NULL OR retired_at > now() - make_interval(secs => $1) RETURNING kid`,
+            [this.publishedForSeconds()],
+          )
+        : (await tx.query(`UPDATE signing_keys SET retired_at = $1 WHERE retired_at IS NULL`, [at]), []);
+      return { kid: await this.insertKey(tx, at), activeFrom: at, revoked: revoked.map((r) => r.kid) };
     });
     await this.reload();
     return rotated;
@@ -103,7 +114,7 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
          FROM signing_keys
         WHERE retired_at IS NULL OR retired_at > now() - make_interval(secs => $1)
         ORDER BY active_from DESC, created_at DESC`,
-      [Math.max(MAX_TOKEN_LIFETIME_SECONDS, this.config.ACCESS_TOKEN_TTL_SECONDS)],
+      [this.publishedForSeconds()],
     );
     const next = new Map<string, LoadedKey>();
     let current: LoadedKey | undefined;
@@ -126,6 +137,11 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
     this.keys = next;
     this.current = current;
     this.jwksCache = { keys: [...next.values()].map((k) => k.jwk) };
+  }
+
+  /** How long a retired key stays published: until every token it may have signed has expired. */
+  private publishedForSeconds(): number {
+    return Math.max(MAX_TOKEN_LIFETIME_SECONDS, this.config.ACCESS_TOKEN_TTL_SECONDS);
   }
 
   signingKey(): { kid: string; key: KeyObject } {

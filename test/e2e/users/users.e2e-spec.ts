@@ -5,6 +5,7 @@ import jwt from 'jsonwebtoken';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { JWKS_MAX_AGE_SECONDS, SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
+import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
 
 describe('end users: register, login, me, logout (contract "End users")', () => {
   let t: TestApp;
@@ -327,5 +328,39 @@ describe('end users: the per-account failed sign-in limit under a parallel burst
     const burst = await Promise.all(Array.from({ length: 20 }, () => signIn('wrong password!!')));
     expect(burst.filter((r) => r.status === 401)).toHaveLength(8);
     expect(burst.filter((r) => r.status === 429)).toHaveLength(12);
+  });
+});
+
+// on a database of its own: withdrawing every older key would refuse the tokens of the test files
+// running beside it on the run's shared database
+describe('end users: withdrawing a compromised signing key', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  let isolated: IsolatedDatabase;
+  beforeAll(async () => {
+    isolated = await createIsolatedDatabase();
+    t = await createTestApp({ DATABASE_URL: isolated.url });
+    tenant = await createTenant(t.db);
+  });
+  afterAll(async () => {
+    await t.close();
+    await isolated.drop();
+  });
+
+  it('keys:rotate --revoke-old (a compromised key): the new key signs at once, older keys leave the JWKS and their tokens are refused; refresh tokens go on', async () => {
+    const before = await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);
+    const oldKid = decodeProtectedHeader(before.body.access_token).kid;
+    const keys = t.app.get(SigningKeysService);
+    const { kid: newKid, revoked } = await keys.rotate({ revokeOld: true });
+    expect(revoked).toContain(oldKid);
+    const published = (await t.http().get('/.well-known/jwks.json').expect(200)).body.keys.map((k: { kid: string }) => k.kid);
+    expect(published).toEqual([newKid]);
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${before.body.access_token}`).expect(401);
+    const refreshed = await t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ refresh_token: before.body.refresh_token }).expect(200);
+    expect(decodeProtectedHeader(refreshed.body.access_token).kid).toBe(newKid);
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${refreshed.body.access_token}`).expect(200);
+    // a reload (every process does one within 30 s) does not bring the withdrawn key back
+    await keys.reload();
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${before.body.access_token}`).expect(401);
   });
 });

@@ -224,7 +224,7 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
   });
 
   describe('CLI', () => {
-    it('keys:rotate prints the new kid, which signs once cached JWKS have expired (--now: at once)', async () => {
+    it('keys:rotate prints the new kid, which signs once cached JWKS have expired (--now: at once; --revoke-old: older keys withdrawn)', async () => {
       const io = captureIo();
       expect(await runCli(['keys:rotate'], io)).toBe(0);
       const kid = /new signing key: (\S+) \(published now; signs from (\S+)\)/.exec(io.stdout.join('\n'));
@@ -239,6 +239,15 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
       const [active] = await db.query<{ kid: string; signing: boolean }>(`SELECT kid, active_from <= now() AS signing FROM signing_keys WHERE retired_at IS NULL`);
       expect(now.stdout.join('\n')).toContain(active.kid);
       expect(active.signing).toBe(true);
+      const revoke = captureIo();
+      expect(await runCli(['keys:rotate', '--revoke-old'], revoke)).toBe(0);
+      const out = revoke.stdout.join('\n');
+      const newKid = /new signing key: (\S+)/.exec(out)![1];
+      expect(out).toContain(active.kid);
+      expect(out).toMatch(/withdrawn \(tokens refused within 30 s on every instance\)/);
+      // only the new key is still within the published window
+      const live = await db.query<{ kid: string }>(`SELECT kid FROM signing_keys WHERE retired_at IS NULL OR retired_at > now() - interval '24 hours'`);
+      expect(live.map((r) => r.kid)).toEqual([newKid]);
       const bad = captureIo();
       expect(await runCli(['keys:rotate', '--later'], bad)).toBe(1);
     });
