@@ -18,7 +18,7 @@ import { createValidationPipe } from './shared/errors/validation.pipe';
 import { installBodyParsers } from './shared/http/body-parsers';
 import { installMetrics } from './shared/http/metrics';
 import { DASHBOARD_COOKIE } from './shared/auth/dashboard-session.service';
-import { closeRequestSchemas, OAUTH_CLIENT_BASIC } from './shared/http/api-docs';
+import { closeRequestSchemas, declareBodyRefusals, OAUTH_CLIENT_BASIC } from './shared/http/api-docs';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -174,6 +174,7 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
       .build(),
   );
   closeRequestSchemas(doc);
+  declareBodyRefusals(doc);
   SwaggerModule.setup('docs', app, doc, { jsonDocumentUrl: 'openapi.json' });
 }
 

@@ -141,6 +141,27 @@ export function ApiPageResponse(model: Type<unknown>, description?: string): Met
   );
 }
 
+/**
+ * Every request that may carry a body meets the body parsers before its route: a body too large
+ * (413) or not JSON (415) is refused on every POST, PUT, PATCH and DELETE, a route without a body
+ * of its own included. Declared where the route's decorators did not (the /oauth endpoints answer
+ * those in the RFC 6749 envelope and declare their own).
+ */
+export function declareBodyRefusals(openapi: OpenAPIObject): void {
+  const refusals = (['request/too_large', 'request/unsupported_media_type'] as ErrorCode[]).map((code) => {
+    const { status, title } = ERROR_CATALOG[code];
+    return [String(status), { description: `\`${code}\`: ${title}`, content: { [PROBLEM_JSON]: { schema: { $ref: getSchemaPath(ProblemDto) }, examples: { [code]: { summary: title, value: example(code, status) } } } } }] as const;
+  });
+  for (const [path, ops] of Object.entries(openapi.paths)) {
+    if (path.startsWith('/oauth/')) continue;
+    for (const method of ['post', 'put', 'patch', 'delete'] as const) {
+      const op = ops[method];
+      if (!op) continue;
+      for (const [status, response] of refusals) op.responses[status] ??= response;
+    }
+  }
+}
+
 type SchemaNode = { $ref?: string; properties?: Record<string, SchemaNode>; items?: SchemaNode; required?: string[]; additionalProperties?: boolean | SchemaNode; allOf?: SchemaNode[] };
 type OpenApiDoc = { paths: Record<string, Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: SchemaNode }> } }>>; components?: { schemas?: Record<string, SchemaNode> } };
 

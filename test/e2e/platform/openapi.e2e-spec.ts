@@ -232,4 +232,26 @@ describe('platform: the OpenAPI document', () => {
     const signup = doc.paths['/v1/onboarding/signup'].post.responses;
     expect(Object.keys(signup)).toEqual(expect.arrayContaining(['413', '415']));
   });
+
+  it('documents 413 and 415 on every POST, PUT, PATCH and DELETE outside /oauth, routes without a body of their own included (the body parsers answer them first)', () => {
+    const missing: string[] = [];
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      if (path.startsWith('/oauth/')) continue;
+      for (const m of ['post', 'put', 'patch', 'delete']) {
+        const op = ops[m];
+        if (!op) continue;
+        for (const status of ['413', '415']) {
+          const examples = op.responses[status]?.content?.['application/problem+json']?.examples ?? {};
+          if (!Object.values(examples).some((e) => e.value.status === Number(status))) missing.push(`${m} ${path} ${status}`);
+        }
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
+  it('a body on a route without one is refused as documented: 415 when not JSON, 413 when too large', async () => {
+    await t.http().post('/v1/auth/logout').set('Content-Type', 'text/plain').send('x').expect(415);
+    const big = await t.http().post('/v1/auth/logout').set('Content-Type', 'application/json').send(JSON.stringify({ x: 'a'.repeat(200_000) }));
+    expect([big.status, big.body.code]).toEqual([413, 'request/too_large']);
+  });
 });
