@@ -14,7 +14,7 @@ const notJson = () => new AppError('request/unsupported_media_type', 'Request bo
 export const MAX_BODY_DEPTH = 32;
 
 /**
- * Why a parsed body cannot be processed, or undefined when it can: nesting deeper than
+ * Why a parsed body cannot be processed (up to `max` reasons, default one; none when it can): nesting deeper than
  * MAX_BODY_DEPTH (the DTO transform would recurse without bound), a string (value or key)
  * with U+0000 or a lone surrogate, which PostgreSQL text and jsonb cannot store, or a number
  * beyond the double range (parsed as Infinity, stored as null). Iterative, so
@@ -22,31 +22,47 @@ export const MAX_BODY_DEPTH = 32;
  * Nest's ValidationPipe), a property named `constructor` or `prototype` at any depth: the pipe
  * deletes those in place, so one would otherwise be dropped unsaid, even from public_metadata.
  */
-export function bodyFault(body: unknown, opts: { reservedNames?: boolean } = {}): { field: string; message: string } | undefined {
+export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?: number } = {}): { field: string; message: string }[] {
+  const faults: { field: string; message: string }[] = [];
+  const max = opts.max ?? 1;
   const stack: { value: unknown; path: string; depth: number }[] = [{ value: body, path: '', depth: 0 }];
-  while (stack.length) {
+  while (stack.length && faults.length < max) {
     const { value, path, depth } = stack.pop()!;
     if (typeof value === 'string') {
-      if (!storable(value)) return { field: path || 'body', message: `${path || 'body'} contains a character that is not allowed (U+0000 or an unpaired surrogate)` };
+      if (!storable(value)) faults.push({ field: path || 'body', message: `${path || 'body'} contains a character that is not allowed (U+0000 or an unpaired surrogate)` });
       continue;
     }
     // JSON.parse turns a number beyond the double range (1e400) into Infinity, which would be
     // stored as null: refused instead of changed
-    if (typeof value === 'number' && !Number.isFinite(value)) return { field: path || 'body', message: `${path || 'body'} is a number out of range` };
+    if (typeof value === 'number' && !Number.isFinite(value)) faults.push({ field: path || 'body', message: `${path || 'body'} is a number out of range` });
     if (value === null || typeof value !== 'object') continue;
-    if (depth >= MAX_BODY_DEPTH) return { field: path || 'body', message: `the body is nested deeper than ${MAX_BODY_DEPTH} levels` };
+    if (depth >= MAX_BODY_DEPTH) {
+      faults.push({ field: path || 'body', message: `the body is nested deeper than ${MAX_BODY_DEPTH} levels` });
+      continue;
+    }
     if (Array.isArray(value)) {
       for (let i = 0; i < value.length; i++) stack.push({ value: value[i], path: `${path}[${i}]`, depth: depth + 1 });
       continue;
     }
     for (const [k, v] of Object.entries(value)) {
       const p = path ? `${path}.${k}` : k;
-      if (!storable(k)) return { field: path || 'body', message: `a property name contains a character that is not allowed (U+0000 or an unpaired surrogate)` };
-      if (opts.reservedNames && (k === 'constructor' || k === 'prototype')) return { field: p, message: `property ${p} is not allowed (constructor and prototype are reserved names)` };
+      if (!storable(k)) {
+        faults.push({ field: path || 'body', message: `a property name contains a character that is not allowed (U+0000 or an unpaired surrogate)` });
+        continue;
+      }
+      if (opts.reservedNames && (k === 'constructor' || k === 'prototype')) {
+        faults.push({ field: p, message: `property ${p} is not allowed (constructor and prototype are reserved names)` });
+        continue;
+      }
       stack.push({ value: v, path: p, depth: depth + 1 });
     }
   }
-  return undefined;
+  return faults;
+}
+
+/** The first of bodyFaults. */
+export function bodyFault(body: unknown, opts: { reservedNames?: boolean } = {}): { field: string; message: string } | undefined {
+  return bodyFaults(body, opts)[0];
 }
 
 /** U+0000, or a surrogate code unit without its pair (with the u flag a paired one is one astral code point). */
@@ -94,8 +110,9 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
       // every request schema is an object: null, an array or a bare value is not "no body"
       if (value === null || typeof value !== 'object' || Array.isArray(value))
         return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: 'body', message: 'the body must be a JSON object' }] }), undefined);
-      const fault = bodyFault(value, { reservedNames: true });
-      if (fault) return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [fault] }), undefined);
+      // every fault of this kind at once (at most 20), one errors[] entry each
+      const faults = bodyFaults(value, { reservedNames: true, max: 20 });
+      if (faults.length) return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: faults }), undefined);
       done(null, value);
     });
   });

@@ -62,6 +62,10 @@ describe('input hardening: odd bodies, characters and requests', () => {
       expectInvalid(r);
       expect(r.body.errors).toEqual([{ field: 'public_metadata.score', message: 'public_metadata.score is a number out of range' }]);
     }
+    // every such fault of the body is named, one entry each
+    const several = await rawPost('/v1/auth/anonymous', '{"public_metadata":{"a":"\\u0000","b":"\\ud800","c":1e400}}', { 'X-API-Key': tenant.apiKey });
+    expectInvalid(several);
+    expect(several.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['public_metadata.a', 'public_metadata.b', 'public_metadata.c']);
     // a paired surrogate (an emoji) is an ordinary character
     const ok = await rawPost('/v1/auth/anonymous', '{"public_metadata":{"mood":"\\ud83d\\ude00"}}', { 'X-API-Key': tenant.apiKey }).expect(201);
     const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${ok.body.access_token}`).expect(200);
