@@ -127,6 +127,9 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
   });
   // the query string gets the same check as a body (a %00 would otherwise reach PostgreSQL)
   fastify.addHook('onRequest', (req, _reply, done) => {
+    // a compressed body would be read as if it were plain (RFC 9110 section 8.4.1: 415)
+    const coding = req.headers['content-encoding'];
+    if (coding !== undefined && !/^\s*identity\s*$/i.test(coding)) return done(new AppError('request/unsupported_media_type', 'Request bodies are not compressed: Content-Encoding is not supported'));
     const fault = req.query && typeof req.query === 'object' ? bodyFault(req.query) : undefined;
     if (!fault) return done();
     if (isOAuthPath(req.url)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'));

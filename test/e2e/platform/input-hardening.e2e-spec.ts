@@ -72,6 +72,14 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(me.body.public_metadata).toEqual({ mood: '😀' });
   });
 
+  it('a body with a Content-Encoding (gzip, ...) is 415, never read as if it were plain; identity is fine', async () => {
+    const gz = await rawPost('/v1/auth/anonymous', '{}', { 'X-API-Key': tenant.apiKey, 'Content-Encoding': 'gzip' });
+    expect([gz.status, gz.body.code]).toEqual([415, 'request/unsupported_media_type']);
+    const oauth = await t.http().post('/oauth/introspect').type('form').set('Content-Encoding', 'br').set('X-API-Key', tenant.apiKey).send({ token: 'x' });
+    expect([oauth.status, oauth.body.error]).toEqual([400, 'invalid_request']);
+    await rawPost('/v1/auth/anonymous', '{}', { 'X-API-Key': tenant.apiKey, 'Content-Encoding': 'identity' }).expect(201);
+  });
+
   it('U+0000 in a path or query value the database sees is 400, not 500', async () => {
     const d = await signupTenant(t);
     const r = await t.http().get(`/v1/auth/dashboard/tenants/a%00b/api-keys`).set('Cookie', d.cookie);
