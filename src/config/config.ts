@@ -116,6 +116,7 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) WEBHOOK_DISABLE_AFTER_FAILED_DELIVERIES = 5;
   @Transform(toInt) @IsInt() @Min(1000) WEBHOOK_LOCK_MS = 30000;
   @Transform(toInt) @IsInt() @Min(1) @Max(100) WEBHOOK_CONCURRENCY = 10;
+  @Transform(toInt) @IsInt() @Min(1) @Max(100) WEBHOOK_CONCURRENCY_PER_TENANT = 3;
 
   // TOTP MFA (src/modules/mfa): POST /v1/auth/mfa/verify per client address; MFA enrollment-only token lifetime
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN = 30;

@@ -4,6 +4,7 @@ import { CreateWebhookHandler } from './create-webhook/create-webhook.handler';
 import { DeleteWebhookHandler } from './delete-webhook/delete-webhook.handler';
 import { DeliverWebhookHandler } from './deliver/deliver-webhook.handler';
 import { WebhookDeliveryWorker } from './deliver/webhook-delivery.worker';
+import { WebhookTenantSlots } from './deliver/tenant-slots';
 import { RequeuePendingDeliveries } from './deliver/requeue-pending';
 import { OutboxModule } from '../../shared/outbox/outbox.module';
 import { EnableWebhookHandler } from './enable-webhook/enable-webhook.handler';
@@ -33,6 +34,6 @@ export class WebhooksModule {}
  */
 @Module({
   imports: [OutboxModule, BullModule.registerQueue({ name: WEBHOOK_TOPIC }, { name: WEBHOOK_DELIVERY_QUEUE })],
-  providers: [WebhookEventProcessor, FanOutWebhookEventHandler, DeliverWebhookHandler, WebhookDeliveryWorker, RequeuePendingDeliveries],
+  providers: [WebhookEventProcessor, FanOutWebhookEventHandler, DeliverWebhookHandler, WebhookDeliveryWorker, WebhookTenantSlots, RequeuePendingDeliveries],
 })
 export class WebhooksWorkerModule {}

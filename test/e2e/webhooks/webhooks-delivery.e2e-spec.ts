@@ -247,6 +247,30 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
     expect(rx.on(path)).toHaveLength(2);
   });
 
+  it('one tenant has at most WEBHOOK_CONCURRENCY_PER_TENANT (3) deliveries in flight: its silent endpoints cannot take every worker slot from the others', async () => {
+    expect(loadConfig({ NODE_ENV: 'test' }).WEBHOOK_CONCURRENCY_PER_TENANT).toBe(3);
+    const noisy = await signupTenant(t);
+    const quiet = await signupTenant(t);
+    const hang = rx.path(() => 'hang');
+    // more silent endpoints than the worker's 10 slots
+    const hung: string[] = [];
+    for (let i = 0; i < 12; i++) hung.push((await createEndpoint(noisy, { url: `${rx.url(hang)}?n=${i}`, events: ['agent.revoked'] })).id);
+    const okPath = rx.path();
+    await createEndpoint(quiet, { url: rx.url(okPath), events: ['agent.revoked'] });
+    await emit(noisy.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-00000000000a' });
+    await rx.waitFor((r) => r.path === hang, 3);
+    await emit(quiet.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-00000000000b' });
+    await rx.waitFor((r) => r.path === okPath, 1);
+    // let a few rounds of attempts go by: each attempt holds its slot until the 1 s timeout, so
+    // with three slots no 900 ms holds more than three arrivals
+    await rx.waitFor((r) => r.path === hang, 9, 30_000);
+    const at = rx.on(hang).map((r) => r.at).sort((a, b) => a - b);
+    const busiest = Math.max(...at.map((start) => at.filter((x) => x >= start && x < start + 900).length));
+    expect(busiest).toBeLessThanOrEqual(3);
+    for (const id of hung) await t.http().delete(`${base(noisy.slug)}/${id}`).set('Cookie', noisy.cookie).set('X-CSRF-Token', noisy.csrf).expect(204);
+    rx.dropHeld();
+  }, 60_000);
+
   it('gives up on an attempt after the timeout (10 s by default, 1 s here) and retries it; all attempts timing out fail the delivery', async () => {
     expect(loadConfig({ NODE_ENV: 'test' }).WEBHOOK_TIMEOUT_MS).toBe(10_000);
     const path = rx.path(() => 'hang');

@@ -147,7 +147,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     expect(await deliveries.getJobState(jobId)).toBe('delayed');
     const resumed = (await deliveries.getJob(jobId))!;
     expect(resumed.opts.attempts).toBe(4);
-    expect(resumed.data).toEqual({ deliveryId: delivery.id, attemptOffset: 1 });
+    expect(resumed.data).toEqual({ deliveryId: delivery.id, tenantId: expect.any(String), attemptOffset: 1 });
     expect(resumed.opts.delay).toBeGreaterThan(50_000);
     await sleep(500);
     expect(rx.on(path)).toHaveLength(1);

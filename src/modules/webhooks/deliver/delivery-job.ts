@@ -3,6 +3,8 @@ import type { JobsOptions } from 'bullmq';
 /** The data of a delivery job: everything else is read from the delivery row when it runs. */
 export interface DeliveryJobData {
   deliveryId: string;
+  /** the delivery's tenant (WEBHOOK_CONCURRENCY_PER_TENANT); read from the row for a job without it */
+  tenantId?: string;
   /**
    * Attempts the delivery had made before this job existed (a job re-added by the queue
    * reconciler after Redis lost the first one): attempt numbers and the retry schedule go on
@@ -22,6 +24,7 @@ const KEEP: Pick<JobsOptions, 'removeOnComplete' | 'removeOnFail'> = { removeOnC
 /** A pending delivery as its job is built from it. */
 export interface PendingDelivery {
   id: string;
+  tenant_id: string | null;
   outbox_id: string;
   endpoint_id: string;
   event_type: string;
@@ -39,7 +42,7 @@ export function deliveryJob(
 ): { name: string; data: DeliveryJobData; opts: JobsOptions } {
   return {
     name: d.event_type,
-    data: resume.attemptOffset ? { deliveryId: d.id, attemptOffset: resume.attemptOffset } : { deliveryId: d.id },
+    data: { deliveryId: d.id, ...(d.tenant_id ? { tenantId: d.tenant_id } : {}), ...(resume.attemptOffset ? { attemptOffset: resume.attemptOffset } : {}) },
     opts: {
       ...KEEP,
       jobId: deliveryJobId(d.outbox_id, d.endpoint_id),

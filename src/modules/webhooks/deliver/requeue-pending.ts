@@ -34,7 +34,7 @@ export class RequeuePendingDeliveries implements OnModuleInit {
     let total = 0;
     for (;;) {
       const rows = await this.db.query<PendingDelivery & { attempts: number; delay_ms: number }>(
-        `SELECT id, outbox_id::text AS outbox_id, endpoint_id, event_type, attempts,
+        `SELECT id, tenant_id, outbox_id::text AS outbox_id, endpoint_id, event_type, attempts,
                 GREATEST(0, floor(extract(epoch FROM next_attempt_at - now()) * 1000))::int AS delay_ms
            FROM webhook_deliveries
           WHERE status = 'pending' AND id > $1 AND created_at <= now() - make_interval(secs => $2)

@@ -9,6 +9,7 @@ import { retryDelayMs, retrySpanMs } from '../backoff';
 import { WEBHOOK_DELIVERY_QUEUE } from '../webhook-events';
 import { DeliverWebhookCommand, DeliverWebhookResult } from './deliver-webhook.command';
 import { DeliveryJobData } from './delivery-job';
+import { WebhookTenantSlots } from './tenant-slots';
 
 /** How often a job may be recovered after its worker died mid-delivery before it is failed. */
 const MAX_STALLED = 5;
@@ -30,6 +31,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
     private readonly commandBus: CommandBus,
     private readonly db: Db,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly slots: WebhookTenantSlots,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -56,14 +58,30 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
   }
 
   async process(job: Job<DeliveryJobData>, token?: string): Promise<DeliverWebhookResult> {
-    const made = job.attemptsMade + 1;
-    const result = await this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId, made + attemptOffset(job.data), made >= (job.opts.attempts ?? 1)));
-    if ('in_flight' in result) {
+    const tenantId = job.data.tenantId ?? (await this.tenantOf(job.data.deliveryId));
+    const jobId = job.id ?? job.data.deliveryId;
+    // the tenant has WEBHOOK_CONCURRENCY_PER_TENANT deliveries in flight: wait without using an attempt
+    if (tenantId && !(await this.slots.acquire(tenantId, jobId))) await this.postpone(job, 2000 + Math.floor(Math.random() * 2000), token);
+    try {
+      const made = job.attemptsMade + 1;
+      const result = await this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId, made + attemptOffset(job.data), made >= (job.opts.attempts ?? 1)));
       // another job of the delivery holds its lease: wait for it without using an attempt
-      await job.moveToDelayed(Date.now() + result.retry_in_ms, token);
-      throw new DelayedError();
+      if ('in_flight' in result) await this.postpone(job, result.retry_in_ms, token);
+      return result as DeliverWebhookResult;
+    } finally {
+      if (tenantId) await this.slots.release(tenantId, jobId);
     }
-    return result;
+  }
+
+  private async postpone(job: Job<DeliveryJobData>, ms: number, token?: string): Promise<never> {
+    await job.moveToDelayed(Date.now() + ms, token);
+    throw new DelayedError();
+  }
+
+  /** The tenant of a delivery whose job predates DeliveryJobData.tenantId. */
+  private async tenantOf(deliveryId: string): Promise<string | undefined> {
+    const [row] = await this.db.query<{ tenant_id: string }>(`SELECT tenant_id FROM webhook_deliveries WHERE id = $1`, [deliveryId]);
+    return row?.tenant_id;
   }
 
   /** Logs the attempt; a job BullMQ gave up on outside the handler (stalled too often) is marked failed. */

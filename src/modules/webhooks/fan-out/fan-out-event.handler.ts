@@ -54,7 +54,7 @@ export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookE
     );
     if (rows.length) {
       await this.deliveries.addBulk(
-        rows.map((r) => deliveryJob({ id: r.id, outbox_id: event.outboxId, endpoint_id: r.endpoint_id, event_type: event.eventType }, this.config.WEBHOOK_MAX_ATTEMPTS)),
+        rows.map((r) => deliveryJob({ id: r.id, tenant_id: event.tenantId, outbox_id: event.outboxId, endpoint_id: r.endpoint_id, event_type: event.eventType }, this.config.WEBHOOK_MAX_ATTEMPTS)),
       );
     }
     return { deliveries: rows.length };
