@@ -353,8 +353,13 @@ export class SessionsService {
     return ended.length > 0;
   }
 
-  /** Ends every session of a user except `keep` (password reset and change); as revokeSession. */
+  /**
+   * Ends every session of a user except `keep` (password reset and change, sign-out everywhere);
+   * as revokeSession. The user's pending MFA challenges go too: each was granted on a first factor
+   * (a password) that this very change stops trusting, and would otherwise still open a session.
+   */
   async revokeUserSessions(tx: Queryable, userId: string, reason: string, keep?: string): Promise<string[]> {
+    await tx.query(`DELETE FROM mfa_challenges WHERE user_id = $1 AND used_at IS NULL`, [userId]);
     return this.endSessions(tx, { userId, keep }, reason);
   }
 

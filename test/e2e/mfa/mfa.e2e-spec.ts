@@ -122,6 +122,19 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
   });
 
   describe('sign-in with MFA', () => {
+    it('a password change voids the challenges its old password had opened (no session from them afterwards)', async () => {
+      const u = await api.enrolledUser();
+      const pending = await api.challenge(u.email);
+      const session = await api.signIn(u);
+      await t.http().post('/v1/auth/password/change').set('Authorization', `Bearer ${session.access_token}`).set('X-Forwarded-For', randomIp())
+        .send({ current_password: STRONG_PASSWORD, new_password: 'an entirely new passphrase' }).expect(204);
+      const late = await api.verify({ mfa_challenge_token: pending, code: u.recoveryCodes[0] }).expect(401);
+      expect(late.body.code).toBe('mfa/invalid_challenge');
+      // the new password opens a challenge as before
+      const fresh = await api.challenge(u.email, 'an entirely new passphrase');
+      await api.verify({ mfa_challenge_token: fresh, code: u.recoveryCodes[1] }).expect(200);
+    });
+
     it('login answers only {mfa_required, mfa_challenge_token}; verify with a TOTP code answers tokens with aal AAL2 and amr [pwd, otp]', async () => {
       const u = await api.enrolledUser();
       const res = await api.login(u.email).expect(200);
