@@ -93,7 +93,7 @@ export class DashboardAuthController {
       'never changes the role of a member (so it can never demote an owner).',
   })
   @ApiOkResponse({ type: DashboardSessionResponseDto, headers: { 'Set-Cookie': { description: 'the dashboard session cookie (HttpOnly, SameSite=Lax)', schema: { type: 'string' } } } })
-  @ApiProblems(...Problems.input, 'invite/invalid', 'auth/invalid_credentials', 'auth/login_throttled', 'member/exists', ...Problems.rateLimited)
+  @ApiProblems(...Problems.input, 'invite/invalid', 'auth/invalid_credentials', 'auth/login_throttled', 'member/exists', ...Problems.emailPolicy, ...Problems.rateLimited)
   async accept(@Body() body: AcceptInviteRequestDto, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<DashboardSessionResponse> {
     const r = await this.commandBus.execute(new AcceptInviteCommand(body.token, body.password, client.ip));
     this.sessions.setCookie(reply, r.sessionToken);

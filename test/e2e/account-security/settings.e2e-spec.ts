@@ -386,6 +386,18 @@ describe('account security: tenant security settings and email domains (spec 2.8
       await invite(uniqueEmail('member')).expect(201);
     });
 
+    it('accepting an invitation meets the policy of the day: a domain blocked since is 422 and the invitation stays unused', async () => {
+      await setPolicy({}, {});
+      const email = `m${Date.now()}@later.example`;
+      const inv = await t.http().post(`/v1/auth/dashboard/tenants/${d.slug}/members`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ email, role: 'member' }).expect(201);
+      await setPolicy({}, { blocklist: ['later.example'] });
+      const accept = () => t.http().post('/v1/auth/dashboard/invites/accept').set('X-Forwarded-For', randomIp()).send({ token: inv.body.invite_token, password: STRONG_PASSWORD });
+      expect((await accept().expect(422)).body.code).toBe('email/domain_blocked');
+      expect(await t.db.query(`SELECT 1 FROM dashboard_users WHERE email = $1`, [email])).toHaveLength(0);
+      await setPolicy({}, {});
+      await accept().expect(200);
+    });
+
     it("another tenant's policy does not apply", async () => {
       const other = await signupTenant(t);
       const otherKey = (await createApiKey(t, other)).key;

@@ -68,6 +68,7 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
     private readonly events: EventsService,
     private readonly memberships: DashboardMembershipsService,
     private readonly throttle: LoginThrottleService,
+    private readonly emailPolicy: UserEmailPolicy,
   ) {}
 
   async execute(cmd: AcceptInviteCommand): Promise<AcceptInviteResult> {
@@ -88,6 +89,9 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
       [sha256Hex(cmd.token)],
     );
     if (!inv) throw new AppError('invite/invalid');
+    // the tenant's address policy of today: it may have changed since the invitation (422, the
+    // invitation stays unused)
+    await this.emailPolicy.assertAllowed(inv.tenant_id, inv.email);
     const [existing] = await this.db.query<{ id: string; email: string; password_hash: string }>(
       `SELECT id, email, password_hash FROM dashboard_users WHERE email_normalized = $1`,
       [inv.email_normalized],
