@@ -137,6 +137,7 @@ export class AccountSecurityController {
     'otp/invalid',
     'email_otp/disabled',
     'mfa/enrollment_required',
+    'user/date_of_birth_required',
     ...Problems.emailPolicy,
     ...Problems.rateLimited,
   )

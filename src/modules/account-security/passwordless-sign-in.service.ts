@@ -3,6 +3,7 @@ import { ApiKeyPrincipal } from '../../shared/auth/auth-context';
 import { TokenRevocationService } from '../../shared/auth/token-revocation.service';
 import { UserProfileCache } from '../../shared/cache/user-profile.cache';
 import { Db, Queryable } from '../../shared/db/db.service';
+import { AppError } from '../../shared/errors/app-error';
 import { EventsService } from '../../shared/events/events.service';
 import { activityCtes } from '../sessions/activity.sql';
 import { SessionsService, SessionUser, TokenResponse } from '../sessions/sessions.service';
@@ -78,6 +79,13 @@ export class PasswordlessSignIn {
    * signed in instead.
    */
   async createOrProve(tx: Queryable, key: ApiKeyPrincipal, email: string, emailNormalized: string, method: string): Promise<SessionUser | undefined> {
+    if (key.tenant.minorProtectionEnabled) {
+      // under minor protection an account needs a date of birth (spec 2.2), which a code cannot
+      // carry: only an existing account signs in this way (the code stays unused)
+      const [existing] = await tx.query<{ id: string }>(`SELECT id FROM users WHERE tenant_id = $1 AND email_normalized = $2`, [key.tenantId, emailNormalized]);
+      if (existing) return this.proveEmail(tx, key.tenantId, existing.id, emailNormalized, method);
+      throw new AppError('user/date_of_birth_required', 'This tenant needs a date of birth for a new account: register with POST /v1/auth/register');
+    }
     const [created] = await tx.query<UserRow>(
       `INSERT INTO users (tenant_id, email, email_normalized, email_verified, role, created_by_api_key_id)
        VALUES ($1, $2, $3, true, $4, $5)

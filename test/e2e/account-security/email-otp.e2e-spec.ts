@@ -1,7 +1,7 @@
 import { createServer, Server } from 'http';
 import { AddressInfo } from 'net';
 import { authenticator } from 'otplib';
-import { randomIp, uniqueEmail } from '../../setup/app';
+import { randomIp, STRONG_PASSWORD, uniqueEmail } from '../../setup/app';
 import {
   bearerPost,
   claims,
@@ -262,6 +262,21 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
     it('mode login creates nothing, so the policy is not consulted (202)', async () => {
       await request({ email: 'x@mailinator.com' }, strict.apiKey).expect(202);
     });
+  });
+
+  it('under minor protection a code creates no account (it cannot carry a date of birth): 400 user/date_of_birth_required, nothing created; an existing account signs in', async () => {
+    const minor = await tenantWithKey(w.t, { email_otp_enabled: true });
+    await w.t.db.query(`UPDATE tenants SET minor_protection_enabled = true WHERE id = $1`, [minor.tenantId]);
+    await w.t.tenantChanged(minor.tenantId);
+    const email = uniqueEmail('minor');
+    const code = await requestCode(email, { mode: 'login_or_create' }, minor.apiKey);
+    const res = await verify({ email, code }, minor.apiKey).expect(400);
+    expect(res.body.code).toBe('user/date_of_birth_required');
+    expect(await w.t.db.query(`SELECT 1 FROM users WHERE tenant_id = $1 AND email_normalized = $2`, [minor.tenantId, email])).toHaveLength(0);
+    const registered = uniqueEmail('minor-registered');
+    await w.t.http().post('/v1/auth/register').set('X-API-Key', minor.apiKey).set('X-Forwarded-For', randomIp()).send({ email: registered, password: STRONG_PASSWORD, consent: true, date_of_birth: '1990-01-01' }).expect(201);
+    const again = await verify({ email: registered, code: await requestCode(registered, { mode: 'login_or_create' }, minor.apiKey) }, minor.apiKey).expect(200);
+    expect(again.body.user.email).toBe(registered);
   });
 
   describe('captcha_token when the tenant requires it', () => {
