@@ -30,12 +30,31 @@ export class MailLimits {
   ) {}
 
   async enforce(flow: string, tenantId: string, address: string, ip: string): Promise<void> {
-    const window = this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS;
-    const [byIp, byAddress] = await Promise.all([
-      this.limiter.hit('mail-ip', `ip:${addressSubject(this.hasher, ip)}`, this.config.RATE_LIMIT_EMAIL_PER_IP, window),
-      this.limiter.hit(`mail-${flow}`, `addr:${sha256Hex(`${tenantId}:${address}`).slice(0, 32)}`, this.config.RATE_LIMIT_EMAIL_PER_ADDRESS, window),
-    ]);
+    const [byIp, byAddress] = await Promise.all([this.hitClient(ip), this.hitAddress(flow, tenantId, address)]);
     const waits = [byIp, byAddress].filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);
     if (waits.length) throw new RateLimitedError(Math.max(...waits));
+  }
+
+  /**
+   * The two limits apart, for a flow with a check between them (a captcha): the client address is
+   * counted first; the recipient's quota only once the request proved itself, so requests that
+   * fail the check cannot use up someone else's address and keep its owner from getting mail.
+   */
+  async enforceClient(ip: string): Promise<void> {
+    const r = await this.hitClient(ip);
+    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds);
+  }
+
+  async enforceAddress(flow: string, tenantId: string, address: string): Promise<void> {
+    const r = await this.hitAddress(flow, tenantId, address);
+    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds);
+  }
+
+  private hitClient(ip: string) {
+    return this.limiter.hit('mail-ip', `ip:${addressSubject(this.hasher, ip)}`, this.config.RATE_LIMIT_EMAIL_PER_IP, this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS);
+  }
+
+  private hitAddress(flow: string, tenantId: string, address: string) {
+    return this.limiter.hit(`mail-${flow}`, `addr:${sha256Hex(`${tenantId}:${address}`).slice(0, 32)}`, this.config.RATE_LIMIT_EMAIL_PER_ADDRESS, this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS);
   }
 }

@@ -319,6 +319,18 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
       await post(app, '/v1/auth/email-otp', tenant.apiKey, { email: u.email }).expect(202);
     });
 
+    it("requests failing the captcha do not use up the address's mail quota (its owner still gets a code)", async () => {
+      const app = await w.extraApp({ TURNSTILE_SECRET: 'test-turnstile-secret', TURNSTILE_SITEVERIFY_URL: url, RATE_LIMIT_EMAIL_PER_ADDRESS: '2' });
+      const u = await register(w.t, captcha.apiKey);
+      const send = (extra: object) => post(app, '/v1/auth/email-otp', captcha.apiKey, { email: u.email, ...extra }, randomIp());
+      for (let i = 0; i < 4; i++) expect((await send({}).expect(400)).body.code).toBe('captcha/failed');
+      await send({ captcha_token: 'good-token' }).expect(202);
+      await send({ captcha_token: 'good-token' }).expect(202);
+      // the quota (2 here) counts the requests that passed
+      const third = await send({ captcha_token: 'good-token' }).expect(429);
+      expect(Number(third.headers['retry-after'])).toBeGreaterThan(0);
+    });
+
     it('a deployment without a Turnstile secret fails closed (503), never passes silently', async () => {
       const r = await request({ email: uniqueEmail(), captcha_token: 'good-token' }, captcha.apiKey).expect(503);
       expect(r.body.code).toBe('server/unavailable');

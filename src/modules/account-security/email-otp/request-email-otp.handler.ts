@@ -42,9 +42,11 @@ export class RequestEmailOtpHandler implements ICommandHandler<RequestEmailOtpCo
     const { body } = cmd;
     const flags = await this.flags.requireEmailOtp(tenantId);
     const email = normalizeEmail(body.email);
-    await this.limits.enforce('email-otp', tenantId, email, cmd.client.ip);
+    // the client's limit, the captcha and the request's own parameters before the recipient's quota
+    await this.limits.enforceClient(cmd.client.ip);
     if (flags.email_otp_captcha_required) await this.captcha.verify(body.captcha_token, cmd.client.ip);
     const oauthParams = await this.oauth.check(tenantId, body.oauth_params);
+    await this.limits.enforceAddress('email-otp', tenantId, email);
     const mode = body.mode ?? 'login';
     // the policy is about the address, so it is checked for every address under login_or_create
     if (mode === 'login_or_create') await this.policy.assertAllowed(tenantId, email);
