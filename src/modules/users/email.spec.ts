@@ -29,8 +29,19 @@ describe('normalizeEmail (the comparison key of an email address)', () => {
     expect(normalizeEmail('stra\u00dfe@example.com')).not.toBe(normalizeEmail('strasse@example.com'));
   });
 
+  it('an internationalized domain is one domain in its A-label and U-label spellings (IDNA)', () => {
+    expect(normalizeEmail('x@xn--mnchen-3ya.de')).toBe('x@m\u00fcnchen.de');
+    expect(normalizeEmail('X@M\u00dcNCHEN.de')).toBe('x@m\u00fcnchen.de');
+    expect(normalizeEmail('dup@XN--BCHER-KVA.de')).toBe(normalizeEmail('dup@b\u00fccher.de'));
+    // ASCII domains and names IDNA refuses stay as they are
+    expect(normalizeEmail('a@exa_mple.com')).toBe('a@exa_mple.com');
+    expect(normalizeEmail('a@xn--zz.com')).toBe('a@xn--zz.com');
+    // the local part is not a domain
+    expect(normalizeEmail('xn--mnchen-3ya@example.com')).toBe('xn--mnchen-3ya@example.com');
+  });
+
   it('is a fixed point, also where NFKC makes a leading space (¨ is U+0020 U+0308)', () => {
-    for (const e of ['\u00a8a@example.com', ' \u00b4b@example.com', '\u03a3@example.com', '\u1e9e@example.com', '\u212a@example.com', 'I\u0307@example.com']) {
+    for (const e of ['x@xn--mnchen-3ya.de', 'x@STRA\u00dfE.de', 'a@xn--zz.com', '\u00a8a@example.com', ' \u00b4b@example.com', '\u03a3@example.com', '\u1e9e@example.com', '\u212a@example.com', 'I\u0307@example.com']) {
       expect(normalizeEmail(normalizeEmail(e))).toBe(normalizeEmail(e));
     }
   });

@@ -1,3 +1,5 @@
+import { domainToASCII, domainToUnicode } from 'url';
+
 /**
  * The comparison key of an email address (unique per tenant for end users, over the platform for
  * dashboard accounts; every lookup by email uses it). The address itself is stored as typed; only
@@ -14,9 +16,21 @@
  *     full case folding: `ß` stays `ß` and is not `ss` (as in simple case folding), so `straße`
  *     and `strasse` are two addresses.
  *  5. NFKC again: a lower-case mapping can leave a sequence that is not normalized.
+ *  6. the domain in its IDNA (UTS 46) Unicode form: `xn--mnchen-3ya.de` and `münchen.de` are one
+ *     DNS name, so one address (a domain IDNA refuses stays as it is).
  * The result is a fixed point (normalizeEmail(normalizeEmail(x)) === normalizeEmail(x)).
- * Migration 1764700000000-email-nfkc holds a frozen copy: change both together, with a migration.
+ * Migrations 1764700000000-email-nfkc and 1765100000000-email-idn hold frozen copies: change
+ * both together, with a migration.
  */
 export function normalizeEmail(email: string): string {
-  return email.trim().normalize('NFKC').trim().toLowerCase().replace(/\u03c2/g, '\u03c3').normalize('NFKC');
+  const key = email.trim().normalize('NFKC').trim().toLowerCase().replace(/\u03c2/g, '\u03c3').normalize('NFKC');
+  const at = key.lastIndexOf('@');
+  return at < 0 ? key : key.slice(0, at + 1) + canonicalDomain(key.slice(at + 1));
+}
+
+/** A domain in its IDNA Unicode form (`xn--bcher-kva.de` is `bücher.de`); one IDNA refuses as it is. */
+export function canonicalDomain(domain: string): string {
+  if (/^[a-z0-9.-]*$/.test(domain) && !domain.includes('xn--')) return domain;
+  const ascii = domainToASCII(domain);
+  return ascii ? domainToUnicode(ascii) : domain;
 }

@@ -1,6 +1,7 @@
 import { disposableEmailBlocklistSet } from 'disposable-email-domains-js';
 import { ErrorCode } from '../../../shared/errors/error-codes';
-import { normalizeEmail } from '../../users/email';
+import { domainToASCII } from 'url';
+import { canonicalDomain, normalizeEmail } from '../../users/email';
 
 /** The tenant settings (spec 2.8 and PutEmailDomainsRequest) an address is checked against. */
 export interface EmailPolicySettings {
@@ -42,11 +43,14 @@ export function emailDomain(email: string): string {
 export function emailRefusal(s: EmailPolicySettings, email: string): ErrorCode | null {
   const domain = emailDomain(email);
   const local = email.slice(0, email.lastIndexOf('@'));
-  if (s.email_blocklist.some((e) => domainMatches(domain, e))) return 'email/domain_blocked';
-  if (s.email_allowlist.length && !s.email_allowlist.some((e) => domainMatches(domain, e))) return 'email/domain_not_allowed';
+  // entries in the domain's form (one stored before entries were kept in it may be an A-label)
+  if (s.email_blocklist.some((e) => domainMatches(domain, canonicalDomain(e)))) return 'email/domain_blocked';
+  if (s.email_allowlist.length && !s.email_allowlist.some((e) => domainMatches(domain, canonicalDomain(e)))) return 'email/domain_not_allowed';
   if (s.block_disposable_emails) {
+    // the maintained list has ASCII names, internationalized ones as A-labels
     const list = disposableDomains();
-    if (withParents(domain).some((d) => list.has(d))) return 'email/disposable_blocked';
+    const ascii = domainToASCII(domain) || domain;
+    if ([...withParents(domain), ...withParents(ascii)].some((d) => list.has(d))) return 'email/disposable_blocked';
   }
   if (s.block_email_subaddresses && local.includes('+')) return 'email/subaddress_blocked';
   return null;

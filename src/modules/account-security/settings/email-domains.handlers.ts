@@ -5,7 +5,7 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError, FieldError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { idnaStable } from '../../../shared/http/email-address';
-import { normalizeEmail } from '../../users/email';
+import { canonicalDomain, normalizeEmail } from '../../users/email';
 import { EmailDomainsResponse, PutEmailDomainsDto } from './security-settings.dto';
 
 export class GetEmailDomainsQuery extends Query<EmailDomainsResponse> {
@@ -43,7 +43,8 @@ export function normalizeDomain(entry: string): string | undefined {
   // internationalized name counted in its ASCII form, which domainToASCII also checks)
   const ascii = domainToASCII(d);
   if (!idnaStable(d) || ascii.length > 253 || ascii.split('.').some((label) => !label || label.length > 63)) return undefined;
-  return d;
+  // stored as addresses' domains are compared: the IDNA Unicode form (an A-label is the same name)
+  return canonicalDomain(d);
 }
 
 function normalizeList(field: string, list: string[] | undefined, errors: FieldError[]): string[] {
