@@ -23,6 +23,11 @@ describe('webhook URL policy', () => {
     ['64:ff9b::a00:1', 'private'],
     ['2002:c0a8:101::1', 'private'],
     ['169.254.169.254', 'link_local'],
+    ['::a9fe:a9fe', 'link_local'], // IPv4-compatible ::169.254.169.254
+    ['::169.254.169.254', 'link_local'],
+    ['::ffff:0:a9fe:a9fe', 'link_local'], // IPv4-translated (SIIT)
+    ['::ffff:0:10.0.0.1', 'private'],
+    ['::7f00:1', 'loopback'],
     ['fe80::1', 'link_local'],
     ['0.0.0.0', 'reserved'],
     ['::', 'reserved'],

@@ -77,11 +77,17 @@ function ipv6Bytes(ip: string): Buffer | undefined {
   return out;
 }
 
-/** The IPv4 address a NAT64 (64:ff9b::/96) or 6to4 (2002::/16) address embeds. */
+/**
+ * The IPv4 address a NAT64 (64:ff9b::/96), 6to4 (2002::/16), IPv4-compatible (::/96, deprecated)
+ * or IPv4-translated (::ffff:0:0/96, SIIT) address embeds.
+ */
 function embeddedIpv4(ip: string): string | undefined {
   const b = ipv6Bytes(ip);
   if (!b) return undefined;
   if (b.readUInt32BE(0) === 0x0064ff9b && b.readUInt32BE(4) === 0 && b.readUInt32BE(8) === 0) return [...b.subarray(12, 16)].join('.');
+  // ::a.b.c.d (not :: or ::1, which are their own) and ::ffff:0:a.b.c.d
+  const compatible = b.readUInt32BE(8) === 0 && b[12] !== 0;
+  if (b.readUInt32BE(0) === 0 && b.readUInt32BE(4) === 0 && (compatible || b.readUInt32BE(8) === 0xffff0000)) return [...b.subarray(12, 16)].join('.');
   if (b.readUInt16BE(0) === 0x2002) return [...b.subarray(2, 6)].join('.');
   return undefined;
 }

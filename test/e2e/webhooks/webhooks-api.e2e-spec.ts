@@ -108,6 +108,8 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
       ['cloud metadata (link-local)', { url: 'https://169.254.169.254/latest', events: ['agent.revoked'] }, 'url'],
       ['IPv6 link-local', { url: 'https://[fe80::1]/x', events: ['agent.revoked'] }, 'url'],
       ['IPv4-mapped private IPv6', { url: 'https://[::ffff:10.0.0.1]/x', events: ['agent.revoked'] }, 'url'],
+      ['IPv4-compatible metadata address', { url: 'https://[::a9fe:a9fe]/x', events: ['agent.revoked'] }, 'url'],
+      ['IPv4-translated metadata address', { url: 'https://[::ffff:0:a9fe:a9fe]/x', events: ['agent.revoked'] }, 'url'],
       ['unspecified address', { url: 'https://0.0.0.0/x', events: ['agent.revoked'] }, 'url'],
       ['unresolvable host', { url: 'https://no-such-host.invalid/x', events: ['agent.revoked'] }, 'url'],
       ['credentials in the url', { url: 'https://user:pw@93.184.216.34/x', events: ['agent.revoked'] }, 'url'],
