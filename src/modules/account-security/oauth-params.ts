@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsOptional, IsString, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { IsOptional, IsString, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
 import { Db } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
 import { UUID } from '../../shared/uuid';
@@ -23,15 +23,16 @@ export class AbsoluteUriConstraint implements ValidatorConstraintInterface {
 
 /** spec 2.2 oauth_params: the authorization request a passwordless sign-in resumes. */
 export class OAuthParamsDto {
-  @ApiProperty() @IsString() client_id!: string;
-  @ApiProperty({ format: 'uri' }) @IsString() @Validate(AbsoluteUriConstraint) redirect_uri!: string;
-  @ApiPropertyOptional() @IsOptional() @IsString() response_type?: string;
-  @ApiPropertyOptional() @IsOptional() @IsString() code_challenge?: string;
-  @ApiPropertyOptional() @IsOptional() @IsString() code_challenge_method?: string;
-  @ApiPropertyOptional() @IsOptional() @IsString() scope?: string;
-  @ApiPropertyOptional() @IsOptional() @IsString() state?: string;
-  @ApiPropertyOptional() @IsOptional() @IsString() nonce?: string;
-  @ApiPropertyOptional() @IsOptional() @IsString() resource?: string;
+  // stored with the link or code until it is used: each value bounded
+  @ApiProperty({ maxLength: 255 }) @IsString() @MaxLength(255) client_id!: string;
+  @ApiProperty({ format: 'uri', maxLength: 2048 }) @IsString() @MaxLength(2048) @Validate(AbsoluteUriConstraint) redirect_uri!: string;
+  @ApiPropertyOptional({ maxLength: 64 }) @IsOptional() @IsString() @MaxLength(64) response_type?: string;
+  @ApiPropertyOptional({ maxLength: 128, description: 'RFC 7636: at most 128 characters' }) @IsOptional() @IsString() @MaxLength(128) code_challenge?: string;
+  @ApiPropertyOptional({ maxLength: 16 }) @IsOptional() @IsString() @MaxLength(16) code_challenge_method?: string;
+  @ApiPropertyOptional({ maxLength: 1024 }) @IsOptional() @IsString() @MaxLength(1024) scope?: string;
+  @ApiPropertyOptional({ maxLength: 1024 }) @IsOptional() @IsString() @MaxLength(1024) state?: string;
+  @ApiPropertyOptional({ maxLength: 1024 }) @IsOptional() @IsString() @MaxLength(1024) nonce?: string;
+  @ApiPropertyOptional({ maxLength: 2048 }) @IsOptional() @IsString() @MaxLength(2048) resource?: string;
 }
 
 /**

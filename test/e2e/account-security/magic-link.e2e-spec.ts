@@ -245,6 +245,8 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
     ['email missing', {}, 'email'],
     ['email malformed', { email: 'x@' }, 'email'],
     ['unknown property', { email: 'a@example.com', mode: 'login' }, 'mode'],
+    ['an oauth_params state over 1024 characters', { email: 'a@example.com', oauth_params: { client_id: 'c', redirect_uri: 'https://app.example/cb', state: 's'.repeat(1025) } }, 'oauth_params.state'],
+    ['an oauth_params code_challenge over 128 characters', { email: 'a@example.com', oauth_params: { client_id: 'c', redirect_uri: 'https://app.example/cb', code_challenge: 'c'.repeat(129) } }, 'oauth_params.code_challenge'],
   ])('request rejects %s with 400 request/invalid', async (_n, body, field) => {
     const r = await request(body).expect(400);
     expect(r.body.code).toBe('request/invalid');

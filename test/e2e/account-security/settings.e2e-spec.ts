@@ -172,6 +172,7 @@ describe('account security: tenant security settings and email domains (spec 2.8
       ['email_otp_enabled null', { email_otp_enabled: null }, 'email_otp_enabled'],
       ['sms_allowed_countries lowercase (refused, not normalized)', { sms_allowed_countries: ['us'] }, 'sms_allowed_countries'],
       ['sms_allowed_countries mixed case', { sms_allowed_countries: ['Us'] }, 'sms_allowed_countries'],
+      ['sms_allowed_countries with a repeated entry', { sms_allowed_countries: ['US', 'US'] }, 'sms_allowed_countries'],
       ['sms_allowed_countries of 3 letters', { sms_allowed_countries: ['USA'] }, 'sms_allowed_countries'],
       ['sms_allowed_countries of 1 letter', { sms_allowed_countries: ['U'] }, 'sms_allowed_countries'],
       ['sms_allowed_countries with a number', { sms_allowed_countries: [1] }, 'sms_allowed_countries'],
