@@ -197,5 +197,15 @@ describe('agents API, end user (spec 4.5, 3.3, RestoreMyAgentResponse)', () => {
       await as(t, owner).post(agentsUrl(owner, `/${d.id}/disable`)).expect(200);
       expect((await me(alice, `/${d.id}`).restore().expect(200)).body.still_blocked_by).toBe('tenant');
     });
+
+    it('says still_blocked_by tenant when the tenant is no longer on a tier agents need (Pro or higher)', async () => {
+      const tenant = await tenantOnTier(t, 'pro');
+      const carol = await endUser(t, tenant);
+      const a = await registerAgent(t, tenant);
+      await me(carol, `/${a.id}`).delete().expect(200);
+      await t.db.query(`UPDATE tenants SET tier = 'free' WHERE id = $1`, [tenant.tenantId]);
+      await t.tenantChanged(tenant.tenantId);
+      expect((await me(carol, `/${a.id}`).restore().expect(200)).body).toEqual({ agent_client_id: a.id, restored_at: expect.any(String), newly_restored: true, still_blocked_by: 'tenant' });
+    });
   });
 });

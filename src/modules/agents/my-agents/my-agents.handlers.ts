@@ -67,9 +67,10 @@ export class ListMyAgentsHandler implements IQueryHandler<ListMyAgentsQuery> {
 }
 
 /** The tenant's agent (any state) or 404: another tenant's agent is unknown here. */
-async function tenantAgent(q: Queryable, tenantId: string, agentId: string): Promise<{ id: string; revoked_at: Date | null; disabled_at: Date | null }> {
-  const [a] = await q.query<{ id: string; revoked_at: Date | null; disabled_at: Date | null }>(
-    `SELECT id, revoked_at, disabled_at FROM agent_clients WHERE id = $1 AND tenant_id = $2`,
+async function tenantAgent(q: Queryable, tenantId: string, agentId: string): Promise<{ id: string; revoked_at: Date | null; disabled_at: Date | null; below_pro: boolean }> {
+  const [a] = await q.query<{ id: string; revoked_at: Date | null; disabled_at: Date | null; below_pro: boolean }>(
+    `SELECT a.id, a.revoked_at, a.disabled_at, t.tier = 'free' AS below_pro
+       FROM agent_clients a JOIN tenants t ON t.id = a.tenant_id WHERE a.id = $1 AND a.tenant_id = $2`,
     [agentId, tenantId],
   );
   if (!a) throw agentNotFound();
@@ -158,8 +159,9 @@ export class RestoreMyAgentHandler implements ICommandHandler<RestoreMyAgentComm
         metadata: { agent_client_id: cmd.agentId },
       });
       const out: RestoreMyAgentResponse = { agent_client_id: cmd.agentId, restored_at: done.restored_at.toISOString(), newly_restored: true };
-      // the tenant-level block (revoked, or disabled by the dashboard) still applies
-      if (agent.revoked_at || agent.disabled_at) out.still_blocked_by = 'tenant';
+      // a tenant-level block still applies: the agent revoked or disabled by the dashboard, or the
+      // tenant below the Pro tier agents need (spec 5 rule 3; token exchange refuses it)
+      if (agent.revoked_at || agent.disabled_at || agent.below_pro) out.still_blocked_by = 'tenant';
       return out;
     });
   }
