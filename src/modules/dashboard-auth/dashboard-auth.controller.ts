@@ -31,7 +31,7 @@ export class DashboardAuthController {
   @HttpCode(200)
   @ApiOperation({ summary: 'Dashboard sign-in (spec 2.7); sets the session cookie' })
   @ApiOkResponse({ type: DashboardSessionResponseDto, headers: { 'Set-Cookie': { description: 'the dashboard session cookie (HttpOnly, SameSite=Lax)', schema: { type: 'string' } } } })
-  @ApiProblems(...Problems.input, 'auth/invalid_credentials', 'auth/login_throttled')
+  @ApiProblems(...Problems.input, 'auth/invalid_credentials', 'auth/login_throttled', 'server/unavailable')
   async login(@Body() body: DashboardLoginRequestDto, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<DashboardSessionResponse> {
     const r = await this.commandBus.execute(new DashboardLoginCommand(body.email, body.password, client));
     this.sessions.setCookie(reply, r.sessionToken);

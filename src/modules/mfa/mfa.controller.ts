@@ -35,7 +35,7 @@ export class MfaController {
   @MfaEnrollmentAuth()
   @ApiOperation({ summary: 'Start TOTP enrollment: a new seed and its otpauth URL (also accepts the enrollment-only token)' })
   @ApiResponse({ status: 200, type: TotpSetupResponseDto })
-  @ApiProblems('request/invalid', 'auth/invalid_token', 'auth/invalid_api_key', 'auth/tenant_mismatch', 'auth/forbidden', 'server/unavailable', 'mfa/already_enabled')
+  @ApiProblems('request/invalid', ...Problems.bearer, 'auth/forbidden', 'mfa/already_enabled')
   setup(@CurrentUser() user: UserPrincipal): Promise<TotpSetupResponseDto> {
     return this.commandBus.execute(new TotpSetupCommand(user));
   }
@@ -45,7 +45,7 @@ export class MfaController {
   @MfaEnrollmentAuth()
   @ApiOperation({ summary: 'Enable TOTP with a code of the new seed; answers 10 single-use recovery codes (shown once)' })
   @ApiResponse({ status: 200, type: RecoveryCodesResponseDto })
-  @ApiProblems(...Problems.input, 'auth/invalid_token', 'auth/invalid_api_key', 'auth/tenant_mismatch', 'auth/forbidden', 'server/unavailable', 'mfa/invalid_code', 'mfa/already_enabled', 'mfa/setup_required', 'auth/login_throttled')
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/forbidden', 'mfa/invalid_code', 'mfa/already_enabled', 'mfa/setup_required', 'auth/login_throttled')
   verifySetup(@CurrentUser() user: UserPrincipal, @Body() body: MfaVerifySetupRequestDto, @ClientInfo() client: ClientInfoValue): Promise<RecoveryCodesResponseDto> {
     return this.commandBus.execute(new VerifyTotpSetupCommand(user, body.code, client));
   }

@@ -26,7 +26,11 @@ const FORM = 'application/x-www-form-urlencoded';
 @ApiTags('oauth')
 @Controller('oauth')
 @ApiBadRequestResponse({ type: OAuthErrorDto, description: 'RFC 6749 section 5.2 error: invalid_request' })
-@ApiUnauthorizedResponse({ type: OAuthErrorDto, description: 'invalid_client (failed client authentication; WWW-Authenticate: Basic for HTTP Basic callers)' })
+@ApiUnauthorizedResponse({
+  type: OAuthErrorDto,
+  description: 'invalid_client (failed client authentication; WWW-Authenticate: Basic for HTTP Basic callers)',
+  headers: { 'WWW-Authenticate': { description: '`Basic realm="oauth", charset="UTF-8"` (RFC 6749 section 5.2) when the client authenticated with HTTP Basic', schema: { type: 'string' } } },
+})
 @ApiServiceUnavailableResponse({ type: OAuthErrorDto, description: 'temporarily_unavailable: revocation state or limiter unreachable (fail closed)' })
 export class OAuthController {
   constructor(

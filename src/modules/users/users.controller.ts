@@ -74,7 +74,7 @@ export class UsersController {
     description: 'a token response, or `{mfa_required: true, mfa_challenge_token}` (finish with POST /v1/auth/mfa/verify)',
     schema: { oneOf: [{ $ref: getSchemaPath(TokenResponseDto) }, { $ref: getSchemaPath(MfaRequiredResponseDto) }] },
   })
-  @ApiProblems(...Problems.input, ...Problems.apiKey, 'auth/invalid_credentials', 'mfa/enrollment_required', 'auth/login_throttled')
+  @ApiProblems(...Problems.input, ...Problems.apiKey, 'auth/invalid_credentials', 'mfa/enrollment_required', 'auth/login_throttled', 'server/unavailable')
   login(@Body() body: LoginRequestDto, @CurrentApiKey() key: ApiKeyPrincipal, @ClientInfo() client: ClientInfoValue): Promise<TokenResponse | MfaRequiredResponse> {
     return this.commandBus.execute(new LoginUserCommand(key, body.email, body.password, client));
   }

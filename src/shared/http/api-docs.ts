@@ -101,7 +101,7 @@ export const Problems = {
    * Authorization: Bearer, with an optional X-API-Key naming the tenant (the revocation state is read fail-closed: 503);
    * 429 for an agent token past its agent's api_calls_per_min (spec 2.10)
    */
-  bearer: ['auth/invalid_token', 'auth/tenant_mismatch', 'auth/invalid_api_key', 'rate_limit/exceeded', 'server/unavailable'] as ErrorCode[],
+  bearer: ['auth/unauthorized', 'auth/invalid_token', 'auth/tenant_mismatch', 'auth/invalid_api_key', 'rate_limit/exceeded', 'server/unavailable'] as ErrorCode[],
   /** a @RateLimit route (the limiter fails closed: 503) */
   rateLimited: ['rate_limit/exceeded', 'server/unavailable'] as ErrorCode[],
   /** dashboard session, read (per-session read limit) */
@@ -141,23 +141,38 @@ export function ApiPageResponse(model: Type<unknown>, description?: string): Met
   );
 }
 
+type DocResponse = { description?: string; content?: Record<string, { schema?: unknown; examples?: Record<string, unknown> }> };
+
 /**
  * Every request that may carry a body meets the body parsers before its route: a body too large
- * (413) or not JSON (415) is refused on every POST, PUT, PATCH and DELETE, a route without a body
- * of its own included. Declared where the route's decorators did not (the /oauth endpoints answer
- * those in the RFC 6749 envelope and declare their own).
+ * (413), not JSON (415) or not parsable (400 `request/malformed_json`) is refused on every POST,
+ * PUT, PATCH and DELETE, a route without a body of its own included. Declared where the route's
+ * decorators did not; the /oauth endpoints answer a body too large in their RFC 6749 envelope.
  */
 export function declareBodyRefusals(openapi: OpenAPIObject): void {
-  const refusals = (['request/too_large', 'request/unsupported_media_type'] as ErrorCode[]).map((code) => {
+  const problem = (code: ErrorCode): [string, DocResponse] => {
     const { status, title } = ERROR_CATALOG[code];
-    return [String(status), { description: `\`${code}\`: ${title}`, content: { [PROBLEM_JSON]: { schema: { $ref: getSchemaPath(ProblemDto) }, examples: { [code]: { summary: title, value: example(code, status) } } } } }] as const;
-  });
+    return [String(status), { description: `\`${code}\`: ${title}`, content: { [PROBLEM_JSON]: { schema: { $ref: getSchemaPath(ProblemDto) }, examples: { [code]: { summary: title, value: example(code, status) } } } } }];
+  };
   for (const [path, ops] of Object.entries(openapi.paths)) {
-    if (path.startsWith('/oauth/')) continue;
     for (const method of ['post', 'put', 'patch', 'delete'] as const) {
       const op = ops[method];
       if (!op) continue;
-      for (const [status, response] of refusals) op.responses[status] ??= response;
+      const responses = op.responses as Record<string, DocResponse | undefined>;
+      if (path.startsWith('/oauth/')) {
+        const envelope = responses['400']?.content;
+        responses['413'] ??= { description: 'invalid_request: the request body is too large', ...(envelope ? { content: envelope } : {}) };
+        continue;
+      }
+      for (const [status, response] of [problem('request/too_large'), problem('request/unsupported_media_type')]) responses[status] ??= response;
+      const [, malformed] = problem('request/malformed_json');
+      const bad = responses['400'];
+      const examples = bad?.content?.[PROBLEM_JSON]?.examples;
+      if (!bad) responses['400'] = malformed;
+      else if (examples && !examples['request/malformed_json']) {
+        Object.assign(examples, malformed.content![PROBLEM_JSON].examples);
+        bad.description = `${bad.description ?? ''}; ${malformed.description}`;
+      }
     }
   }
 }

@@ -233,17 +233,33 @@ describe('platform: the OpenAPI document', () => {
     expect(Object.keys(signup)).toEqual(expect.arrayContaining(['413', '415']));
   });
 
-  it('documents 413 and 415 on every POST, PUT, PATCH and DELETE outside /oauth, routes without a body of their own included (the body parsers answer them first)', () => {
+  it('documents 413, 415 and 400 request/malformed_json on every POST, PUT, PATCH and DELETE, routes without a body of their own included (the body parsers answer them first); 413 under /oauth too', () => {
     const missing: string[] = [];
     for (const [path, ops] of Object.entries(doc.paths)) {
-      if (path.startsWith('/oauth/')) continue;
       for (const m of ['post', 'put', 'patch', 'delete']) {
         const op = ops[m];
         if (!op) continue;
-        for (const status of ['413', '415']) {
-          const examples = op.responses[status]?.content?.['application/problem+json']?.examples ?? {};
-          if (!Object.values(examples).some((e) => e.value.status === Number(status))) missing.push(`${m} ${path} ${status}`);
+        if (path.startsWith('/oauth/')) {
+          if (!op.responses['413']) missing.push(`${m} ${path} 413`);
+          continue;
         }
+        for (const [status, code] of [['413', 'request/too_large'], ['415', 'request/unsupported_media_type'], ['400', 'request/malformed_json']]) {
+          const examples = op.responses[status]?.content?.['application/problem+json']?.examples ?? {};
+          if (!Object.values(examples).some((e) => e.value.code === code)) missing.push(`${m} ${path} ${status} ${code}`);
+        }
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
+  it('every bearer operation documents the missing-credentials 401 (auth/unauthorized) and the agent API-call limit (429 rate_limit/exceeded)', () => {
+    const missing: string[] = [];
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [m, op] of Object.entries(ops)) {
+        const codes = (status: string) => Object.values(op.responses?.[status]?.content?.['application/problem+json']?.examples ?? {}).map((e) => e.value.code);
+        if (!codes('401').includes('auth/invalid_token')) continue;
+        if (!codes('401').includes('auth/unauthorized')) missing.push(`${m} ${path} 401 auth/unauthorized`);
+        if (!codes('429').includes('rate_limit/exceeded')) missing.push(`${m} ${path} 429 rate_limit/exceeded`);
       }
     }
     expect(missing).toEqual([]);
