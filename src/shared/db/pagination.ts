@@ -34,9 +34,11 @@ export function encodeCursor(position: (string | number)[], scope: string): stri
 
 /** The position of a cursor `encodeCursor` made for this `scope`; anything else is 400 request/invalid_cursor. */
 export function decodeCursor(cursor: string, scope: string): (string | number)[] {
-  const [payload, sig] = cursor.split('.');
-  // byte-length safe: a signature of non-ASCII characters is refused, not a timingSafeEqual RangeError
-  const ok = payload && sig && safeEqual(sig, mac(scope, payload));
+  const parts = cursor.split('.');
+  const [payload, sig] = parts;
+  // exactly payload.signature (anything appended is tampering too); byte-length safe: a signature
+  // of non-ASCII characters is refused, not a timingSafeEqual RangeError
+  const ok = parts.length === 2 && payload && sig && safeEqual(sig, mac(scope, payload));
   if (!ok) throw new AppError('request/invalid_cursor');
   try {
     const value = JSON.parse(Buffer.from(payload, 'base64url').toString());

@@ -3,8 +3,10 @@ import { ValidateBy, ValidationOptions } from 'class-validator';
 // C0/C1 controls (a newline, a bell), line and paragraph separators, and the bidirectional
 // overrides and isolates that make a name read differently from what it is
 const FORBIDDEN = /[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u;
-// something a person sees: not only spaces, separators and invisible format characters
-const VISIBLE = /[^\p{Z}\p{Cf}\s]/u;
+// something a person sees: not only spaces, separators, invisible format characters, combining
+// marks with nothing to combine with (variation selectors, the combining grapheme joiner) and the
+// Hangul and Braille blanks
+const VISIBLE = /[^\p{Z}\p{Cf}\p{M}\s\u115F\u1160\u2800\u3164\uFFA0]/u;
 
 /** Whether a name shown to people (tenants, API keys, agents) is printable text. */
 export function isDisplayName(value: unknown): boolean {

@@ -13,7 +13,8 @@ const INVISIBLE = /[\p{Cc}\p{Cf}\p{Variation_Selector}\u115F\u1160\u2800\u3164\u
  * space dropped) could reach another domain than the one the tenant's block lists compared.
  */
 export function isEmailAddress(value: unknown): boolean {
-  if (typeof value !== 'string' || !isEmail(value) || INVISIBLE.test(value)) return false;
+  // blanks other than the ASCII space (an ideographic or en space) pass isEmail's UTF-8 local part
+  if (typeof value !== 'string' || !isEmail(value) || INVISIBLE.test(value) || /[\s\p{Z}]/u.test(value)) return false;
   return idnaStable(value.slice(value.lastIndexOf('@') + 1).normalize('NFKC').toLowerCase());
 }
 

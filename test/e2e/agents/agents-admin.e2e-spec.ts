@@ -212,6 +212,11 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
       }
       const tampered = p1.body.pagination.next_cursor.replace(/^./, (c: string) => (c === 'A' ? 'B' : 'A'));
       expect((await as(t, d).get(`${agentsUrl(d)}?cursor=${encodeURIComponent(tampered)}`).expect(400)).body.code).toBe('request/invalid_cursor');
+      // a valid cursor with anything appended is tampered too
+      for (const extra of ['.x', `.${p1.body.pagination.next_cursor.split('.')[1]}`]) {
+        const appended = `${p1.body.pagination.next_cursor}${extra}`;
+        expect((await as(t, d).get(`${agentsUrl(d)}?cursor=${encodeURIComponent(appended)}`).expect(400)).body.code).toBe('request/invalid_cursor');
+      }
     });
 
     it('lists only the tenant’s own agents; members may read', async () => {

@@ -30,7 +30,7 @@ describe('API keys (contract "Onboarding and the dashboard")', () => {
   });
 
   it('rejects a bad name', async () => {
-    for (const body of [{}, { name: '' }, { name: 'x'.repeat(101) }, { name: 'ok', scope: 'all' }, { name: '\u200b' }, { name: 'prod\u0000' }, { name: 'line\nbreak' }]) {
+    for (const body of [{}, { name: '' }, { name: 'x'.repeat(101) }, { name: 'ok', scope: 'all' }, { name: '\u200b' }, { name: 'prod\u0000' }, { name: 'line\nbreak' }, { name: '\u034f\u034f' }, { name: '\ufe0f' }, { name: '\u3164\u3164' }, { name: '\u2800' }, { name: '\u17b4\u17b5' }]) {
       const res = await t.http().post(url(a)).set('Cookie', a.cookie).set('X-CSRF-Token', a.csrf).send(body).expect(400);
       expect(res.body.code).toBe('request/invalid');
     }

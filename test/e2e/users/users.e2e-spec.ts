@@ -119,6 +119,8 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     ['email with a soft hyphen in the domain', { email: 'a@exam\u00adple.com' }, 'email'],
     ['email with a word joiner after the domain', { email: 'a@example.com\u2060' }, 'email'],
     ['email with a combining grapheme joiner', { email: 'a@e\u034fxample.com' }, 'email'],
+    ['email with an ideographic space', { email: 'a\u3000xyz@example.com' }, 'email'],
+    ['email with an en space', { email: 'a\u2002xyz@example.com' }, 'email'],
     ['password 11 chars', { password: 'p'.repeat(11) }, 'password'],
     ['password 129 chars', { password: 'p'.repeat(129) }, 'password'],
     ['consent missing', { consent: undefined }, 'consent'],
