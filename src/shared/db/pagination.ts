@@ -56,9 +56,24 @@ export function decodeCursor(cursor: string, scope: string): (string | number)[]
 export function keysetPosition(cursor: string | undefined, scope: string): [string, string] | undefined {
   if (!cursor) return undefined;
   const pos = decodeCursor(cursor, scope);
-  if (pos.length !== 2 || typeof pos[0] !== 'string' || pos[0].length > 64 || typeof pos[1] !== 'string' || !UUID.test(pos[1])) {
-    throw new AppError('request/invalid_cursor');
-  }
+  if (pos.length !== 2) throw new AppError('request/invalid_cursor');
+  return sortPosition(pos);
+}
+
+/**
+ * keysetPosition of a list ordered by a key that changes (the last action): the cursor also
+ * carries the moment of the list's first page, which the list sorts as of, so an item whose key
+ * moves while the list is walked keeps its place instead of jumping over the cursor.
+ */
+export function keysetPositionAsOf(cursor: string | undefined, scope: string): [string, string, string] | undefined {
+  if (!cursor) return undefined;
+  const pos = decodeCursor(cursor, scope);
+  if (pos.length !== 3 || typeof pos[2] !== 'string' || pos[2].length > 64) throw new AppError('request/invalid_cursor');
+  return [...sortPosition(pos), pos[2]];
+}
+
+function sortPosition(pos: (string | number)[]): [string, string] {
+  if (typeof pos[0] !== 'string' || pos[0].length > 64 || typeof pos[1] !== 'string' || !UUID.test(pos[1])) throw new AppError('request/invalid_cursor');
   return [pos[0], pos[1]];
 }
 

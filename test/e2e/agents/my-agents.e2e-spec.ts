@@ -87,6 +87,30 @@ describe('agents API, end user (spec 4.5, 3.3, RestoreMyAgentResponse)', () => {
       }
     });
 
+    it('an agent acting while the list is walked keeps its place: every agent is listed exactly once', async () => {
+      const u = await endUser(t, owner);
+      const ids: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const a = await registerAgent(t, owner, { name: `w${i}` });
+        ids.push(a.id);
+        await insertAction(t, { tenantId: owner.tenantId, agentId: a.id, actorUserId: u.userId, createdAt: at(200 + i) });
+      }
+      const page = (cursor?: string) =>
+        t.http().get(`/v1/users/me/agents?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`).set('Authorization', `Bearer ${u.accessToken}`).expect(200);
+      const seen: string[] = [];
+      let res = await page();
+      seen.push(...res.body.data.map((a: { agent_name: string }) => a.agent_name));
+      // the agent the walk has not reached yet acts now: the newest action of all
+      await insertAction(t, { tenantId: owner.tenantId, agentId: ids[1], actorUserId: u.userId, createdAt: at(300) });
+      while (res.body.pagination.next_cursor) {
+        res = await page(res.body.pagination.next_cursor);
+        seen.push(...res.body.data.map((a: { agent_name: string }) => a.agent_name));
+      }
+      expect(seen).toEqual(['w5', 'w4', 'w3', 'w2', 'w1', 'w0']);
+      // a new walk sorts by the action of now
+      expect((await page()).body.data[0].agent_name).toBe('w1');
+    });
+
     it('requires a bearer token of the user (agent tokens may not manage agents)', async () => {
       expect((await t.http().get('/v1/users/me/agents').expect(401)).headers['www-authenticate']).toMatch(/^Bearer/);
       const a = await registerAgent(t, owner);

@@ -1,6 +1,6 @@
 import { CommandHandler, ICommandHandler, IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db, Queryable } from '../../../shared/db/db.service';
-import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
+import { keysetPositionAsOf, Page, toPage } from '../../../shared/db/pagination';
 import { InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { agentNotFound } from '../agent.errors';
@@ -20,6 +20,7 @@ interface MyAgentRow {
   revoked_at: Date | null;
   agent_revoked_at: Date | null;
   sort_key: string;
+  as_of: string;
 }
 
 function toResponse(r: MyAgentRow): UserAgentResponse {
@@ -38,31 +39,37 @@ export class ListMyAgentsHandler implements IQueryHandler<ListMyAgentsQuery> {
 
   async execute(q: ListMyAgentsQuery): Promise<Page<UserAgentResponse>> {
     const list = `my_agents:${q.user.tenantId}:${q.user.userId}`;
-    const pos = keysetPosition(q.cursor, list);
+    const pos = keysetPositionAsOf(q.cursor, list);
     // agents that acted on the caller, plus those the caller revoked or restored (so a withdrawal
-    // stays visible even before any action); agents without actions sort last
+    // stays visible even before any action); agents without actions sort last. The order is that
+    // of the first page's moment (`as_of`, carried by the cursor): an agent acting while the list
+    // is walked keeps its place instead of jumping above the cursor and being skipped
     const rows = await this.db
       .query<MyAgentRow>(
-        `WITH acted AS (
-           SELECT agent_client_id, max(created_at) AS last_action_at, count(*) AS action_count
+        `WITH snap AS (
+           -- the first page's moment: the caller's latest action then (now() before any)
+           SELECT coalesce($6::timestamptz, (SELECT max(created_at) FROM agent_actions WHERE tenant_id = $1 AND actor_user_id = $2), now()) AS as_of
+         ), acted AS (
+           SELECT agent_client_id, max(created_at) AS last_action_at, count(*) AS action_count,
+                  max(created_at) FILTER (WHERE created_at <= (SELECT as_of FROM snap)) AS sorted_action_at
              FROM agent_actions WHERE tenant_id = $1 AND actor_user_id = $2 GROUP BY agent_client_id
          ), mine AS (
            SELECT agent_client_id FROM acted
            UNION SELECT agent_client_id FROM agent_user_revocations WHERE tenant_id = $1 AND user_id = $2
          ), listed AS (
            SELECT c.id, c.name, c.logo_url, c.agent_class, a.last_action_at, coalesce(a.action_count, 0) AS action_count,
-                  r.revoked_at, c.revoked_at AS agent_revoked_at, coalesce(a.last_action_at, '-infinity'::timestamptz) AS sort_ts
+                  r.revoked_at, c.revoked_at AS agent_revoked_at, coalesce(a.sorted_action_at, '-infinity'::timestamptz) AS sort_ts
              FROM mine m
              JOIN agent_clients c ON c.id = m.agent_client_id AND c.tenant_id = $1
              LEFT JOIN acted a ON a.agent_client_id = m.agent_client_id
              LEFT JOIN agent_user_revocations r ON r.tenant_id = $1 AND r.user_id = $2 AND r.agent_client_id = m.agent_client_id
          )
-         SELECT *, sort_ts::text AS sort_key FROM listed
+         SELECT *, sort_ts::text AS sort_key, (SELECT as_of FROM snap)::text AS as_of FROM listed
           WHERE $3::timestamptz IS NULL OR (sort_ts, id) < ($3::timestamptz, $4::uuid)
           ORDER BY sort_ts DESC, id DESC LIMIT $5`,
-        [q.user.tenantId, q.user.userId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
+        [q.user.tenantId, q.user.userId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1, pos?.[2] ?? null],
       );
-    return toPage(rows, q.limit, toResponse, (r) => [r.sort_key, r.id], list);
+    return toPage(rows, q.limit, toResponse, (r) => [r.sort_key, r.id, r.as_of], list);
   }
 }
 
