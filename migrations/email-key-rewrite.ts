@@ -40,6 +40,7 @@ async function changedKeys(q: QueryRunner, table: string, perTenant: boolean, em
  */
 export async function rewriteEmailKeys(q: QueryRunner, table: string, perTenant: boolean, unique: boolean, emailKey: (key: string) => string, candidates: string): Promise<void> {
   let rows = await changedKeys(q, table, perTenant, emailKey, candidates);
+  const found = rows;
   if (unique) {
     // two rows rewritten to one key: neither is
     const count = new Map<string, number>();
@@ -58,6 +59,10 @@ export async function rewriteEmailKeys(q: QueryRunner, table: string, perTenant:
       for (const h of hits) taken.add(`${h.scope}\n${h.key}`);
     }
     rows = rows.filter((r) => !taken.has(`${r.scope}\n${r.key}`));
+    // the rows left with their old key, for the operator (README: resolve the pairs by hand)
+    const kept = new Set(rows.map((r) => r.id));
+    const skipped = found.filter((r) => !kept.has(r.id));
+    if (skipped.length) console.warn(`${table}: ${skipped.length} email key(s) kept as they were (another row has, or would get, the new key): ${skipped.map((r) => r.id).join(', ')}`);
   }
   for (let i = 0; i < rows.length; i += PAGE) {
     const chunk = rows.slice(i, i + PAGE);

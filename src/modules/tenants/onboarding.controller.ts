@@ -30,7 +30,7 @@ export class OnboardingController {
     description: 'the new tenant (tier free), its owner and the CSRF token',
     headers: { 'Set-Cookie': { description: 'the dashboard session cookie (HttpOnly, SameSite=Lax)', schema: { type: 'string' } } },
   })
-  @ApiProblems(...Problems.input, 'onboarding/bot_check_failed', 'onboarding/email_exists', 'idempotency/conflict', ...Problems.rateLimited)
+  @ApiProblems(...Problems.input, 'onboarding/bot_check_failed', 'onboarding/email_exists', 'idempotency/conflict', 'auth/login_throttled', ...Problems.rateLimited)
   async signup(@Body() body: SignupRequestDto, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<SignupResponse> {
     const r = await this.commandBus.execute(new SignupCommand(body, client));
     if (r.sessionToken) this.sessions.setCookie(reply, r.sessionToken);

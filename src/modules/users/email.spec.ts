@@ -40,8 +40,16 @@ describe('normalizeEmail (the comparison key of an email address)', () => {
     expect(normalizeEmail('xn--mnchen-3ya@example.com')).toBe('xn--mnchen-3ya@example.com');
   });
 
+  it("a domain's case is DNS's (UTS 46): βας.gr and βασ.gr are two domains, ΒΑΣ.gr is βασ.gr; the local part folds ς as before", () => {
+    expect(normalizeEmail('u@xn--mxab3c.gr')).toBe('u@\u03b2\u03b1\u03c2.gr'); // βας.gr
+    expect(normalizeEmail('u@\u03b2\u03b1\u03c2.gr')).toBe('u@\u03b2\u03b1\u03c2.gr');
+    expect(normalizeEmail('u@\u03b2\u03b1\u03c2.gr')).not.toBe(normalizeEmail('u@\u03b2\u03b1\u03c3.gr'));
+    expect(normalizeEmail('u@\u0392\u0391\u03a3.gr')).toBe('u@\u03b2\u03b1\u03c3.gr');
+    expect(normalizeEmail('\u03a3\u0391\u03a3@\u03b2\u03b1\u03c2.gr')).toBe('\u03c3\u03b1\u03c3@\u03b2\u03b1\u03c2.gr');
+  });
+
   it('is a fixed point, also where NFKC makes a leading space (¨ is U+0020 U+0308)', () => {
-    for (const e of ['x@xn--mnchen-3ya.de', 'x@STRA\u00dfE.de', 'a@xn--zz.com', '\u00a8a@example.com', ' \u00b4b@example.com', '\u03a3@example.com', '\u1e9e@example.com', '\u212a@example.com', 'I\u0307@example.com']) {
+    for (const e of ['u@xn--mxab3c.gr', 'u@\u0392\u0391\u03a3.gr', 'x@xn--mnchen-3ya.de', 'x@STRA\u00dfE.de', 'a@xn--zz.com', '\u00a8a@example.com', ' \u00b4b@example.com', '\u03a3@example.com', '\u1e9e@example.com', '\u212a@example.com', 'I\u0307@example.com']) {
       expect(normalizeEmail(normalizeEmail(e))).toBe(normalizeEmail(e));
     }
   });

@@ -16,21 +16,26 @@ import { domainToASCII, domainToUnicode } from 'url';
  *     full case folding: `ß` stays `ß` and is not `ss` (as in simple case folding), so `straße`
  *     and `strasse` are two addresses.
  *  5. NFKC again: a lower-case mapping can leave a sequence that is not normalized.
- *  6. the domain in its IDNA (UTS 46) Unicode form: `xn--mnchen-3ya.de` and `münchen.de` are one
- *     DNS name, so one address (a domain IDNA refuses stays as it is).
+ * Steps 3-5 apply to the local part. The domain instead takes its IDNA (UTS 46) Unicode form,
+ * whose case mapping is DNS's: `xn--mnchen-3ya.de` and `münchen.de` are one DNS name, so one
+ * address, while `βας.gr` and `βασ.gr` are two (UTS 46 keeps the final sigma; a capital Σ maps to
+ * σ). A domain IDNA refuses is folded as a local part is.
  * The result is a fixed point (normalizeEmail(normalizeEmail(x)) === normalizeEmail(x)).
  * Migrations 1764700000000-email-nfkc and 1765100000000-email-idn hold frozen copies: change
  * both together, with a migration.
  */
 export function normalizeEmail(email: string): string {
-  const key = email.trim().normalize('NFKC').trim().toLowerCase().replace(/\u03c2/g, '\u03c3').normalize('NFKC');
-  const at = key.lastIndexOf('@');
-  return at < 0 ? key : key.slice(0, at + 1) + canonicalDomain(key.slice(at + 1));
+  const text = email.trim().normalize('NFKC').trim();
+  const at = text.lastIndexOf('@');
+  return at < 0 ? fold(text) : `${fold(text.slice(0, at))}@${canonicalDomain(text.slice(at + 1))}`;
 }
 
-/** A domain in its IDNA Unicode form (`xn--bcher-kva.de` is `bücher.de`); one IDNA refuses as it is. */
+const fold = (s: string): string => s.toLowerCase().replace(/\u03c2/g, '\u03c3').normalize('NFKC');
+
+/** A domain in its IDNA Unicode form (`xn--bcher-kva.de` is `bücher.de`); one IDNA refuses folded as a local part. */
 export function canonicalDomain(domain: string): string {
-  if (/^[a-z0-9.-]*$/.test(domain) && !domain.includes('xn--')) return domain;
-  const ascii = domainToASCII(domain);
-  return ascii ? domainToUnicode(ascii) : domain;
+  const d = domain.normalize('NFKC');
+  if (/^[A-Za-z0-9.-]*$/.test(d) && !/xn--/i.test(d)) return d.toLowerCase();
+  const ascii = domainToASCII(d);
+  return ascii ? domainToUnicode(ascii) : fold(d);
 }

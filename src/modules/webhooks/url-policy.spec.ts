@@ -28,6 +28,7 @@ describe('webhook URL policy', () => {
     ['::ffff:0:a9fe:a9fe', 'link_local'], // IPv4-translated (SIIT)
     ['::ffff:0:10.0.0.1', 'private'],
     ['::7f00:1', 'loopback'],
+    ['::ff:ffff', 'reserved'], // ::0.255.255.255
     ['fe80::1', 'link_local'],
     ['0.0.0.0', 'reserved'],
     ['::', 'reserved'],

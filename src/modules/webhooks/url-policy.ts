@@ -86,7 +86,7 @@ function embeddedIpv4(ip: string): string | undefined {
   if (!b) return undefined;
   if (b.readUInt32BE(0) === 0x0064ff9b && b.readUInt32BE(4) === 0 && b.readUInt32BE(8) === 0) return [...b.subarray(12, 16)].join('.');
   // ::a.b.c.d (not :: or ::1, which are their own) and ::ffff:0:a.b.c.d
-  const compatible = b.readUInt32BE(8) === 0 && b[12] !== 0;
+  const compatible = b.readUInt32BE(8) === 0 && b.readUInt32BE(12) > 1;
   if (b.readUInt32BE(0) === 0 && b.readUInt32BE(4) === 0 && (compatible || b.readUInt32BE(8) === 0xffff0000)) return [...b.subarray(12, 16)].join('.');
   if (b.readUInt16BE(0) === 0x2002) return [...b.subarray(2, 6)].join('.');
   return undefined;

@@ -68,6 +68,8 @@ export function keysetPosition(cursor: string | undefined, scope: string): [stri
 export function keysetPositionAsOf(cursor: string | undefined, scope: string): [string, string, string] | undefined {
   if (!cursor) return undefined;
   const pos = decodeCursor(cursor, scope);
+  // a cursor of the two-element shape (issued before the list sorted as of its first page) goes on, as of now
+  if (pos.length === 2) return [...sortPosition(pos), ''];
   if (pos.length !== 3 || typeof pos[2] !== 'string' || pos[2].length > 64) throw new AppError('request/invalid_cursor');
   return [...sortPosition(pos), pos[2]];
 }

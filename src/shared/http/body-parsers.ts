@@ -44,10 +44,14 @@ export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?:
       for (let i = 0; i < value.length; i++) stack.push({ value: value[i], path: `${path}[${i}]`, depth: depth + 1 });
       continue;
     }
+    let badName = false;
     for (const [k, v] of Object.entries(value)) {
+      if (faults.length >= max) break;
       const p = path ? `${path}.${k}` : k;
       if (!storable(k)) {
-        faults.push({ field: path || 'body', message: `a property name contains a character that is not allowed (U+0000 or an unpaired surrogate)` });
+        // one entry for the object, however many of its names are bad (a name cannot be echoed)
+        if (!badName) faults.push({ field: path || 'body', message: `a property name contains a character that is not allowed (U+0000 or an unpaired surrogate)` });
+        badName = true;
         continue;
       }
       if (opts.reservedNames && (k === 'constructor' || k === 'prototype')) {
@@ -125,12 +129,17 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
     if (bodyFault(value)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'), undefined);
     done(null, value);
   });
-  // the query string gets the same check as a body (a %00 would otherwise reach PostgreSQL)
+  // the query string gets the same check as a body (a %00 would otherwise reach PostgreSQL; a
+  // constructor or prototype parameter would be deleted unsaid by the validation pipe)
   fastify.addHook('onRequest', (req, _reply, done) => {
-    // a compressed body would be read as if it were plain (RFC 9110 section 8.4.1: 415)
+    // a compressed body would be read as if it were plain (RFC 9110 section 8.4.1: 415); only a
+    // request that carries a body is asked
     const coding = req.headers['content-encoding'];
-    if (coding !== undefined && !/^\s*identity\s*$/i.test(coding)) return done(new AppError('request/unsupported_media_type', 'Request bodies are not compressed: Content-Encoding is not supported'));
-    const fault = req.query && typeof req.query === 'object' ? bodyFault(req.query) : undefined;
+    const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+    if (hasBody && coding !== undefined && !/^\s*(identity\s*(,\s*identity\s*)*)?$/i.test(coding)) {
+      return done(new AppError('request/unsupported_media_type', 'Request bodies are not compressed: Content-Encoding is not supported'));
+    }
+    const fault = req.query && typeof req.query === 'object' ? bodyFault(req.query, { reservedNames: !isOAuthPath(req.url) }) : undefined;
     if (!fault) return done();
     if (isOAuthPath(req.url)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'));
     done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: fault.field, message: fault.message.replace(/^body /, 'the query ') }] }));

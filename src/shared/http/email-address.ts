@@ -6,6 +6,8 @@ import { isEmail, ValidateBy, ValidationOptions } from 'class-validator';
 // selectors and the Hangul and Braille blanks
 const INVISIBLE = /[\p{Cc}\p{Cf}\p{Variation_Selector}\u115F\u1160\u2800\u3164\uFFA0]|\u034F|\u17B4|\u17B5/u;
 
+const JOINER_IN_WORD = /(?<=\P{ASCII})[\u200C\u200D](?=\P{ASCII})/gu;
+
 /**
  * Whether the address is one mail can really be sent to and that reads as what it is: a valid
  * address (class-validator's isEmail) with no invisible character, whose domain is stable under
@@ -13,8 +15,9 @@ const INVISIBLE = /[\p{Cc}\p{Cf}\p{Variation_Selector}\u115F\u1160\u2800\u3164\u
  * space dropped) could reach another domain than the one the tenant's block lists compared.
  */
 export function isEmailAddress(value: unknown): boolean {
-  // blanks other than the ASCII space (an ideographic or en space) pass isEmail's UTF-8 local part
-  if (typeof value !== 'string' || !isEmail(value) || INVISIBLE.test(value) || /[\s\p{Z}]/u.test(value)) return false;
+  // blanks (an ideographic or en space) pass isEmail's UTF-8 local part. Zero-width joiners are
+  // part of the spelling between two non-ASCII letters (Persian ZWNJ, Sinhala ZWJ), and only there
+  if (typeof value !== 'string' || !isEmail(value) || /[\s\p{Z}]/u.test(value) || INVISIBLE.test(value.replace(JOINER_IN_WORD, ''))) return false;
   return idnaStable(value.slice(value.lastIndexOf('@') + 1).normalize('NFKC').toLowerCase());
 }
 

@@ -27,7 +27,11 @@ for i = 1, 3 do
     local count = tonumber(redis.call('GET', KEYS[i]) or '0')
     if count >= limits[i] then
       local left = redis.call('PTTL', KEYS[i])
-      if left < 0 then left = window end
+      -- a counter without an expiry (left by an older writer) would block for ever: give it one
+      if left < 0 then
+        left = window
+        redis.call('PEXPIRE', KEYS[i], window)
+      end
       if left > wait then wait = left end
     end
   end

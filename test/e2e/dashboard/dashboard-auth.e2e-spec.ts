@@ -156,6 +156,20 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     }
   });
 
+  it('the right password on an invitation that then fails (a member already) is not left counted as a failed sign-in', async () => {
+    const email = uniqueEmail('retry');
+    const invite = () => t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email, role: 'member' }).expect(201);
+    // pending invitations for one address, made before it became a member
+    const tokens: string[] = [];
+    for (let i = 0; i < 7; i++) tokens.push((await invite()).body.invite_token);
+    await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: tokens[0], password: STRONG_PASSWORD }).expect(200);
+    const ip = randomIp();
+    for (const token of tokens.slice(1)) {
+      expect((await t.http().post('/v1/auth/dashboard/invites/accept').set('X-Forwarded-For', ip).send({ token, password: STRONG_PASSWORD }).expect(409)).body.code).toBe('member/exists');
+    }
+    await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', ip).send({ email, password: STRONG_PASSWORD }).expect(200);
+  });
+
   it('two pending invitations for one address (member, then owner), both accepted: the second is 409 member/exists, stays unused, and the role is unchanged', async () => {
     const email = uniqueEmail('twice');
     const invite = (role: string) => t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email, role }).expect(201);

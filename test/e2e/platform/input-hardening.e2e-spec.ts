@@ -66,6 +66,11 @@ describe('input hardening: odd bodies, characters and requests', () => {
     const several = await rawPost('/v1/auth/anonymous', '{"public_metadata":{"a":"\\u0000","b":"\\ud800","c":1e400}}', { 'X-API-Key': tenant.apiKey });
     expectInvalid(several);
     expect(several.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['public_metadata.a', 'public_metadata.b', 'public_metadata.c']);
+    // at most 20 entries, and one for an object however many of its names are bad
+    const many = await rawPost('/v1/auth/anonymous', JSON.stringify({ public_metadata: Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`k${i}`, 'a\u0000'])) }), { 'X-API-Key': tenant.apiKey });
+    expect(many.body.errors).toHaveLength(20);
+    const names = await rawPost('/v1/auth/anonymous', JSON.stringify({ public_metadata: Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`k${i}\u0000`, 1])) }), { 'X-API-Key': tenant.apiKey });
+    expect(names.body.errors).toEqual([{ field: 'public_metadata', message: expect.stringMatching(/property name/) }]);
     // a paired surrogate (an emoji) is an ordinary character
     const ok = await rawPost('/v1/auth/anonymous', '{"public_metadata":{"mood":"\\ud83d\\ude00"}}', { 'X-API-Key': tenant.apiKey }).expect(201);
     const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${ok.body.access_token}`).expect(200);
@@ -78,6 +83,17 @@ describe('input hardening: odd bodies, characters and requests', () => {
     const oauth = await t.http().post('/oauth/introspect').type('form').set('Content-Encoding', 'br').set('X-API-Key', tenant.apiKey).send({ token: 'x' });
     expect([oauth.status, oauth.body.error]).toEqual([400, 'invalid_request']);
     await rawPost('/v1/auth/anonymous', '{}', { 'X-API-Key': tenant.apiKey, 'Content-Encoding': 'identity' }).expect(201);
+    // a request without a body is not asked (a probe that sends the header anyway)
+    await t.http().get('/health').set('Content-Encoding', 'gzip').expect(200);
+  });
+
+  it('a query parameter named constructor or prototype is 400 naming it (the validation pipe would delete it unsaid)', async () => {
+    const d = await signupTenant(t);
+    for (const name of ['constructor', 'prototype']) {
+      const r = await t.http().get(`/v1/auth/dashboard/tenants/${d.slug}/api-keys?${name}=1`).set('Cookie', d.cookie);
+      expectInvalid(r);
+      expect(r.body.errors[0].field).toBe(name);
+    }
   });
 
   it('U+0000 in a path or query value the database sees is 400, not 500', async () => {

@@ -253,3 +253,23 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
     await send({ website: 'x', turnstile_token: 'good-token' }).expect(201);
   });
 });
+
+describe('onboarding signup: a replay proves the password like a sign-in', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ RATE_LIMIT_SIGNUP_PER_MIN: '100' });
+  });
+  afterAll(() => t.close());
+
+  it('wrong passwords on a replay are counted by the failed sign-in throttle: past 5 from one address, 429 auth/login_throttled, even for the right one', async () => {
+    const body = { ...valid(), idempotency_key: randomUUID() };
+    const send = (b: object, ip: string) => t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', ip).send(b);
+    await send(body, randomIp()).expect(201);
+    const attacker = randomIp();
+    for (let i = 0; i < 5; i++) expect((await send({ ...body, password: `attacker guess ${i} xyzw` }, attacker).expect(409)).body.code).toBe('idempotency/conflict');
+    const blocked = await send(body, attacker).expect(429);
+    expect(blocked.body.code).toBe('auth/login_throttled');
+    // the owner's own retry from elsewhere still gets its answer
+    await send(body, randomIp()).expect(201);
+  });
+});

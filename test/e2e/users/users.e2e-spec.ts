@@ -138,6 +138,12 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     expect(res.body.errors.map((e: { field: string }) => e.field)).toContain(field);
   });
 
+  it('accepts zero-width joiners inside non-Latin words (Persian ZWNJ, Sinhala ZWJ), not between ASCII letters', async () => {
+    await register({ ...valid(), email: `u${Date.now()}@\u0645\u06cc\u200c\u0647\u0627.example` }).expect(201);
+    await register({ ...valid(), email: `\u0dc1\u0dca\u200d\u0dbb\u0dd3${Date.now()}@example.com` }).expect(201);
+    await register({ ...valid(), email: `ev\u200dil${Date.now()}@example.com` }).expect(400);
+  });
+
   it('accepts an internationalized address (a U-label domain is what IDNA sends to DNS)', async () => {
     const res = await register({ ...valid(), email: `jos\u00e9.${Date.now()}@m\u00fcnchen.example` }).expect(201);
     expect(res.body.user.email).toMatch(/@m\u00fcnchen\.example$/);

@@ -67,7 +67,7 @@ export class ListMyAgentsHandler implements IQueryHandler<ListMyAgentsQuery> {
          SELECT *, sort_ts::text AS sort_key, (SELECT as_of FROM snap)::text AS as_of FROM listed
           WHERE $3::timestamptz IS NULL OR (sort_ts, id) < ($3::timestamptz, $4::uuid)
           ORDER BY sort_ts DESC, id DESC LIMIT $5`,
-        [q.user.tenantId, q.user.userId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1, pos?.[2] ?? null],
+        [q.user.tenantId, q.user.userId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1, pos?.[2] || null],
       );
     return toPage(rows, q.limit, toResponse, (r) => [r.sort_key, r.id, r.as_of], list);
   }

@@ -102,6 +102,9 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
       if (!(await this.hasher.verify(existing.password_hash, cmd.password))) {
         throw new AppError('auth/invalid_credentials', 'Enter the password of your existing dashboard account');
       }
+      // the right password: its attempt is taken back whatever the acceptance answers next (a
+      // member already, a lost race), and the address is known to the failed-login throttle
+      await this.throttle.succeeded('dashboard', inv.email_normalized, cmd.ip);
     } else {
       // counted in characters, as every password length is (@Length): an emoji is one, not two
       if (!length(cmd.password, 12, 128))
@@ -138,9 +141,8 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
       // the account's own email, not the invitation's spelling of it
       return { body: { user: { id: userId, email: existing?.email ?? inv.email }, memberships: await this.memberships.of(tx, userId), csrf_token: s.csrfToken }, sessionToken: s.token };
     });
-    // a sign-in with the account's password: this address is known to the failed-login throttle
-    if (existing) await this.throttle.succeeded('dashboard', inv.email_normalized, cmd.ip);
-    else await this.throttle.trustAddress('dashboard', inv.email_normalized, cmd.ip);
+    // the account was created here with its password: this address is known to the throttle
+    if (!existing) await this.throttle.trustAddress('dashboard', inv.email_normalized, cmd.ip);
     return accepted;
   }
 }

@@ -33,7 +33,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
 
   async execute({ body, client }: SignupCommand): Promise<SignupResult> {
     await this.turnstile.verify(body.turnstile_token, client.ip);
-    if (body.website && body.website.trim() !== '') return this.decoy(body);
+    if (body.website && body.website.trim() !== '') return this.decoy(body, client.ip);
     if (!body.idempotency_key) {
       const passwordHash = await this.hasher.hash(body.password);
       const created = await this.db.tx(async (tx) => {
@@ -47,8 +47,8 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     // A replay hands out the owner's session again: only to a request that proves the password
     // (checked against the stored argon2 hash; the key alone is not a credential). A wrong one
     // is the same 409 as any other request that differs from the first.
-    if (r.replayed && !(await this.passwordMatches(r.body.user.id, body.password))) throw new AppError('idempotency/conflict');
-    await this.signedIn(body.email, client.ip);
+    if (r.replayed) await this.proveReplay(body.email, client.ip, () => this.passwordMatches(r.body.user.id, body.password));
+    else await this.signedIn(body.email, client.ip);
     return { body: r.body, sessionToken: r.secret?.session };
   }
 
@@ -60,7 +60,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
    * same password, 409 for another or for another request). Nothing is created but the
    * idempotency record and the remembered email.
    */
-  private async decoy(body: SignupCommand['body']): Promise<SignupResult> {
+  private async decoy(body: SignupCommand['body'], ip: string): Promise<SignupResult> {
     const passwordHash = await this.hasher.hash(body.password);
     if (!body.idempotency_key) {
       const d = await this.decoyAnswer(body);
@@ -70,7 +70,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       const d = await this.decoyAnswer(body);
       return { ...d, secret: { ...d.secret, decoy_password_hash: passwordHash } };
     });
-    if (r.replayed && !(await this.hasher.verify(r.secret?.decoy_password_hash ?? '', body.password).catch(() => false))) throw new AppError('idempotency/conflict');
+    if (r.replayed) await this.proveReplay(body.email, ip, () => this.hasher.verify(r.secret?.decoy_password_hash ?? '', body.password).catch(() => false));
     return { body: r.body, sessionToken: r.secret?.session };
   }
 
@@ -92,6 +92,18 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       },
       secret: { session: randomToken() },
     };
+  }
+
+  /**
+   * A replay hands out the owner's session again, so its password check is a sign-in: counted by
+   * the failed sign-in throttle like one (429 auth/login_throttled past its limits), the count
+   * taken back when it matches; a wrong password is 409 as any other differing request.
+   */
+  private async proveReplay(email: string, ip: string, matches: () => Promise<boolean>): Promise<void> {
+    const account = normalizeEmail(email.trim());
+    await this.throttle.attempt('dashboard', account, ip);
+    if (!(await matches())) throw new AppError('idempotency/conflict');
+    await this.throttle.succeeded('dashboard', account, ip);
   }
 
   /** The owner signed in from this address: it is known to the failed-login throttle (LoginThrottleService). */

@@ -38,8 +38,9 @@ export class WebhookTenantSlots {
   /** Whether the job may run now; when it may, `release` it once its attempt is over. */
   async acquire(tenantId: string, jobId: string): Promise<boolean> {
     const now = Date.now();
-    // held at most as long as a job's lock: a worker that dies frees it with its job
-    const holdMs = this.config.WEBHOOK_LOCK_MS;
+    // held as long as an attempt can run (its lock, or its timeout and a margin when longer): a
+    // worker that dies frees it then
+    const holdMs = Math.max(this.config.WEBHOOK_LOCK_MS, this.config.WEBHOOK_TIMEOUT_MS + 5_000);
     try {
       return (await this.take(this.key(tenantId), now, now + holdMs, jobId, this.config.WEBHOOK_CONCURRENCY_PER_TENANT, holdMs * 2)) === 1;
     } catch {

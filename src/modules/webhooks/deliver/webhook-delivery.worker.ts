@@ -59,7 +59,8 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
 
   async process(job: Job<DeliveryJobData>, token?: string): Promise<DeliverWebhookResult> {
     const tenantId = job.data.tenantId ?? (await this.tenantOf(job.data.deliveryId));
-    const jobId = job.id ?? job.data.deliveryId;
+    // one slot per run of the job: a stalled job run again elsewhere holds its own
+    const jobId = `${job.id ?? job.data.deliveryId}:${token ?? ''}`;
     // the tenant has WEBHOOK_CONCURRENCY_PER_TENANT deliveries in flight: wait without using an attempt
     if (tenantId && !(await this.slots.acquire(tenantId, jobId))) await this.postpone(job, 2000 + Math.floor(Math.random() * 2000), token);
     try {
