@@ -39,7 +39,10 @@ export class MfaConfirmationService {
          FROM users u WHERE u.id = $1 AND u.tenant_id = $2`,
       [user.userId, user.tenantId],
     );
-    if (!row?.mfa_enabled) throw new AppError('mfa/not_enabled');
+    if (!row?.mfa_enabled) {
+      await this.throttle.release(realm, user.userId, client.ip);
+      throw new AppError('mfa/not_enabled');
+    }
     const passwordOk = row.password_hash ? await this.hasher.verify(row.password_hash, proof.password) : await this.hasher.verifyDummy(proof.password);
     if (!passwordOk) {
       throw new AppError('auth/invalid_credentials', 'The password is wrong');

@@ -58,6 +58,15 @@ end
 return 0`;
 const REFUND_COMMAND = 'authpLoginRefund';
 
+/** An attempt that ended for another reason than a wrong credential: its count on each counter goes. KEYS: the three counters. */
+const RELEASE_SCRIPT = `
+for i = 1, 3 do
+  local count = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if count > 0 then redis.call('DECR', KEYS[i]) end
+end
+return 0`;
+const RELEASE_COMMAND = 'authpLoginRelease';
+
 type Script = (...args: (string | number)[]) => Promise<number>;
 
 /**
@@ -81,6 +90,7 @@ type Script = (...args: (string | number)[]) => Promise<number>;
 export class LoginThrottleService {
   private readonly attemptCmd: Script;
   private readonly refundCmd: Script;
+  private readonly releaseCmd: Script;
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
@@ -91,6 +101,8 @@ export class LoginThrottleService {
     if (!(REFUND_COMMAND in redis)) redis.defineCommand(REFUND_COMMAND, { numberOfKeys: 3, lua: REFUND_SCRIPT });
     this.attemptCmd = (redis as unknown as Record<string, Script>)[ATTEMPT_COMMAND].bind(redis);
     this.refundCmd = (redis as unknown as Record<string, Script>)[REFUND_COMMAND].bind(redis);
+    if (!(RELEASE_COMMAND in redis)) redis.defineCommand(RELEASE_COMMAND, { numberOfKeys: 3, lua: RELEASE_SCRIPT });
+    this.releaseCmd = (redis as unknown as Record<string, Script>)[RELEASE_COMMAND].bind(redis);
   }
 
   private keys(realm: string, account: string, ip: string) {
@@ -120,6 +132,14 @@ export class LoginThrottleService {
   async succeeded(realm: string, account: string, ip: string): Promise<void> {
     const k = this.keys(realm, account, ip);
     await Promise.all([this.refundCmd(...k.counters).catch(() => undefined), this.trust(k)]);
+  }
+
+  /**
+   * The attempt started with `attempt` ended before any credential was judged (MFA not set up or
+   * already enabled, a challenge gone): its count goes, nothing else changes.
+   */
+  async release(realm: string, account: string, ip: string): Promise<void> {
+    await this.releaseCmd(...this.keys(realm, account, ip).counters).catch(() => undefined);
   }
 
   /**

@@ -89,6 +89,11 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
     it('verify-setup before setup is 409 mfa/setup_required', async () => {
       const u = await api.register();
       expect((await api.verifySetup(u.accessToken, { code: '123456' }).expect(409)).body.code).toBe('mfa/setup_required');
+      // not a wrong code: repeated, it is never counted as a failed attempt (no 429)
+      for (let i = 0; i < 6; i++) {
+        const again = await t.http().post('/v1/auth/mfa/totp/verify-setup').set('Authorization', `Bearer ${u.accessToken}`).set('X-Forwarded-For', '203.0.113.77').send({ code: '123456' });
+        expect(again.body.code).toBe('mfa/setup_required');
+      }
     });
 
     it('guests cannot enroll (403); every MFA endpoint needs a bearer token (401)', async () => {
