@@ -45,27 +45,18 @@ return 0`;
 const ATTEMPT_COMMAND = 'authpLoginAttempt';
 
 /**
- * A successful attempt takes its count back: the pair's failures are cleared, the account and
- * address counters lose the one the attempt added (never below zero). KEYS: pair, account,
- * address counters.
+ * Takes an attempt's count back (never below zero). KEYS: pair, account, address counters. ARGV:
+ * `clear` when the attempt succeeded (the pair's earlier failures go too), `release` when it
+ * ended before any credential was judged (only its own count goes).
  */
-const REFUND_SCRIPT = `
-redis.call('DEL', KEYS[1])
-for i = 2, 3 do
-  local count = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if count > 0 then redis.call('DECR', KEYS[i]) end
-end
-return 0`;
-const REFUND_COMMAND = 'authpLoginRefund';
-
-/** An attempt that ended for another reason than a wrong credential: its count on each counter goes. KEYS: the three counters. */
-const RELEASE_SCRIPT = `
+const TAKE_BACK_SCRIPT = `
+if ARGV[1] == 'clear' then redis.call('DEL', KEYS[1]) end
 for i = 1, 3 do
   local count = tonumber(redis.call('GET', KEYS[i]) or '0')
   if count > 0 then redis.call('DECR', KEYS[i]) end
 end
 return 0`;
-const RELEASE_COMMAND = 'authpLoginRelease';
+const TAKE_BACK_COMMAND = 'authpLoginTakeBack';
 
 type Script = (...args: (string | number)[]) => Promise<number>;
 
@@ -89,8 +80,7 @@ type Script = (...args: (string | number)[]) => Promise<number>;
 @Injectable()
 export class LoginThrottleService {
   private readonly attemptCmd: Script;
-  private readonly refundCmd: Script;
-  private readonly releaseCmd: Script;
+  private readonly takeBackCmd: Script;
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
@@ -98,11 +88,9 @@ export class LoginThrottleService {
     private readonly hasher: ClientHasher,
   ) {
     if (!(ATTEMPT_COMMAND in redis)) redis.defineCommand(ATTEMPT_COMMAND, { numberOfKeys: 4, lua: ATTEMPT_SCRIPT });
-    if (!(REFUND_COMMAND in redis)) redis.defineCommand(REFUND_COMMAND, { numberOfKeys: 3, lua: REFUND_SCRIPT });
+    if (!(TAKE_BACK_COMMAND in redis)) redis.defineCommand(TAKE_BACK_COMMAND, { numberOfKeys: 3, lua: TAKE_BACK_SCRIPT });
     this.attemptCmd = (redis as unknown as Record<string, Script>)[ATTEMPT_COMMAND].bind(redis);
-    this.refundCmd = (redis as unknown as Record<string, Script>)[REFUND_COMMAND].bind(redis);
-    if (!(RELEASE_COMMAND in redis)) redis.defineCommand(RELEASE_COMMAND, { numberOfKeys: 3, lua: RELEASE_SCRIPT });
-    this.releaseCmd = (redis as unknown as Record<string, Script>)[RELEASE_COMMAND].bind(redis);
+    this.takeBackCmd = (redis as unknown as Record<string, Script>)[TAKE_BACK_COMMAND].bind(redis);
   }
 
   private keys(realm: string, account: string, ip: string) {
@@ -131,7 +119,7 @@ export class LoginThrottleService {
   /** The attempt started with `attempt` succeeded: its count is taken back and the address is known for the account. */
   async succeeded(realm: string, account: string, ip: string): Promise<void> {
     const k = this.keys(realm, account, ip);
-    await Promise.all([this.refundCmd(...k.counters).catch(() => undefined), this.trust(k)]);
+    await Promise.all([this.takeBackCmd(...k.counters, 'clear').catch(() => undefined), this.trust(k)]);
   }
 
   /**
@@ -139,7 +127,7 @@ export class LoginThrottleService {
    * already enabled, a challenge gone): its count goes, nothing else changes.
    */
   async release(realm: string, account: string, ip: string): Promise<void> {
-    await this.releaseCmd(...this.keys(realm, account, ip).counters).catch(() => undefined);
+    await this.takeBackCmd(...this.keys(realm, account, ip).counters, 'release').catch(() => undefined);
   }
 
   /**
