@@ -1,8 +1,8 @@
-import { createServer } from 'net';
 import * as client from 'openid-client';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { AgentFixture } from '../../factories/agent.factory';
 import { TenantFixture } from '../../factories/tenant.factory';
+import { freePortBelowEphemeral } from '../../setup/ports';
 
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
@@ -18,17 +18,6 @@ export function basic(id: string, secret: string): string {
   return `Basic ${Buffer.from(`${enc(id)}:${enc(secret)}`).toString('base64')}`;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 export interface ListeningApp extends TestApp {
   baseUrl: string;
 }
@@ -38,7 +27,8 @@ export interface ListeningApp extends TestApp {
  * so that openid-client discovers it exactly as a deployed client would.
  */
 export async function startListeningApp(env: Record<string, string> = {}): Promise<ListeningApp> {
-  const port = await freePort();
+  // below the ephemeral range: the app's own connections, opened before it listens, cannot take it
+  const port = await freePortBelowEphemeral();
   const baseUrl = `http://127.0.0.1:${port}`;
   const t = await createTestApp({ PUBLIC_BASE_URL: baseUrl, ...env });
   await t.app.listen({ port, host: '127.0.0.1' });

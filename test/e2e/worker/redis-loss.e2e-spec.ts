@@ -1,5 +1,4 @@
 import { spawn } from 'child_process';
-import { createServer } from 'net';
 import { INestApplicationContext } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import Redis from 'ioredis';
@@ -15,6 +14,7 @@ import { SmtpCapture, startSmtpCapture } from '../../setup/smtp-capture';
 import { startWorkerWith } from '../../setup/worker';
 import { flushTestPrefix, rawRedis } from '../agents/agents.helpers';
 import { createIsolatedDatabase, eventually, Receiver, sleep } from '../webhooks/webhook-helpers';
+import { freePortBelowEphemeral } from '../../setup/ports';
 
 /**
  * Redis loses its data (a restart without persistence, a failover to a lagging replica, a flush)
@@ -275,16 +275,3 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     expect((await reconcile()).schedules).toBe(0);
   }, 30_000);
 });
-
-/** A TCP port on 127.0.0.1 that is free now, in 20000-32767 (never handed out as an ephemeral port). */
-async function freePortBelowEphemeral(): Promise<number> {
-  for (;;) {
-    const candidate = 20000 + Math.floor(Math.random() * 12768);
-    const free = await new Promise<boolean>((resolve) => {
-      const srv = createServer()
-        .once('error', () => resolve(false))
-        .listen(candidate, '127.0.0.1', () => srv.close(() => resolve(true)));
-    });
-    if (free) return candidate;
-  }
-}
