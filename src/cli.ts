@@ -114,8 +114,8 @@ export const COMMANDS: CliCommand[] = [
     run: async ({ app, args, io }) => {
       if (args.length > 1 || (args.length === 1 && args[0] !== '--now' && args[0] !== '--revoke-old')) throw new CliUsageError('keys:rotate takes only --now or --revoke-old');
       const { kid, activeFrom, revoked } = await app.get(SigningKeysService).rotate({ immediate: args[0] === '--now', revokeOld: args[0] === '--revoke-old' });
-      io.out(`new signing key: ${kid} (published now, in every instance's JWKS within 30 s; signs from ${activeFrom.toISOString()})`);
-      if (revoked.length) io.out(`withdrawn (tokens refused within 30 s on every instance): ${revoked.join(', ')}`);
+      io.out(`new signing key: ${kid} (published now, in every instance's JWKS as soon as it is told, 30 s at the latest; signs from ${activeFrom.toISOString()})`);
+      if (revoked.length) io.out(`withdrawn (tokens refused by every instance as soon as it is told, 30 s at the latest): ${revoked.join(', ')}`);
     },
   },
   {

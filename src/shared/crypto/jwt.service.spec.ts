@@ -11,6 +11,7 @@ describe('JwtService', () => {
   const keys = {
     signingKey: () => ({ kid: 'k1', key: privateKey }),
     verificationKey: async (kid: string) => (kid === 'k1' ? publicKey : undefined),
+    trusts: (kid: string) => kid === 'k1',
   } as unknown as SigningKeysService;
   const service = new JwtService(keys, config);
   const claims = { sub: 'u1', tenant_id: 't1', sid: 's1', scope: 'openid', amr: ['pwd'], aal: 'AAL1' as const, role: 'member', is_anonymous: false };

@@ -90,16 +90,18 @@ export class JwtService {
    * expiry and audience are still checked on every call and revocation by the caller. An entry
    * lives at most VERIFIED_CACHE_TTL_MS, the same order as the signing-key reload, each a jittered
    * lifetime so that tokens first seen together are not all verified again in the same instant.
+   * An entry is used only while its key is still trusted: a withdrawn key (keys:rotate
+   * --revoke-old) fails its tokens at once, not when their entries expire.
    */
-  private readonly verified = new Map<string, { claims: AccessClaims; until: number }>();
+  private readonly verified = new Map<string, { claims: AccessClaims; until: number; kid: string }>();
 
   /** Verifies signature, kid, alg, iss, exp (and aud unless an agent token names its own). */
   async verify(token: string, opts: { audience?: string | false } = {}): Promise<AccessClaims> {
     const now = Date.now();
     let claims = this.verified.get(token);
-    if (!claims || claims.until < now) {
+    if (!claims || claims.until < now || !this.keys.trusts(claims.kid)) {
       if (claims) this.verified.delete(token);
-      claims = { claims: await this.verifySignature(token), until: now + jittered(VERIFIED_CACHE_TTL_MS) };
+      claims = { ...(await this.verifySignature(token)), until: now + jittered(VERIFIED_CACHE_TTL_MS) };
       if (this.verified.size >= VERIFIED_CACHE_MAX) this.verified.delete(this.verified.keys().next().value as string);
       this.verified.set(token, claims);
     }
@@ -115,14 +117,14 @@ export class JwtService {
     return c;
   }
 
-  private async verifySignature(token: string): Promise<AccessClaims> {
+  private async verifySignature(token: string): Promise<{ claims: AccessClaims; kid: string }> {
     const decoded = peekJwt(token);
     const kid = decoded?.header.kid;
     if (!kid || decoded.header.alg !== 'RS256') throw new TokenVerificationError('bad header');
     const key = await this.keys.verificationKey(kid);
     if (!key) throw new TokenVerificationError('unknown kid');
     try {
-      return jwt.verify(token, key, { algorithms: ['RS256'], issuer: this.config.PUBLIC_BASE_URL }) as AccessClaims;
+      return { claims: jwt.verify(token, key, { algorithms: ['RS256'], issuer: this.config.PUBLIC_BASE_URL }) as AccessClaims, kid };
     } catch (e) {
       throw new TokenVerificationError((e as Error).message);
     }

@@ -1,7 +1,9 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, randomUUID } from 'crypto';
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import type Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { Db, Queryable } from '../db/db.service';
+import { REDIS } from '../redis/redis.module';
 import { EnvelopeCipher } from './envelope-cipher';
 
 interface LoadedKey {
@@ -37,22 +39,47 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
   private jwksCache: { keys: Record<string, unknown>[] } = { keys: [] };
   private timer?: NodeJS.Timeout;
   private lastMissReload = 0;
+  /** a connection of its own in subscriber mode, told of every rotation (see `announce`) */
+  private subscriber?: Redis;
+  /** the load in progress or last done, and the one queued after it (see `reload`) */
+  private lastLoad: Promise<void> = Promise.resolve();
+  private nextLoad?: Promise<void>;
 
   constructor(
     private readonly db: Db,
     private readonly cipher: EnvelopeCipher,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(REDIS) private readonly redis: Redis,
   ) {}
+
+  /** The channel rotations are announced on (channels take no key prefix: it is added here). */
+  private get channel(): string {
+    return `${this.config.REDIS_KEY_PREFIX}signing-keys`;
+  }
 
   async onModuleInit(): Promise<void> {
     await this.ensureSigningKey();
     await this.reload();
-    this.timer = setInterval(() => void this.reload().catch((e) => this.log.warn(`key reload failed: ${e}`)), RELOAD_MS);
+    this.timer = setInterval(() => this.reloadQuietly(), RELOAD_MS);
     this.timer.unref();
+    // a rotation in any process (the CLI, another API process) is announced: every process
+    // reloads at once instead of at its next periodic reload, so a revoked key stops signing and
+    // being trusted everywhere within moments. The periodic reload stays for announcements missed
+    // while Redis was away, and each (re)subscription reloads too, to catch up on them.
+    this.subscriber = this.redis.duplicate();
+    this.subscriber.on('error', () => undefined); // the main client already reports Redis outages
+    this.subscriber.on('message', () => this.reloadQuietly());
+    this.subscriber.on('ready', () => this.reloadQuietly());
+    await this.subscriber.subscribe(this.channel).catch((e) => this.log.warn(`no rotation announcements (${e}); keys reload every ${RELOAD_MS / 1000} s`));
   }
 
   onModuleDestroy(): void {
     if (this.timer) clearInterval(this.timer);
+    this.subscriber?.disconnect();
+  }
+
+  private reloadQuietly(): void {
+    this.reload().catch((e) => this.log.warn(`key reload failed: ${e}`));
   }
 
   /** Creates the first key when none is active (advisory lock: several processes may start at once). */
@@ -69,8 +96,8 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
    * (KEY_PUBLISH_LEAD_SECONDS later; `immediate` for an emergency: at once). The key it replaces
    * signs until then and stays published until its tokens have expired. `revokeOld` (a compromised
    * key; implies `immediate`): every older key leaves the JWKS at once and the tokens it signed
-   * are refused (their holders refresh: refresh tokens are not signed); every API process follows
-   * within one reload (30 s).
+   * are refused (their holders refresh: refresh tokens are not signed). Every process is told at
+   * once (a Redis announcement) and reloads; one that misses it follows within one reload (30 s).
    */
   async rotate(opts: { immediate?: boolean; revokeOld?: boolean } = {}): Promise<{ kid: string; activeFrom: Date; revoked: string[] }> {
     const immediate = opts.immediate || opts.revokeOld;
@@ -88,6 +115,8 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
       return { kid: await this.insertKey(tx, at), activeFrom: at, revoked: revoked.map((r) => r.kid) };
     });
     await this.reload();
+    // every other process reloads on this; one that misses it follows within RELOAD_MS
+    await this.redis.publish(this.channel, rotated.kid).catch((e) => this.log.warn(`rotation not announced (${e}); other processes follow within ${RELOAD_MS / 1000} s`));
     return rotated;
   }
 
@@ -106,7 +135,24 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
     return kid;
   }
 
-  async reload(): Promise<void> {
+  /**
+   * Loads the keys as the database has them now. Loads run one at a time, in call order (a call
+   * made while none is waiting to start joins the next one): two overlapping loads could otherwise
+   * finish out of order, and the older view of the table (say, from before a revocation) win.
+   */
+  reload(): Promise<void> {
+    if (!this.nextLoad) {
+      const load: Promise<void> = this.lastLoad.catch(() => undefined).then(() => {
+        this.nextLoad = undefined;
+        return this.load();
+      });
+      this.nextLoad = load;
+      this.lastLoad = load;
+    }
+    return this.nextLoad;
+  }
+
+  private async load(): Promise<void> {
     // `signing`: the key of this moment (active, not yet replaced); the database's clock decides,
     // so every API process switches at the same time (within one reload)
     const rows = await this.db.query<{ kid: string; public_pem: string; private_enc: string; created_at: Date; signing: boolean }>(
@@ -160,6 +206,11 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
       return this.keys.get(kid)?.publicKey;
     }
     return undefined;
+  }
+
+  /** Whether `kid` is a key this process trusts now (withdrawn keys are not). */
+  trusts(kid: string): boolean {
+    return this.keys.has(kid);
   }
 
   jwks(): { keys: Record<string, unknown>[] } {

@@ -6,6 +6,10 @@ import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { JWKS_MAX_AGE_SECONDS, SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
 import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
+import { Db } from '../../../src/shared/db/db.service';
+import { EnvelopeCipher } from '../../../src/shared/crypto/envelope-cipher';
+import { APP_CONFIG } from '../../../src/config/config';
+import { REDIS } from '../../../src/shared/redis/redis.module';
 
 describe('end users: register, login, me, logout (contract "End users")', () => {
   let t: TestApp;
@@ -358,6 +362,8 @@ describe('end users: withdrawing a compromised signing key', () => {
   it('keys:rotate --revoke-old (a compromised key): the new key signs at once, older keys leave the JWKS and their tokens are refused; refresh tokens go on', async () => {
     const before = await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);
     const oldKid = decodeProtectedHeader(before.body.access_token).kid;
+    // in use just before the withdrawal: verified, and that verification kept a while
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${before.body.access_token}`).expect(200);
     const keys = t.app.get(SigningKeysService);
     const { kid: newKid, revoked } = await keys.rotate({ revokeOld: true });
     expect(revoked).toContain(oldKid);
@@ -367,8 +373,28 @@ describe('end users: withdrawing a compromised signing key', () => {
     const refreshed = await t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ refresh_token: before.body.refresh_token }).expect(200);
     expect(decodeProtectedHeader(refreshed.body.access_token).kid).toBe(newKid);
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${refreshed.body.access_token}`).expect(200);
-    // a reload (every process does one within 30 s) does not bring the withdrawn key back
+    // a reload (on an announcement, or every 30 s) does not bring the withdrawn key back
     await keys.reload();
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${before.body.access_token}`).expect(401);
+  });
+
+  it('a rotation made by another process (the CLI) is announced: this process stops trusting and signing with the withdrawn key at once, not at its next 30 s reload', async () => {
+    const register = () => t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);
+    const keys = t.app.get(SigningKeysService);
+    await keys.reload();
+    const before = await register();
+    const oldKid = decodeProtectedHeader(before.body.access_token).kid;
+    // in use just before: this process has verified it (and keeps the verification a while)
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${before.body.access_token}`).expect(200);
+    // the CLI's process: its own key service on the same database and Redis
+    const cli = new SigningKeysService(t.app.get(Db), t.app.get(EnvelopeCipher), t.app.get(APP_CONFIG), t.app.get(REDIS));
+    const { kid: newKid } = await cli.rotate({ revokeOld: true });
+    const deadline = Date.now() + 3000;
+    while ((await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${before.body.access_token}`)).status !== 401) {
+      if (Date.now() > deadline) throw new Error('the withdrawn key is still trusted 3 s after the rotation');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(decodeProtectedHeader((await register()).body.access_token).kid).toBe(newKid);
+    expect(newKid).not.toBe(oldKid);
   });
 });

@@ -227,7 +227,7 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     it('keys:rotate prints the new kid, which signs once cached JWKS have expired (--now: at once; --revoke-old: older keys withdrawn)', async () => {
       const io = captureIo();
       expect(await runCli(['keys:rotate'], io)).toBe(0);
-      const kid = /new signing key: (\S+) \(published now, in every instance's JWKS within 30 s; signs from (\S+)\)/.exec(io.stdout.join('\n'));
+      const kid = /new signing key: (\S+) \(published now, in every instance's JWKS as soon as it is told, 30 s at the latest; signs from (\S+)\)/.exec(io.stdout.join('\n'));
       expect(kid).not.toBeNull();
       const [row] = await db.query<{ kid: string; lead: number }>(`SELECT kid, extract(epoch FROM active_from - now())::float AS lead FROM signing_keys WHERE retired_at IS NULL`);
       expect(row.kid).toBe(kid![1]);
@@ -244,7 +244,7 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
       const out = revoke.stdout.join('\n');
       const newKid = /new signing key: (\S+)/.exec(out)![1];
       expect(out).toContain(active.kid);
-      expect(out).toMatch(/withdrawn \(tokens refused within 30 s on every instance\)/);
+      expect(out).toMatch(/withdrawn \(tokens refused by every instance as soon as it is told, 30 s at the latest\)/);
       // only the new key is still within the published window
       const live = await db.query<{ kid: string }>(`SELECT kid FROM signing_keys WHERE retired_at IS NULL OR retired_at > now() - interval '24 hours'`);
       expect(live.map((r) => r.kid)).toEqual([newKid]);
