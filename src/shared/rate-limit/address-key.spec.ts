@@ -17,8 +17,12 @@ describe('addressKey: one spelling per client for per-address limits', () => {
     expect(addressKey('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
   });
 
-  it('leaves anything that is not an address as given', () => {
-    expect(addressKey('unknown')).toBe('unknown');
-    expect(addressKey('')).toBe('');
+  it('drops a port and IPv6 brackets a proxy may have added', () => {
+    for (const a of ['10.2.0.1:443', '[::ffff:10.2.0.1]', '[::ffff:10.2.0.1]:8080', ' 10.2.0.1 ']) expect(addressKey(a)).toBe('10.2.0.1');
+    expect(addressKey('[2001:db8:85a3:1::1]:443')).toBe('2001:db8:85a3:1::/64');
+  });
+
+  it('counts anything that is not an address as one shared client, so other spellings of an address get no budget of their own', () => {
+    for (const a of ['unknown', '', '10.2.0.1.', '010.002.000.001', '10.2.0.1:', '10.2.0.1:99999x', 'x:1', '1::2::3']) expect(addressKey(a)).toBe('invalid');
   });
 });

@@ -296,6 +296,19 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     await register(valid(), tenant.apiKey, randomIp()).expect(201);
   });
 
+  it('the per-address limit holds for every spelling a proxy may forward: a port, brackets, and non-addresses sharing one budget', async () => {
+    const ip = randomIp();
+    for (let i = 0; i < 5; i++) await register(valid(), tenant.apiKey, ip).expect(201);
+    for (const spelling of [`${ip}:443`, `[::ffff:${ip}]`, `[::ffff:${ip}]:8443`]) await register(valid(), tenant.apiKey, spelling).expect(429);
+    // not addresses at all (a trailing dot, zero padding): one client between them, not one each
+    const [a, b, c, d] = randomIp().split('.');
+    const odd = [`${randomIp()}.`, `0${a}.${b}.${c}.${d}`, `${a}.0${b}.${c}.${d}`, `${randomIp()}.`, `${a}.${b}.0${c}.${d}`];
+    const answers = [];
+    for (const spelling of [...odd, `${randomIp()}.`]) answers.push((await register(valid(), tenant.apiKey, spelling)).status);
+    expect(answers.filter((s) => s === 429).length).toBeGreaterThanOrEqual(1);
+    expect(answers.at(-1)).toBe(429);
+  });
+
   it('keys:rotate publishes a new key at once, signs with it only once cached JWKS have expired; tokens of the old key stay valid until they expire', async () => {
     const before = await register(valid()).expect(201);
     const oldKid = decodeProtectedHeader(before.body.access_token).kid;
