@@ -48,9 +48,25 @@ describe('rate limiter storage (EVALSHA)', () => {
     await redis.script('FLUSH');
     const r = await limiter.hit('bucket', key, 1, 60);
     expect(r.allowed).toBe(false);
-    expect(r.count).toBe(3);
+    expect(r.count).toBe(2); // refused while blocked: not counted
     // a separate key starts from one
     expect(await limiter.hit('bucket', `${key}:other`, 1, 60)).toEqual({ allowed: true, count: 1, retryAfterSeconds: 0 });
+  });
+
+  it('a request refused while blocked uses up nothing: a client that retries during the block is let through once its Retry-After is over', async () => {
+    const key = `test:${randomBytes(6).toString('hex')}`;
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const t0 = Date.now();
+    expect((await limiter.hit('retry', key, 1, 2)).allowed).toBe(true); // the window: t0 to t0 + 2 s
+    await sleep(1000);
+    const refused = await limiter.hit('retry', key, 1, 2); // blocked until about t0 + 3 s
+    expect(refused).toMatchObject({ allowed: false, count: 2, retryAfterSeconds: 2 });
+    const blockEnds = Date.now() + 2000;
+    // retries after the counting window has rolled over, while the block runs: refused, not counted
+    await sleep(t0 + 2200 - Date.now());
+    for (let i = 0; i < 3; i++) expect(await limiter.hit('retry', key, 1, 2)).toMatchObject({ allowed: false, count: 0 });
+    await sleep(blockEnds + 100 - Date.now());
+    expect(await limiter.hit('retry', key, 1, 2)).toEqual({ allowed: true, count: 1, retryAfterSeconds: 0 });
   });
 
   it('limits independent windows of the same key per bucket', async () => {
