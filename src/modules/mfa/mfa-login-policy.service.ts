@@ -5,7 +5,7 @@ import { AppError } from '../../shared/errors/app-error';
 import { SessionsService, SessionUser } from '../sessions/sessions.service';
 import { LoginDecision, LoginPolicy } from '../users/login-policy.service';
 import { EnrollmentTokenService } from './enrollment-token.service';
-import { enrollmentState } from './mfa-policy';
+import { EnrollmentState, enrollmentState } from './mfa-policy';
 
 /** Lifetime of an mfa_challenge_token (short-lived, single use). */
 export const MFA_CHALLENGE_TTL_SECONDS = 300;
@@ -57,6 +57,24 @@ export class MfaLoginPolicy implements OnModuleInit {
 
   async decide(user: SessionUser, firstFactor?: FirstFactor): Promise<LoginDecision | undefined> {
     if (user.is_anonymous) return undefined;
+    const policy = await this.policyFor(user);
+    if (!policy) return undefined;
+    if (policy.mfaEnabled) return { challenge: { mfa_required: true, mfa_challenge_token: await this.createChallenge(user, firstFactor?.amr, firstFactor?.oauthParams) } };
+    const extraClaims = await this.enrollmentClaims(user, policy.state);
+    return Object.keys(extraClaims).length ? { extraClaims } : undefined;
+  }
+
+  /**
+   * For a new access token of a running session that is not a sign-in (step-up): the enrollment
+   * claims of the grace as of now, or sign-in's 403 once the grace is over, so that a session
+   * started before the deadline cannot outlive it; nothing when MFA is enabled or not required.
+   */
+  async sessionEnrollmentClaims(user: SessionUser): Promise<Record<string, unknown>> {
+    const policy = user.is_anonymous ? undefined : await this.policyFor(user);
+    return policy && !policy.mfaEnabled ? this.enrollmentClaims(user, policy.state) : {};
+  }
+
+  private async policyFor(user: SessionUser): Promise<{ mfaEnabled: boolean; state: EnrollmentState } | undefined> {
     const [p] = await this.db.query<PolicyRow>(
       `SELECT EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = $1 AND f.enabled_at IS NOT NULL) AS mfa_enabled,
               t.mfa_policy, t.mfa_grace_period_days, t.mfa_required_since, t.created_at AS tenant_created_at,
@@ -66,18 +84,20 @@ export class MfaLoginPolicy implements OnModuleInit {
       'mfa_login_policy',
     );
     if (!p) return undefined;
-    if (p.mfa_enabled) return { challenge: { mfa_required: true, mfa_challenge_token: await this.createChallenge(user, firstFactor?.amr, firstFactor?.oauthParams) } };
     const state = enrollmentState(
       { mfaPolicy: p.mfa_policy, graceDays: p.mfa_grace_period_days, requiredSince: p.mfa_required_since, tenantCreatedAt: p.tenant_created_at },
       // a guest claimed by registering starts its grace at the claim (guests cannot enroll); a caller
       // whose account is not committed yet (register, claim) passes its start as created_at
       new Date(Math.max(new Date(user.created_at).getTime(), p.account_start ? new Date(p.account_start).getTime() : 0)),
     );
-    if (state.kind === 'grace') {
-      return { extraClaims: { mfa_enrollment_required: true, mfa_enrollment_deadline: Math.floor(state.deadline.getTime() / 1000) } };
-    }
+    return { mfaEnabled: p.mfa_enabled, state };
+  }
+
+  /** The grace's claims; the enforced state throws sign-in's 403 (enrollment-only token). */
+  private async enrollmentClaims(user: SessionUser, state: EnrollmentState): Promise<Record<string, unknown>> {
+    if (state.kind === 'grace') return { mfa_enrollment_required: true, mfa_enrollment_deadline: Math.floor(state.deadline.getTime() / 1000) };
     if (state.kind === 'enforced') throw await this.enrollmentRequired(user);
-    return undefined;
+    return {};
   }
 
   /** 403 mfa/enrollment_required with an enrollment-only token (sign-in and refresh alike). */

@@ -216,6 +216,27 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
       expect(claimsOf(after.body.access_token).mfa_enrollment_required).toBeUndefined();
     });
 
+    it('step-up follows it as well: within the grace its token says so with the deadline of now; after the deadline it answers the 403, so step-ups cannot keep a session going', async () => {
+      const u = await api.register();
+      await userCreatedDaysAgo(u.userId, 60);
+      await requireMfa(2, 7);
+      const signedIn = await api.login(u.email).expect(200);
+      const stepped = await api.stepUp(signedIn.body.access_token, { password: STRONG_PASSWORD }).expect(200);
+      expect(claimsOf(stepped.body.access_token)).toMatchObject({ mfa_enrollment_required: true, mfa_enrollment_deadline: claimsOf(signedIn.body.access_token).mfa_enrollment_deadline });
+      // the grace ends while the session is open: a step-up with a token still unexpired mints nothing
+      await requireMfa(10, 3);
+      for (const token of [signedIn.body.access_token, stepped.body.access_token]) {
+        const res = await api.stepUp(token, { password: STRONG_PASSWORD }).expect(403);
+        expect(res.body).toMatchObject({ code: 'mfa/enrollment_required', enrollment_token: expect.any(String) });
+        expect(res.body.access_token).toBeUndefined();
+      }
+      // a user of a tenant whose policy is optional again steps up without enrollment claims
+      await t.db.query(`UPDATE tenants SET mfa_policy = 'optional' WHERE id = $1`, [tenant.id]);
+      const plain = await api.stepUp(stepped.body.access_token, { password: STRONG_PASSWORD }).expect(200);
+      expect(claimsOf(plain.body.access_token).mfa_enrollment_required).toBeUndefined();
+      expect(claimsOf(plain.body.access_token).step_up_at).toEqual(expect.any(Number));
+    });
+
     it('a replayed refresh token still ends the session after the deadline (reuse detection first)', async () => {
       const u = await api.register();
       await userCreatedDaysAgo(u.userId, 60);

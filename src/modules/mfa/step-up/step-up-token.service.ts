@@ -12,19 +12,21 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { SessionsService, SessionUser } from '../../sessions/sessions.service';
+import { MfaLoginPolicy } from '../mfa-login-policy.service';
 import { StepUpResponseDto } from '../mfa.response.dto';
 
 /** Claims `mint` sets itself, or that must not survive into a step-up token. */
 const NOT_CARRIED = new Set([
   'iss', 'sub', 'aud', 'exp', 'iat', 'nbf', 'jti', 'tenant_id', 'sid', 'scope', 'amr', 'aal', 'role',
-  'is_anonymous', 'email', 'email_verified', 'act', 'step_up_at',
+  'is_anonymous', 'email', 'email_verified', 'act', 'step_up_at', 'mfa_enrollment_required', 'mfa_enrollment_deadline',
 ]);
 
 /**
  * spec 2.5 step-up: a fresh access token for the caller's (live) session, whose `amr` is the
  * session's plus the method just verified and whose `step_up_at` is now (NumericDate seconds);
- * `aal` stays the session's. Other extra claims of the presented token (e.g.
- * `mfa_enrollment_required`) are carried over. No refresh token: refreshing yields plain tokens.
+ * `aal` stays the session's. The MFA enrollment claims are the policy's of now (spec 2.8: once the
+ * grace is over, sign-in's 403 `mfa/enrollment_required`, as refresh answers); other extra claims
+ * of the presented token are carried over. No refresh token: refreshing yields plain tokens.
  */
 @Injectable()
 export class StepUpTokenService {
@@ -32,6 +34,7 @@ export class StepUpTokenService {
     private readonly db: Db,
     private readonly sessions: SessionsService,
     private readonly events: EventsService,
+    private readonly mfaPolicy: MfaLoginPolicy,
   ) {}
 
   async issue(user: UserPrincipal, method: string): Promise<StepUpResponseDto> {
@@ -48,8 +51,9 @@ export class StepUpTokenService {
     if (!row) throw new InvalidTokenError();
     const amr = [...new Set([...row.amr, method])];
     const stepUpAt = Math.floor(Date.now() / 1000);
+    const enrollment = await this.mfaPolicy.sessionEnrollmentClaims(row);
     const carried = Object.fromEntries(Object.entries(user.claims).filter(([k]) => !NOT_CARRIED.has(k)));
-    const minted = await this.sessions.mint(row, user.claims.scope, user.sessionId, amr, row.aal, { ...carried, step_up_at: stepUpAt });
+    const minted = await this.sessions.mint(row, user.claims.scope, user.sessionId, amr, row.aal, { ...carried, ...enrollment, step_up_at: stepUpAt });
     await this.events.audit(this.db, {
       tenantId: user.tenantId,
       type: 'user.step_up',
