@@ -73,6 +73,19 @@ export class EmailCodes {
     return code;
   }
 
+  /**
+   * Voids the live codes that would let someone in as this user: the address's sign-in code (also
+   * one issued before the account existed) and the user's step-up codes. A password reset ends
+   * trust in every sign-in secret issued before it.
+   */
+  async voidForUser(tx: Queryable, c: { tenantId: string; userId: string; emailNormalized: string }): Promise<void> {
+    await tx.query(
+      `UPDATE email_otp_codes SET consumed_at = now()
+        WHERE tenant_id = $1 AND consumed_at IS NULL AND (user_id = $2 OR (purpose = 'login' AND email_normalized = $3))`,
+      [c.tenantId, c.userId, c.emailNormalized],
+    );
+  }
+
   /** Replaces the session's live step-up code. */
   async issueStepUp(tx: Queryable, c: { tenantId: string; userId: string; sessionId: string; emailNormalized: string }): Promise<string> {
     const { code, salt, hash } = this.newCode();

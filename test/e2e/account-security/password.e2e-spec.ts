@@ -6,6 +6,7 @@ import {
   claims,
   linkToken,
   login,
+  mailCode,
   MailWorld,
   median,
   outboxTo,
@@ -26,7 +27,7 @@ describe('account security: password forgot, reset and change (issue 5 item 2)',
 
   beforeAll(async () => {
     w = await startMailWorld();
-    tenant = await tenantWithKey(w.t, { magic_link_enabled: true });
+    tenant = await tenantWithKey(w.t, { magic_link_enabled: true, email_otp_enabled: true });
     other = await tenantWithKey(w.t);
   });
   afterAll(() => w?.close());
@@ -150,6 +151,19 @@ describe('account security: password forgot, reset and change (issue 5 item 2)',
     await reset(token).expect(204);
     // the reset voided the outstanding magic link
     expect((await post(w.t, '/v1/auth/magic-link/verify', tenant.apiKey, { token: magic }).expect(400)).body.code).toBe('token/invalid');
+  });
+
+  it('a reset voids an email sign-in code issued before it, as it voids magic links', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    await post(w.t, '/v1/auth/email-otp', tenant.apiKey, { email: u.email }).expect(202);
+    const code = mailCode(await w.nextMail((m) => m.to.includes(u.email) && m.subject.endsWith('verification code')));
+    await reset(await resetToken(u.email)).expect(204);
+    const res = await post(w.t, '/v1/auth/email-otp/verify', tenant.apiKey, { email: u.email, code }).expect(401);
+    expect(res.body.access_token).toBeUndefined();
+    // a code asked for after the reset signs in
+    await post(w.t, '/v1/auth/email-otp', tenant.apiKey, { email: u.email }).expect(202);
+    const fresh = mailCode(await w.nextMail((m) => m.to.includes(u.email) && m.subject.endsWith('verification code')));
+    await post(w.t, '/v1/auth/email-otp/verify', tenant.apiKey, { email: u.email, code: fresh }).expect(200);
   });
 
   it.each([

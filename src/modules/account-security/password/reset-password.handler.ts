@@ -7,6 +7,7 @@ import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { SessionsService } from '../../sessions/sessions.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
+import { EmailCodes } from '../email-codes.service';
 import { ResetPasswordCommand } from './password.commands';
 
 /**
@@ -30,6 +31,7 @@ export class ResetPasswordHandler implements ICommandHandler<ResetPasswordComman
     private readonly revocation: TokenRevocationService,
     private readonly events: EventsService,
     private readonly mail: MailService,
+    private readonly codes: EmailCodes,
   ) {}
 
   async execute(cmd: ResetPasswordCommand): Promise<void> {
@@ -47,6 +49,7 @@ export class ResetPasswordHandler implements ICommandHandler<ResetPasswordComman
       );
       if (!u) throw new AppError('token/invalid');
       await this.tokens.voidForUser(tx, u.id, ['password_reset', 'magic_link', 'step_up_magic_link']);
+      await this.codes.voidForUser(tx, { tenantId, userId: u.id, emailNormalized: row.email_normalized });
       const sids = await this.sessions.revokeUserSessions(tx, u.id, 'password_reset');
       await this.events.audit(tx, {
         tenantId,
