@@ -7,6 +7,7 @@ import { DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { idnaStable } from '../../../shared/http/email-address';
 import { PasskeyDomainResponse, PutPasskeyDomainDto } from './security-settings.dto';
 
 /**
@@ -20,7 +21,8 @@ export function rpIdProblem(rpId: string, production: boolean): string | undefin
   const psl = parse(rpId, { allowPrivateDomains: true });
   if (psl.domain === null && (psl.isIcann || psl.isPrivate))
     return 'passkey_rp_id must not be a public suffix (such as com, co.uk or github.io): browsers refuse it as a relying party id';
-  if (!isFQDN(rpId, { require_tld: true, allow_underscores: false, allow_trailing_dot: false, allow_numeric_tld: false }))
+  // an A-label (xn--) must be one IDNA decodes: browsers refuse to use an invalid one
+  if (!isFQDN(rpId, { require_tld: true, allow_underscores: false, allow_trailing_dot: false, allow_numeric_tld: false }) || !idnaStable(rpId))
     return 'passkey_rp_id must be a domain name (dot-separated labels of 1-63 characters, no leading or trailing hyphen, not an IP address)';
   return undefined;
 }

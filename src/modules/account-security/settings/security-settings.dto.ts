@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, ArrayUnique, IsArray, IsBoolean, IsIn, IsInt, IsString, Length, Matches, Max, Min, ValidateIf } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsBoolean, IsIn, IsInt, IsString, Length, Matches, Max, Min, ValidateIf } from 'class-validator';
 import { Nullable, Present } from '../../../shared/http/presence';
 
 
@@ -45,10 +45,9 @@ export class UpdateSecuritySettingsDto {
 
   @ApiPropertyOptional() @Present() @IsBoolean() email_otp_enabled?: boolean;
 
-  @ApiPropertyOptional({ type: [String], nullable: true, maxItems: 300, description: 'ISO 3166-1 alpha-2, uppercase (lowercase is refused); null or [] clears the narrowing' })
+  @ApiPropertyOptional({ type: [String], nullable: true, maxItems: 300, description: 'ISO 3166-1 alpha-2, uppercase (lowercase is refused); a repeated entry is stored once; null or [] clears the narrowing' })
   @Nullable() @IsArray() @ArrayMaxSize(300) @IsString({ each: true })
   @Matches(/^[A-Z]{2}$/, { each: true, message: 'each sms_allowed_countries entry must be exactly 2 uppercase letters (^[A-Z]{2}$)' })
-  @ArrayUnique({ message: 'sms_allowed_countries must not repeat an entry' })
   sms_allowed_countries?: string[] | null;
 }
 
