@@ -83,16 +83,27 @@ describe('guest purge (spec 3.1, 8)', () => {
     }
   });
 
-  it("a purged guest's unexpired access token: 401 auth/invalid_token with the Bearer challenge (RFC 6750 section 3) on /me", async () => {
+  it("a purged guest's unexpired access token: 401 auth/invalid_token with the Bearer challenge (RFC 6750 section 3) on /me and every other bearer route", async () => {
     const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
     const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
     const bearer = `Bearer ${g.body.access_token}`;
     await t.http().get('/v1/auth/me').set('Authorization', bearer).expect(200);
+    await t.http().get('/v1/users/me/agents').set('Authorization', bearer).expect(200);
     await t.db.query(`UPDATE users SET last_active_at = now() - interval '40 days' WHERE id = $1`, [g.body.user.id]);
     expect((await purge.runOnce()).perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(1);
     const me = await t.http().get('/v1/auth/me').set('Authorization', bearer).expect(401);
     expect(me.body.code).toBe('auth/invalid_token');
     expect(me.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
+    // routes that read no profile trust the session state the revocation check keeps (it was live)
+    const agentId = '00000000-0000-4000-8000-000000000000';
+    for (const res of [
+      await t.http().get('/v1/users/me/agents').set('Authorization', bearer),
+      await t.http().post(`/v1/users/me/agents/${agentId}/restore`).set('Authorization', bearer),
+      await t.http().post('/v1/auth/logout').set('Authorization', bearer),
+    ]) {
+      expect(res.status).toBe(401);
+      expect(res.body.code).toBe('auth/invalid_token');
+    }
   });
 
   it('a stale guest whose session is held right now (a claim or refresh in flight) is skipped this run, without waiting', async () => {

@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
@@ -27,6 +28,7 @@ export class GuestPurgeService {
     private readonly db: Db,
     private readonly events: EventsService,
     private readonly profiles: UserProfileCache,
+    private readonly revocation: TokenRevocationService,
   ) {}
 
   async runOnce(): Promise<PurgeRunResult> {
@@ -37,8 +39,8 @@ export class GuestPurgeService {
     );
     const perTenant: PurgeRunResult['perTenant'] = [];
     for (const t of tenants) {
-      const ids = await this.db.tx(async (tx) => {
-        const [r] = await tx.query<{ n: number; ids: string[] }>(
+      const { ids, sids } = await this.db.tx(async (tx) => {
+        const [r] = await tx.query<{ n: number; ids: string[]; sids: string[] }>(
           `WITH victims AS (
              SELECT id FROM users
               WHERE tenant_id = $1 AND is_anonymous AND last_active_at < now() - make_interval(days => $2)
@@ -47,13 +49,14 @@ export class GuestPurgeService {
              -- their sessions too, before the cascade reaches them: a claim or a refresh takes the
              -- session lock first, so a guest whose session is held right now is in use and skipped
              -- (waiting for it would deadlock with a claim that then waits for the user row)
-             SELECT id FROM user_sessions WHERE user_id IN (SELECT id FROM victims) FOR UPDATE SKIP LOCKED
+             SELECT id, user_id FROM user_sessions WHERE user_id IN (SELECT id FROM victims) FOR UPDATE SKIP LOCKED
            ), d AS (
              DELETE FROM users u WHERE u.id IN (SELECT id FROM victims) AND u.is_anonymous
                 AND NOT EXISTS (SELECT 1 FROM user_sessions s WHERE s.user_id = u.id AND s.id NOT IN (SELECT id FROM held))
              RETURNING u.id
            )
-           SELECT count(*)::int AS n, coalesce(array_agg(id), '{}') AS ids FROM d`,
+           SELECT count(*)::int AS n, coalesce(array_agg(id), '{}') AS ids,
+                  coalesce((SELECT array_agg(h.id) FROM held h WHERE h.user_id IN (SELECT id FROM d)), '{}') AS sids FROM d`,
           [t.id, t.ttl, PURGE_BATCH_PER_TENANT],
         );
         if (r.n > 0) {
@@ -64,9 +67,11 @@ export class GuestPurgeService {
             metadata: { count: r.n, retention_days: t.ttl, batch_limit: PURGE_BATCH_PER_TENANT },
           });
         }
-        return r.ids;
+        return { ids: r.ids, sids: r.sids };
       });
-      // a purged guest's access tokens then fail at GET /me, as before the profile was cached
+      // a purged guest's access tokens then fail on every bearer route, as those of any ended
+      // session do (the session state cached by the revocation check), and at GET /me (its profile)
+      await this.revocation.markSessionsRevoked(sids);
       await this.profiles.invalidate(ids);
       perTenant.push({ tenantId: t.id, deleted: ids.length });
     }
