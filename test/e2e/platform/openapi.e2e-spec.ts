@@ -69,6 +69,13 @@ describe('platform: the OpenAPI document', () => {
     expect(operations().length).toBeGreaterThan(50);
   });
 
+  it('documents the operations routes the contract lists: /health, /ready and /metrics (Prometheus text, 401 without its token)', () => {
+    for (const path of ['/health', '/ready', '/metrics']) expect(doc.paths[path]?.get).toBeDefined();
+    const metrics = doc.paths['/metrics'].get;
+    expect(Object.keys(metrics.responses['200'].content ?? {})).toEqual(['text/plain']);
+    expect(metrics.responses['401']).toBeDefined();
+  });
+
   it('documents a success response for every operation: a 2xx with content, or an explicit no-content answer', () => {
     const missing = operations()
       .filter(([, , op]) => {
