@@ -72,7 +72,9 @@ const TEMPLATES: Record<MailTemplate, (c: TemplateContext) => MailContent> = {
     subject: `Verify your email address for ${c.tenantName}`,
     paragraphs: [`Confirm that this address belongs to you to finish setting up your ${c.tenantName} account. The link expires ${expiresIn(c)}.`],
     action: { label: 'Verify email address', url: flowLink(c.accountsUrl, '/verify-email', secretToken(c)) },
-    footer: IGNORE,
+    // the link cannot tell the mailbox's owner from whoever registered the address: someone who
+    // did not sign up must not confirm an account another person holds the password of
+    footer: `If you did not create this account, do not use the link: someone else signed up with your address. Ignore this email, or take the account over by resetting its password.`,
   }),
   password_reset: (c) => ({
     subject: `Reset your ${c.tenantName} password`,

@@ -38,6 +38,8 @@ describe('account security: email verification (issue 5 item 1)', () => {
     expect(mail.text).toContain(tenant.name);
     expect(mail.html).toContain(tenant.name);
     expect(mail.text).toContain(`${ACCOUNTS_URL}/verify-email?token=`);
+    // a mailbox owner who did not sign up is told not to confirm someone else's account (pre-hijacking)
+    for (const body of [mail.text, mail.html]) expect(body).toContain('If you did not create this account, do not use the link');
     const token = linkToken(mail, '/verify-email');
     expect(token.length).toBeGreaterThanOrEqual(43); // 256 bits, base64url
 
