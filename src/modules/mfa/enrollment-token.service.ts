@@ -1,6 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { AccessClaims, JwtService } from '../../shared/crypto/jwt.service';
+import { sha256Hex } from '../../shared/crypto/tokens';
+import { Db } from '../../shared/db/db.service';
 import { SessionUser } from '../sessions/sessions.service';
 
 /** The only scope of an enrollment-only token. */
@@ -12,11 +14,17 @@ export const MFA_ENROLL_SCOPE = 'mfa:enroll';
  * (`<TOKEN_AUDIENCE>/v1/auth/mfa/totp`). The audience is what confines it: the bearer guard of
  * every other endpoint, token exchange, introspection and any resource server checking `aud`
  * refuse it; only MfaEnrollmentGuard (TOTP setup and verify-setup) accepts it.
+ *
+ * Each one is also a pending challenge of kind `enrollment` (mfa_challenges, keyed by a hash of
+ * its jti): it was granted on the password of the moment, so whatever ends the user's sessions
+ * for a credential change (password reset or change, sign-out everywhere) deletes it with the
+ * login challenges, and the token stops working although it has not expired.
  */
 @Injectable()
 export class EnrollmentTokenService {
   constructor(
     private readonly jwt: JwtService,
+    private readonly db: Db,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -26,7 +34,7 @@ export class EnrollmentTokenService {
 
   async issue(user: SessionUser): Promise<{ token: string; expiresIn: number }> {
     const ttl = this.config.MFA_ENROLLMENT_TOKEN_TTL_SECONDS;
-    const { token } = await this.jwt.sign(
+    const { token, claims } = await this.jwt.sign(
       {
         aud: this.audience,
         sub: user.id,
@@ -42,7 +50,23 @@ export class EnrollmentTokenService {
       },
       ttl,
     );
+    await this.db.query(
+      // the user's expired challenges are dropped on the way, as sign-in's challenges do
+      `WITH gc AS (DELETE FROM mfa_challenges WHERE user_id = $3 AND expires_at < now())
+       INSERT INTO mfa_challenges (token_hash, tenant_id, user_id, kind, expires_at) VALUES ($1, $2, $3, 'enrollment', now() + make_interval(secs => $4))`,
+      [grantKey(claims.jti), user.tenant_id, user.id, ttl],
+    );
     return { token, expiresIn: ttl };
+  }
+
+  /** Whether the grant of a verified enrollment-only token still stands (not ended by a credential change). */
+  async granted(claims: AccessClaims): Promise<boolean> {
+    const rows = await this.db.query(
+      `SELECT 1 FROM mfa_challenges
+        WHERE token_hash = $1 AND kind = 'enrollment' AND user_id = $2 AND tenant_id = $3 AND used_at IS NULL AND expires_at > now()`,
+      [grantKey(claims.jti), claims.sub, claims.tenant_id],
+    );
+    return rows.length > 0;
   }
 
   /** Verifies an enrollment-only token (signature, iss, exp, our enrollment audience, claims). */
@@ -56,3 +80,6 @@ export class EnrollmentTokenService {
     }
   }
 }
+
+/** The mfa_challenges key of an enrollment-only token (never a login challenge's: those hash a random secret). */
+const grantKey = (jti: string): string => sha256Hex(`enrollment:${jti}`);

@@ -31,6 +31,8 @@ export class MfaEnrollmentGuard implements CanActivate {
     if (peekJwt(token)?.payload.aud === this.enrollment.audience) {
       const claims = await this.enrollment.verify(token);
       if (!claims) throw new InvalidTokenError();
+      // a password reset or change, or sign-out everywhere, since it was issued ends it
+      if (!(await this.enrollment.granted(claims))) throw new InvalidTokenError();
       // the same revocation checks as every bearer (e.g. a jti revoked through /oauth/revoke)
       const reason = await this.revocation.revokedReason(claims);
       if (reason) throw new InvalidTokenError(reason === 'session_revoked' ? 'invalid_token' : reason);

@@ -166,6 +166,25 @@ describe('account security: password forgot, reset and change (issue 5 item 2)',
     await post(w.t, '/v1/auth/email-otp/verify', tenant.apiKey, { email: u.email, code: fresh }).expect(200);
   });
 
+  it("a reset ends the MFA enrollment-only token opened with the old password (whoever knew it cannot enroll their own factor and lock the owner out)", async () => {
+    const enforced = await tenantWithKey(w.t);
+    const u = await register(w.t, enforced.apiKey);
+    // the tenant requires MFA and this user's grace is over: sign-in answers an enrollment-only token
+    await w.t.db.query(`UPDATE users SET created_at = now() - interval '60 days' WHERE id = $1`, [u.id]);
+    await w.t.db.query(`UPDATE tenants SET mfa_policy = 'required', mfa_grace_period_days = 3, mfa_required_since = now() - interval '10 days' WHERE id = $1`, [enforced.tenantId]);
+    const enrollment = async (password = STRONG_PASSWORD) => (await post(w.t, '/v1/auth/login', enforced.apiKey, { email: u.email, password }).expect(403)).body.enrollment_token as string;
+    const setup = (token: string) => bearerPost(w.t, '/v1/auth/mfa/totp/setup', token, undefined);
+    const old = await enrollment();
+    await setup(old).expect(200);
+    await post(w.t, '/v1/auth/password/forgot', enforced.apiKey, { email: u.email }).expect(202);
+    const token = linkToken(await resetMail(u.email), '/reset-password');
+    await post(w.t, '/v1/auth/password/reset', enforced.apiKey, { token, password: NEW_PASSWORD }).expect(204);
+    expect((await setup(old).expect(401)).body.code).toBe('auth/invalid_token');
+    await bearerPost(w.t, '/v1/auth/mfa/totp/verify-setup', old, { code: '123456' }).expect(401);
+    // the owner, signing in with the new password, gets an enrollment token of their own
+    await setup(await enrollment(NEW_PASSWORD)).expect(200);
+  });
+
   it.each([
     ['token missing', { password: NEW_PASSWORD }, 'token'],
     ['token empty', { token: '', password: NEW_PASSWORD }, 'token'],
