@@ -74,15 +74,15 @@ export class EmailCodes {
   }
 
   /**
-   * Voids the live codes that would let someone in as this user: the address's sign-in code (also
-   * one issued before the account existed) and the user's step-up codes. A password reset ends
-   * trust in every sign-in secret issued before it.
+   * Voids the address's live sign-in code (also one issued before the account existed): a
+   * password reset ends trust in every sign-in secret issued before it. (Step-up codes need their
+   * session, which the reset ends.)
    */
-  async voidForUser(tx: Queryable, c: { tenantId: string; userId: string; emailNormalized: string }): Promise<void> {
+  async voidLogin(tx: Queryable, c: { tenantId: string; emailNormalized: string }): Promise<void> {
     await tx.query(
       `UPDATE email_otp_codes SET consumed_at = now()
-        WHERE tenant_id = $1 AND consumed_at IS NULL AND (user_id = $2 OR (purpose = 'login' AND email_normalized = $3))`,
-      [c.tenantId, c.userId, c.emailNormalized],
+        WHERE tenant_id = $1 AND email_normalized = $2 AND purpose = 'login' AND consumed_at IS NULL`,
+      [c.tenantId, c.emailNormalized],
     );
   }
 

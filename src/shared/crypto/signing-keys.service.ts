@@ -39,11 +39,11 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
   private jwksCache: { keys: Record<string, unknown>[] } = { keys: [] };
   private timer?: NodeJS.Timeout;
   private lastMissReload = 0;
-  /** a connection of its own in subscriber mode, told of every rotation (see `announce`) */
+  /** a connection of its own in subscriber mode, told of every rotation (see `rotate`) */
   private subscriber?: Redis;
-  /** the load in progress or last done, and the one queued after it (see `reload`) */
-  private lastLoad: Promise<void> = Promise.resolve();
-  private nextLoad?: Promise<void>;
+  /** loads started, and the number of the last one applied (see `reload`) */
+  private loadsStarted = 0;
+  private loadApplied = 0;
 
   constructor(
     private readonly db: Db,
@@ -66,11 +66,21 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
     // reloads at once instead of at its next periodic reload, so a revoked key stops signing and
     // being trusted everywhere within moments. The periodic reload stays for announcements missed
     // while Redis was away, and each (re)subscription reloads too, to catch up on them.
-    this.subscriber = this.redis.duplicate();
-    this.subscriber.on('error', () => undefined); // the main client already reports Redis outages
-    this.subscriber.on('message', () => this.reloadQuietly());
-    this.subscriber.on('ready', () => this.reloadQuietly());
-    await this.subscriber.subscribe(this.channel).catch((e) => this.log.warn(`no rotation announcements (${e}); keys reload every ${RELOAD_MS / 1000} s`));
+    // Subscribed on every (re)connection: ioredis resubscribes by itself only to channels whose
+    // subscription was confirmed, so a process started while Redis was away would never be told.
+    const subscriber = (this.subscriber = this.redis.duplicate());
+    const subscribe = () =>
+      subscriber.subscribe(this.channel).then(
+        () => true,
+        (e: Error) => (this.log.warn(`not subscribed to key rotations yet (${e.message}); keys reload every ${RELOAD_MS / 1000} s until it is`), false),
+      );
+    subscriber.on('error', () => undefined); // the main client already reports Redis outages
+    subscriber.on('message', () => this.reloadQuietly());
+    subscriber.on('ready', () => {
+      void subscribe();
+      this.reloadQuietly();
+    });
+    await subscribe();
   }
 
   onModuleDestroy(): void {
@@ -114,9 +124,13 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
         : (await tx.query(`UPDATE signing_keys SET retired_at = $1 WHERE retired_at IS NULL`, [at]), []);
       return { kid: await this.insertKey(tx, at), activeFrom: at, revoked: revoked.map((r) => r.kid) };
     });
-    await this.reload();
-    // every other process reloads on this; one that misses it follows within RELOAD_MS
-    await this.redis.publish(this.channel, rotated.kid).catch((e) => this.log.warn(`rotation not announced (${e}); other processes follow within ${RELOAD_MS / 1000} s`));
+    try {
+      await this.reload();
+    } finally {
+      // every other process reloads on this (whatever this process' own reload did); one that
+      // misses it follows within RELOAD_MS
+      await this.redis.publish(this.channel, rotated.kid).catch((e) => this.log.warn(`rotation not announced (${e}); other processes follow within ${RELOAD_MS / 1000} s`));
+    }
     return rotated;
   }
 
@@ -136,23 +150,22 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * Loads the keys as the database has them now. Loads run one at a time, in call order (a call
-   * made while none is waiting to start joins the next one): two overlapping loads could otherwise
-   * finish out of order, and the older view of the table (say, from before a revocation) win.
+   * Loads the keys as the database has them now. Loads may overlap (none waits for another, so a
+   * query that hangs holds up nothing else), and each is numbered: one that finishes after a later
+   * one was applied is dropped, so an older view of the table (say, from before a revocation)
+   * never replaces a newer one.
    */
-  reload(): Promise<void> {
-    if (!this.nextLoad) {
-      const load: Promise<void> = this.lastLoad.catch(() => undefined).then(() => {
-        this.nextLoad = undefined;
-        return this.load();
-      });
-      this.nextLoad = load;
-      this.lastLoad = load;
-    }
-    return this.nextLoad;
+  async reload(): Promise<void> {
+    const seq = ++this.loadsStarted;
+    const loaded = await this.load();
+    if (seq < this.loadApplied) return;
+    this.loadApplied = seq;
+    this.keys = loaded.keys;
+    this.current = loaded.current;
+    this.jwksCache = { keys: [...loaded.keys.values()].map((k) => k.jwk) };
   }
 
-  private async load(): Promise<void> {
+  private async load(): Promise<{ keys: Map<string, LoadedKey>; current: LoadedKey }> {
     // `signing`: the key of this moment (active, not yet replaced); the database's clock decides,
     // so every API process switches at the same time (within one reload)
     const rows = await this.db.query<{ kid: string; public_pem: string; private_enc: string; created_at: Date; signing: boolean }>(
@@ -180,9 +193,7 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
       next.set(r.kid, loaded);
     }
     if (!current) throw new Error('no active signing key');
-    this.keys = next;
-    this.current = current;
-    this.jwksCache = { keys: [...next.values()].map((k) => k.jwk) };
+    return { keys: next, current };
   }
 
   /** How long a retired key stays published: until every token it may have signed has expired. */

@@ -73,8 +73,9 @@ export function throttlerKeys(key: string, name: string): { hits: string; blocke
 }
 
 /**
- * The @nest-lab/throttler-storage-redis storage (same keys and answers), with one change to its
- * counting: a hit while blocked is not counted (see CHAIN_SCRIPT), and the script run by its SHA1
+ * The @nest-lab/throttler-storage-redis storage (same keys and record shape), with one change to
+ * its counting: a hit while blocked is not counted and reports the count as it stands (see
+ * CHAIN_SCRIPT); and the script is run by its SHA1
  * (EVALSHA through ioredis `defineCommand`: the script goes once per connection, and again after
  * Redis forgot it) instead of with every hit as the library's EVAL does.
  */

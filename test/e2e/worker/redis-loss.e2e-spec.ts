@@ -15,6 +15,11 @@ import { startWorkerWith } from '../../setup/worker';
 import { flushTestPrefix, rawRedis } from '../agents/agents.helpers';
 import { createIsolatedDatabase, eventually, Receiver, sleep } from '../webhooks/webhook-helpers';
 import { freePortBelowEphemeral } from '../../setup/ports';
+import { APP_CONFIG } from '../../../src/config/config';
+import { EnvelopeCipher } from '../../../src/shared/crypto/envelope-cipher';
+import { SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
+import { Db } from '../../../src/shared/db/db.service';
+import { createRedis } from '../../../src/shared/redis/redis.module';
 
 /**
  * Redis loses its data (a restart without persistence, a failover to a lagging replica, a flush)
@@ -225,10 +230,12 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     expect(rx.on(path)).toHaveLength(1);
   }, 60_000);
 
-  it('a worker whose Redis goes away reports it once per component in its log, not a raw stack per reconnection', async () => {
-    // a Redis of this test's own, to stop and restart on the same port. The port is free now and
-    // below the ephemeral range (32768 and up on Linux), so no outgoing connection of the other
-    // test files running meanwhile can take it while this Redis is down
+  /**
+   * A Redis of a test's own, to stop and restart on the same port. The port is free now and below
+   * the ephemeral range (32768 and up on Linux), so no outgoing connection of the other test files
+   * running meanwhile can take it while this Redis is down.
+   */
+  const ownRedis = async () => {
     const port = await freePortBelowEphemeral();
     const startRedis = () => spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
     const ping = async () => {
@@ -241,6 +248,31 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
         c.disconnect();
       }
     };
+    return { port, startRedis, ping };
+  };
+
+  it('a process started while Redis is away subscribes to key rotation announcements once Redis is there', async () => {
+    const { port, startRedis, ping } = await ownRedis();
+    const client = createRedis({ REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_KEY_PREFIX: prefix });
+    const keys = new SigningKeysService(t.app.get(Db), t.app.get(EnvelopeCipher), t.app.get(APP_CONFIG), client);
+    let server: ReturnType<typeof startRedis> | undefined;
+    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0 });
+    try {
+      await keys.onModuleInit(); // Redis is away: the keys load from PostgreSQL, the subscription fails
+      server = startRedis();
+      await eventually(ping, 10_000, 'redis-server to start');
+      await probe.connect();
+      await eventually(async () => Number(((await probe.pubsub('NUMSUB', `${prefix}signing-keys`)) as unknown[])[1]) === 1, 10_000, 'the subscription to key rotations');
+    } finally {
+      keys.onModuleDestroy();
+      probe.disconnect();
+      client.disconnect();
+      server?.kill('SIGKILL');
+    }
+  }, 30_000);
+
+  it('a worker whose Redis goes away reports it once per component in its log, not a raw stack per reconnection', async () => {
+    const { port, startRedis, ping } = await ownRedis();
     let server = startRedis();
     let own: INestApplicationContext | undefined;
     const printed: unknown[] = [];
