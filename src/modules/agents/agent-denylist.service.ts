@@ -84,13 +84,21 @@ export class AgentDenylistService implements OnModuleInit {
     return refuses(await this.loadAndCache(agentId), iat);
   }
 
-  /** Whether this user withdrew this agent's access (spec 3.3); issuance for the pair is refused. */
-  async isUserRevoked(tenantId: string, userId: string, agentId: string): Promise<boolean> {
+  /**
+   * Whether this user withdrew this agent's access (spec 3.3): issuance for the pair is refused.
+   * With `issuedAt` (a token's iat), also whether that token was issued before a withdrawal the
+   * user has since undone: a restore lets the agent get new tokens, it does not bring back the
+   * ones the withdrawal ended (none can be issued between the two, so every token older than the
+   * restore predates the withdrawal; iat has whole seconds, so one issued in the restore's second
+   * counts as older).
+   */
+  async isUserRevoked(tenantId: string, userId: string, agentId: string, issuedAt?: number): Promise<boolean> {
     const rows = await this.db.query(
       `SELECT 1 FROM agent_user_revocations
-        WHERE tenant_id = $1 AND user_id = $2 AND agent_client_id = $3 AND revoked_at IS NOT NULL`,
-      [tenantId, userId, agentId],
-      'agents_user_revoked',
+        WHERE tenant_id = $1 AND user_id = $2 AND agent_client_id = $3
+          AND (revoked_at IS NOT NULL OR restored_at >= to_timestamp($4::double precision))`,
+      [tenantId, userId, agentId, issuedAt ?? null],
+      'agents_user_revoked_since',
     );
     return rows.length > 0;
   }

@@ -48,7 +48,7 @@ export class IntrospectTokenHandler implements IQueryHandler<IntrospectTokenQuer
       // ended session (Redis), revoked jti, agent denylist (PostgreSQL on a cache miss)
       this.revocation.revokedReason(claims),
       agentId ? this.denylist.isDenied(agentId, claims.iat) : false,
-      agentId ? this.denylist.isUserRevoked(caller.tenantId, claims.sub, agentId) : false,
+      agentId ? this.denylist.isUserRevoked(caller.tenantId, claims.sub, agentId, claims.iat) : false,
       // PostgreSQL is the source of truth of ended sessions (a Redis flush must not revive them)
       !agentId && typeof claims.sid === 'string' ? this.sessionLive(caller.tenantId, claims.sid, claims.sub) : true,
     ]);
