@@ -6,6 +6,7 @@ import { AgentDenylistService } from '../../../src/modules/agents/agent-denylist
 import { AgentFixture, createAgent, createOAuthClient } from '../../factories/agent.factory';
 import { flushTestPrefix, rawRedis } from '../agents/agents.helpers';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { STRONG_PASSWORD } from '../../setup/app';
 import { basic, claims, discoverAs, exchange, exchangeBody, ListeningApp, login, oauthFailure, postToken, registerUser, RegisteredUser, startListeningApp } from './oauth-helpers';
 
 describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', () => {
@@ -125,8 +126,13 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       expect(none.body.error).toBe('invalid_client');
       expect(await oauthFailure(client.tokenIntrospection(await discoverAs(t.baseUrl, { id: agent.id, secret: 'wrong' }), tok))).toMatchObject({ status: 401, error: 'invalid_client' });
       const pub = await createOAuthClient(t.db, tenant.id, 'public');
-      expect((await t.http().post('/oauth/introspect').type('form').send({ token: tok, client_id: pub.id })).status).toBe(401);
-      expect((await introspectWithKey(tok, 'authp_nope')).status).toBe(401);
+      const publicClient = await t.http().post('/oauth/introspect').type('form').send({ token: tok, client_id: pub.id });
+      const badKey = await introspectWithKey(tok, 'authp_nope');
+      // every 401 carries a challenge (RFC 9110 section 15.5.2), whatever the credentials tried
+      for (const res of [none, publicClient, badKey]) {
+        expect(res.status).toBe(401);
+        expect(res.headers['www-authenticate']).toMatch(/^Basic realm="oauth"/);
+      }
       const both = await t.http().post('/oauth/introspect').type('form').set('X-API-Key', tenant.apiKey).set('Authorization', basic(agent.id, agent.secret)).send({ token: tok });
       expect(both.status).toBe(400);
       expect(both.body.error).toBe('invalid_request');
@@ -293,6 +299,15 @@ describe('discovery documents (RFC 8414, OpenID Discovery)', () => {
     expect(res.body.grant_types_supported).toContain('urn:ietf:params:oauth:grant-type:token-exchange');
     expect(res.body.token_endpoint_auth_methods_supported).toEqual(expect.arrayContaining(['client_secret_basic', 'client_secret_post']));
     expect(res.body.token_endpoint_auth_methods_supported).not.toContain('none');
+  });
+
+  it('claims_supported lists every claim our tokens carry (a sign-in token, a step-up token, the MFA enrollment claims)', async () => {
+    const listed: string[] = (await t.http().get('/.well-known/openid-configuration').expect(200)).body.claims_supported;
+    const tenant = await createTenant(t.db);
+    const u = await registerUser(t, tenant);
+    const stepped = await t.http().post('/v1/auth/step-up/password').set('Authorization', `Bearer ${u.access_token}`).send({ password: STRONG_PASSWORD }).expect(200);
+    for (const token of [u.access_token, stepped.body.access_token]) expect(listed).toEqual(expect.arrayContaining(Object.keys(claims(token))));
+    expect(listed).toEqual(expect.arrayContaining(['step_up_at', 'mfa_enrollment_required', 'mfa_enrollment_deadline', 'mfa_enrollment_only', 'act']));
   });
 
   it('openid-client discovers both documents', async () => {

@@ -107,7 +107,8 @@ describe('POST /oauth/token: request format and client authentication', () => {
     }
     const wrongPost = await postToken(t, null, { ...exchangeBody(st), client_id: agent.id, client_secret: 'wrong' });
     expectOAuthError(wrongPost, 401, 'invalid_client');
-    expect(wrongPost.headers['www-authenticate']).toBeUndefined();
+    // every 401 carries a challenge (RFC 9110 section 15.5.2): Basic, the scheme the client may use
+    expect(wrongPost.headers['www-authenticate']).toMatch(/^Basic /);
   });
 
   it('a failed client authentication writes no audit row and issues nothing', async () => {

@@ -36,10 +36,13 @@ function formDecode(s: string): string {
   return decodeURIComponent(s.replace(/\+/g, ' '));
 }
 
-/** 401 invalid_client; WWW-Authenticate when the client used (or should use) HTTP Basic (RFC 6749 section 5.2). */
-export function invalidClient(method: ClientAuthMethod | 'absent', description = 'Client authentication failed'): OAuthError {
-  const challenge: Record<string, string> = method === 'client_secret_post' ? {} : { 'WWW-Authenticate': 'Basic realm="oauth", charset="UTF-8"' };
-  return new OAuthError('invalid_client', description, 401, challenge);
+/**
+ * 401 invalid_client with the Basic challenge, whatever the method the client used: RFC 6749
+ * section 5.2 requires it after a failed HTTP Basic attempt and allows a 401 otherwise, and every
+ * 401 carries a challenge (RFC 9110 section 15.5.2).
+ */
+export function invalidClient(description = 'Client authentication failed'): OAuthError {
+  return new OAuthError('invalid_client', description, 401, { 'WWW-Authenticate': 'Basic realm="oauth", charset="UTF-8"' });
 }
 
 /**
@@ -61,17 +64,17 @@ export class ClientAuthenticator {
     const bodySecret = form.get('client_secret');
     if (authorization !== undefined) {
       const m = BASIC.exec(authorization);
-      if (!m) throw invalidClient('client_secret_basic', 'Only HTTP Basic client authentication is supported in the Authorization header');
+      if (!m) throw invalidClient('Only HTTP Basic client authentication is supported in the Authorization header');
       const decoded = Buffer.from(m[1], 'base64').toString('utf8');
       const colon = decoded.indexOf(':');
-      if (colon < 0) throw invalidClient('client_secret_basic');
+      if (colon < 0) throw invalidClient();
       let clientId: string;
       let clientSecret: string;
       try {
         clientId = formDecode(decoded.slice(0, colon));
         clientSecret = formDecode(decoded.slice(colon + 1));
       } catch {
-        throw invalidClient('client_secret_basic');
+        throw invalidClient();
       }
       // RFC 6749 section 2.3: a client MUST NOT use more than one authentication method per request
       if (bodySecret !== undefined) throw new OAuthError('invalid_request', 'Use either HTTP Basic or client_secret in the body, not both');
@@ -92,8 +95,8 @@ export class ClientAuthenticator {
    */
   async authenticate(form: FormParams, authorization: string | undefined): Promise<ClientCaller> {
     const creds = this.presented(form, authorization);
-    if (!creds) throw invalidClient('absent', 'Client authentication required');
-    const fail = () => invalidClient(creds.method);
+    if (!creds) throw invalidClient('Client authentication required');
+    const fail = () => invalidClient();
     if (!UUID.test(creds.clientId) || (creds.clientSecret?.length ?? 0) > 512) {
       safeEqual(DUMMY_HASH, sha256Hex(creds.clientSecret ?? ''));
       throw fail();
@@ -134,12 +137,12 @@ export class ClientAuthenticator {
         const key = await this.apiKeys.resolve(apiKey);
         return { kind: 'api_key', tenantId: key.tenantId, apiKeyId: key.id };
       } catch (e) {
-        if (e instanceof AppError && e.code === 'auth/invalid_api_key') throw new OAuthError('invalid_client', 'The API key is invalid or revoked', 401);
+        if (e instanceof AppError && e.code === 'auth/invalid_api_key') throw invalidClient('The API key is invalid or revoked');
         throw e;
       }
     }
     const caller = await this.authenticate(form, authorization);
-    if (caller.kind === 'oauth_client' && !caller.confidential) throw invalidClient('absent', 'A confidential client is required');
+    if (caller.kind === 'oauth_client' && !caller.confidential) throw invalidClient('A confidential client is required');
     return caller;
   }
 }

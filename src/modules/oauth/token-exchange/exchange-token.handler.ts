@@ -352,7 +352,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     });
     if (flags.agent_active && flags.grant_ok && flags.session_ok && flags.pair_ok) return;
     // the final conditional write lost a race with a revocation (spec 3.2: nothing issued after it)
-    if (!flags.agent_active) throw invalidClient(caller.method);
+    if (!flags.agent_active) throw invalidClient();
     if (!flags.grant_ok) {
       await this.clientUnauthorized(caller, 'client_disabled', subjectJtiPrefix);
       throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
@@ -437,11 +437,11 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
    * PostgreSQL and this process disagree): 503, never a token the bearer guard would refuse.
    */
   private async afterKillSecond(caller: Extract<ClientCaller, { kind: 'agent' }>, agent: AgentClientRow): Promise<void> {
-    if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient(caller.method);
+    if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient();
     await untilNextSecond();
     const iatFrom = Math.floor(Date.now() / 1000);
     if (!(await this.denylist.isDenied(agent.id, iatFrom))) return;
-    if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient(caller.method);
+    if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient();
     throw new OAuthError('temporarily_unavailable', 'Agent tokens were just revoked; retry shortly', 503, { 'Retry-After': '1' });
   }
 
