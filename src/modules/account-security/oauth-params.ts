@@ -1,8 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsOptional, IsString, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { IsString, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
 import { Db } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
+import { Present } from '../../shared/http/presence';
 import { UUID } from '../../shared/uuid';
 
 /** An absolute URI (RFC 3986 section 4.3: a scheme, no fragment), native-app schemes included. */
@@ -21,18 +22,18 @@ export class AbsoluteUriConstraint implements ValidatorConstraintInterface {
   }
 }
 
-/** spec 2.2 oauth_params: the authorization request a passwordless sign-in resumes. */
+/** spec 2.2 oauth_params: the authorization request a passwordless sign-in resumes (optional values may be absent, never null). */
 export class OAuthParamsDto {
   // stored with the link or code until it is used: each value bounded
   @ApiProperty({ maxLength: 255 }) @IsString() @MaxLength(255) client_id!: string;
   @ApiProperty({ format: 'uri', maxLength: 2048 }) @IsString() @MaxLength(2048) @Validate(AbsoluteUriConstraint) redirect_uri!: string;
-  @ApiPropertyOptional({ maxLength: 64 }) @IsOptional() @IsString() @MaxLength(64) response_type?: string;
-  @ApiPropertyOptional({ maxLength: 128, description: 'RFC 7636: at most 128 characters' }) @IsOptional() @IsString() @MaxLength(128) code_challenge?: string;
-  @ApiPropertyOptional({ maxLength: 16 }) @IsOptional() @IsString() @MaxLength(16) code_challenge_method?: string;
-  @ApiPropertyOptional({ maxLength: 1024 }) @IsOptional() @IsString() @MaxLength(1024) scope?: string;
-  @ApiPropertyOptional({ maxLength: 1024 }) @IsOptional() @IsString() @MaxLength(1024) state?: string;
-  @ApiPropertyOptional({ maxLength: 1024 }) @IsOptional() @IsString() @MaxLength(1024) nonce?: string;
-  @ApiPropertyOptional({ maxLength: 2048 }) @IsOptional() @IsString() @MaxLength(2048) resource?: string;
+  @ApiPropertyOptional({ maxLength: 64 }) @Present() @IsString() @MaxLength(64) response_type?: string;
+  @ApiPropertyOptional({ maxLength: 128, description: 'RFC 7636: at most 128 characters' }) @Present() @IsString() @MaxLength(128) code_challenge?: string;
+  @ApiPropertyOptional({ maxLength: 16 }) @Present() @IsString() @MaxLength(16) code_challenge_method?: string;
+  @ApiPropertyOptional({ maxLength: 1024 }) @Present() @IsString() @MaxLength(1024) scope?: string;
+  @ApiPropertyOptional({ maxLength: 1024 }) @Present() @IsString() @MaxLength(1024) state?: string;
+  @ApiPropertyOptional({ maxLength: 1024 }) @Present() @IsString() @MaxLength(1024) nonce?: string;
+  @ApiPropertyOptional({ maxLength: 2048 }) @Present() @IsString() @MaxLength(2048) resource?: string;
 }
 
 /**

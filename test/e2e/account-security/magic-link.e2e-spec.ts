@@ -204,6 +204,8 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
       ['redirect_uri not a URI', { client_id: 'x', redirect_uri: 'not a uri' }, 'oauth_params.redirect_uri'],
       ['redirect_uri with a fragment', { client_id: 'x', redirect_uri: `${REDIRECT}#frag` }, 'oauth_params.redirect_uri'],
       ['state not a string', { client_id: 'x', redirect_uri: REDIRECT, state: 5 }, 'oauth_params.state'],
+      ['state null (optional, not nullable)', { client_id: 'x', redirect_uri: REDIRECT, state: null }, 'oauth_params.state'],
+      ['code_challenge null', { client_id: 'x', redirect_uri: REDIRECT, code_challenge: null }, 'oauth_params.code_challenge'],
       ['an unknown property', { client_id: 'x', redirect_uri: REDIRECT, prompt: 'none' }, 'oauth_params.prompt'],
     ])('oauth_params with %s: 400 request/invalid', async (_n, p, field) => {
       const r = await request({ email: uniqueEmail(), oauth_params: p }).expect(400);
