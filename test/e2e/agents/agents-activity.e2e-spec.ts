@@ -110,6 +110,18 @@ describe('agent activity timeline (spec 4.4, 2.10 AgentActionResponse)', () => {
     for (const q of ['?since=yesterday', '?until=2030-01-01', '?since=2030-13-01T00:00:00Z', '?actor_user_id=nope', `?since=${at(5).toISOString()}&until=${at(1).toISOString()}`, `?action_type=${'x'.repeat(65)}`]) {
       expect((await as(t, owner).get(url(q)).expect(400)).body.code).toBe('request/invalid');
     }
+    // dates that no calendar has are refused by validation, naming the field (not by PostgreSQL)
+    for (const [q, field] of [
+      ['?since=2026-02-30T00:00:00Z', 'since'],
+      ['?until=2026-04-31T10:00:00%2B02:00', 'until'],
+      ['?since=0000-01-01T00:00:00Z', 'since'],
+      ['?since=2026-01-01T24:00:00Z', 'since'],
+      ['?until=2026-01-01T10:00:60Z', 'until'],
+    ]) {
+      const res = await as(t, owner).get(url(q)).expect(400);
+      expect(res.body).toMatchObject({ code: 'request/invalid', errors: [expect.objectContaining({ field })] });
+    }
+    expect((await as(t, owner).get(url('?since=2024-02-29T23:59:59.5%2B05:30')).expect(200)).body.data).toEqual(expect.any(Array));
     // U+0000 in a query value is refused as in a body, before anything reaches PostgreSQL
     const nul = await as(t, owner).get(url('?action_type=token%00exchange')).expect(400);
     expect(nul.body).toMatchObject({ code: 'request/invalid', errors: [{ field: 'action_type', message: expect.stringContaining('U+0000') }] });
