@@ -132,13 +132,14 @@ export function hostOf(url: URL): string {
 
 /** The checks that need no DNS: syntax, scheme, credentials, fragment, length. */
 export function parseWebhookUrl(raw: string, policy: WebhookUrlPolicy): URL {
-  if (raw.length > MAX_URL_LENGTH) throw new WebhookUrlError(`must be at most ${MAX_URL_LENGTH} characters`);
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
     throw new WebhookUrlError('must be an absolute http(s) URL');
   }
+  // the form stored, answered and requested: percent-encoded (an emoji takes 12 characters there)
+  if (url.href.length > MAX_URL_LENGTH) throw new WebhookUrlError(`must be at most ${MAX_URL_LENGTH} characters once percent-encoded (as stored)`);
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new WebhookUrlError('must be an absolute http(s) URL');
   if (url.protocol === 'http:' && !policy.allowLoopback) throw new WebhookUrlError('must use https');
   if (!hostOf(url)) throw new WebhookUrlError('must have a host');

@@ -100,6 +100,8 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
       ['missing url', { events: ['agent.revoked'] }, 'url'],
       ['url not a string', { url: 42, events: ['agent.revoked'] }, 'url'],
       ['url too long', { url: `https://93.184.216.34/${'a'.repeat(2048)}`, events: ['agent.revoked'] }, 'url'],
+      // 1,000 characters given, 12,000 once percent-encoded as stored and answered
+      ['url too long once percent-encoded', { url: `https://93.184.216.34/${'\u{1F600}'.repeat(1000)}`, events: ['agent.revoked'] }, 'url'],
       ['relative url', { url: '/hooks', events: ['agent.revoked'] }, 'url'],
       ['ftp url', { url: 'ftp://93.184.216.34/x', events: ['agent.revoked'] }, 'url'],
       ['http to a public address', { url: 'http://93.184.216.34/x', events: ['agent.revoked'] }, 'url'],

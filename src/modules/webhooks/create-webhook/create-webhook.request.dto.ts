@@ -11,6 +11,7 @@ export class CreateWebhookRequestDto {
     maxLength: MAX_URL_LENGTH,
     example: 'https://example.com/hooks/authp',
     description:
+      'at most 2048 characters, also once percent-encoded as it is stored and answered (a non-ASCII character takes up to 12 there); ' +
       'https only in production, and the host must not resolve to a loopback, private, link-local or reserved address (checked now and at every delivery); under NODE_ENV development or test, loopback URLs (http or https) are allowed. No credentials, no fragment.',
   })
   @IsString()
