@@ -81,7 +81,7 @@ export class AgentFieldsDto {
   @IsOptional() @IsString() @MaxLength(2048) @IsUrl({ protocols: ['https', 'http'], require_protocol: true, require_tld: false })
   logo_url?: string | null;
 
-  @ApiPropertyOptional({ type: [String], maxItems: 100, description: 'the scopes the agent may ever be granted (the allowlist of the exchange intersection)' })
+  @ApiPropertyOptional({ type: [String], maxItems: 100, uniqueItems: true, description: 'the scopes the agent may ever be granted (the allowlist of the exchange intersection)' })
   @Present() @IsArray() @ArrayMaxSize(100) @ArrayUnique() @IsString({ each: true }) @Length(1, 128, { each: true })
   @Matches(SCOPE_TOKEN, { each: true, message: 'each scope must be an RFC 6749 scope-token' })
   scopes?: string[];
@@ -91,6 +91,7 @@ export class AgentFieldsDto {
     enum: AGENT_GRANT_TYPES,
     minItems: 1,
     maxItems: 10,
+    uniqueItems: true,
     description: 'each from the spec 7.4 allowlist, else 422 agent/invalid_grant_type; at least one (disable is the one way to clear them)',
   })
   @Present() @IsArray() @ArrayMinSize(1, { message: 'grant_types needs at least one grant type; to stop an agent exchanging tokens, use its disable action' })

@@ -43,7 +43,8 @@ export class OAuthErrorDto {
 /** RFC 7662 section 2.1 and RFC 7009 section 2.1 request. */
 export class TokenRequestDto {
   @ApiProperty() token!: string;
-  @ApiPropertyOptional({ enum: ['access_token', 'refresh_token'] }) token_type_hint?: string;
+  @ApiPropertyOptional({ description: 'a hint (RFC 7662 2.1, RFC 7009 2.1): access_token or refresh_token; any other value is ignored, and every kind of token is looked up whatever the hint' })
+  token_type_hint?: string;
   @ApiPropertyOptional() client_id?: string;
   @ApiPropertyOptional() client_secret?: string;
 }

@@ -76,6 +76,17 @@ describe('platform: the OpenAPI document', () => {
     expect(metrics.responses['401']).toBeDefined();
   });
 
+  it('states the spec 2 constraints of array items and consents in the schemas, not only in descriptions', () => {
+    const props = (name: string) => (doc.components.schemas[name] as { properties: Record<string, Record<string, unknown>> }).properties;
+    expect(props('UpdateSecuritySettingsDto').sms_allowed_countries.items).toEqual({ type: 'string', pattern: '^[A-Z]{2}$' });
+    for (const list of ['allowlist', 'blocklist']) expect(props('PutEmailDomainsDto')[list].items).toEqual({ type: 'string', minLength: 1, maxLength: 253 });
+    for (const [dto, field] of [['SignupRequestDto', 'consent_terms'], ['SignupRequestDto', 'consent_privacy'], ['RegisterRequestDto', 'consent']]) {
+      expect(props(dto)[field]).toMatchObject({ type: 'boolean', enum: [true] });
+    }
+    for (const field of ['scopes', 'grant_types']) expect(props('RegisterAgentRequestDto')[field].uniqueItems).toBe(true);
+    expect(props('TokenRequestDto').token_type_hint.enum).toBeUndefined(); // a hint: other values are ignored (RFC 7009 2.1)
+  });
+
   it('documents a success response for every operation: a 2xx with content, or an explicit no-content answer', () => {
     const missing = operations()
       .filter(([, , op]) => {

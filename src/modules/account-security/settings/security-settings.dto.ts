@@ -45,7 +45,7 @@ export class UpdateSecuritySettingsDto {
 
   @ApiPropertyOptional() @Present() @IsBoolean() email_otp_enabled?: boolean;
 
-  @ApiPropertyOptional({ type: [String], nullable: true, maxItems: 300, description: 'ISO 3166-1 alpha-2, uppercase (lowercase is refused); a repeated entry is stored once; null or [] clears the narrowing' })
+  @ApiPropertyOptional({ type: 'array', items: { type: 'string', pattern: '^[A-Z]{2}$' }, nullable: true, maxItems: 300, description: 'ISO 3166-1 alpha-2, uppercase (lowercase is refused); a repeated entry is stored once; null or [] clears the narrowing' })
   @Nullable() @IsArray() @ArrayMaxSize(300) @IsString({ each: true })
   @Matches(/^[A-Z]{2}$/, { each: true, message: 'each sms_allowed_countries entry must be exactly 2 uppercase letters (^[A-Z]{2}$)' })
   sms_allowed_countries?: string[] | null;
@@ -74,11 +74,11 @@ export class SecuritySettingsResponse {
 
 /** spec PutEmailDomainsRequest */
 export class PutEmailDomainsDto {
-  @ApiPropertyOptional({ type: [String], maxItems: 100, default: [], description: 'each 1-253 characters, a domain name (labels of 1-63 characters; internationalized names counted in their ASCII form); a domain covers its subdomains; stored lower-case' })
+  @ApiPropertyOptional({ type: 'array', items: { type: 'string', minLength: 1, maxLength: 253 }, maxItems: 100, default: [], description: 'each 1-253 characters, a domain name (labels of 1-63 characters; internationalized names counted in their ASCII form); a domain covers its subdomains; stored lower-case' })
   @Present() @IsArray() @ArrayMaxSize(100) @IsString({ each: true }) @Length(1, 253, { each: true })
   allowlist?: string[];
 
-  @ApiPropertyOptional({ type: [String], maxItems: 100, default: [], description: 'each 1-253 characters, a domain name (labels of 1-63 characters; internationalized names counted in their ASCII form); a domain covers its subdomains; stored lower-case' })
+  @ApiPropertyOptional({ type: 'array', items: { type: 'string', minLength: 1, maxLength: 253 }, maxItems: 100, default: [], description: 'each 1-253 characters, a domain name (labels of 1-63 characters; internationalized names counted in their ASCII form); a domain covers its subdomains; stored lower-case' })
   @Present() @IsArray() @ArrayMaxSize(100) @IsString({ each: true }) @Length(1, 253, { each: true })
   blocklist?: string[];
 }

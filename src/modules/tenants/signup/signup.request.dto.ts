@@ -13,8 +13,8 @@ export class SignupRequestDto {
   @ApiProperty({ minLength: 2, maxLength: 50, description: 'surrounding whitespace is trimmed before the length check; at least one visible character; no control characters, line separators or bidirectional overrides' })
   @Transform(({ value }) => (typeof value === 'string' ? value.trim() : value))
   @IsString() @Length(2, 50) @IsDisplayName() tenant_name!: string;
-  @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_terms must be true' }) consent_terms!: boolean;
-  @ApiProperty({ description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_privacy must be true' }) consent_privacy!: boolean;
+  @ApiProperty({ type: 'boolean', enum: [true], description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_terms must be true' }) consent_terms!: boolean;
+  @ApiProperty({ type: 'boolean', enum: [true], description: 'must be true' }) @IsBoolean() @Equals(true, { message: 'consent_privacy must be true' }) consent_privacy!: boolean;
   @ApiPropertyOptional({ default: false }) @Present() @IsBoolean() consent_marketing?: boolean;
   @ApiPropertyOptional({ minLength: 36, maxLength: 255, description: 'UUID v4 recommended; the same key returns the same answer' })
   @Present() @IsString() @MinLength(36) @MaxLength(255) idempotency_key?: string;
