@@ -1,3 +1,4 @@
+import { randomUUID } from 'crypto';
 import * as argon2 from 'argon2';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createApiKey, DashboardFixture, sessionCookie, signupTenant } from '../../factories/dashboard.factory';
@@ -275,6 +276,21 @@ describe('dashboard sessions: timeouts and the per-account limit', () => {
     await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', home).send({ email, password: STRONG_PASSWORD }).expect(200);
     // an address that never signed in stays blocked, even with the right password
     expect((await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(429)).body.code).toBe('auth/login_throttled');
+  });
+
+  it('a honeypot signup replayed from many addresses makes none of them known for that email: once its owner signs up, they are held by the per-account limit like any other', async () => {
+    const email = uniqueEmail('decoyed');
+    const decoy = { email, password: 'a bot chose this one', tenant_name: `Bot ${Date.now()}`, consent_terms: true, consent_privacy: true, website: 'x', idempotency_key: randomUUID() };
+    const botAddresses = [randomIp(), randomIp(), randomIp()];
+    for (const ip of botAddresses) await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', ip).send(decoy).expect(201);
+    const home = randomIp();
+    await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', home).send({ email, password: STRONG_PASSWORD, tenant_name: `Real ${Date.now()}`, consent_terms: true, consent_privacy: true }).expect(201);
+    await failFromEverywhere('/v1/auth/dashboard/login', email);
+    for (const ip of botAddresses) {
+      const res = await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', ip).send({ email, password: 'wrong-password-y' }).expect(429);
+      expect(res.body.code).toBe('auth/login_throttled');
+    }
+    await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', home).send({ email, password: STRONG_PASSWORD }).expect(200);
   });
 
   it('the address an invitation was accepted from is known likewise', async () => {

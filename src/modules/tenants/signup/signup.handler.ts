@@ -70,7 +70,10 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       const d = await this.decoyAnswer(body);
       return { ...d, secret: { ...d.secret, decoy_password_hash: passwordHash } };
     });
-    if (r.replayed) await this.proveReplay(body.email, ip, () => this.hasher.verify(r.secret?.decoy_password_hash ?? '', body.password).catch(() => false));
+    // counted as a real replay is, so nothing tells the two apart; but no account signed in here,
+    // so the address is not made known to the throttle for that email (an owner who signs up
+    // later must not find addresses of a bot's choosing past the account-wide limit)
+    if (r.replayed) await this.proveReplay(body.email, ip, () => this.hasher.verify(r.secret?.decoy_password_hash ?? '', body.password).catch(() => false), false);
     return { body: r.body, sessionToken: r.secret?.session };
   }
 
@@ -99,11 +102,12 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
    * the failed sign-in throttle like one (429 auth/login_throttled past its limits), the count
    * taken back when it matches; a wrong password is 409 as any other differing request.
    */
-  private async proveReplay(email: string, ip: string, matches: () => Promise<boolean>): Promise<void> {
+  private async proveReplay(email: string, ip: string, matches: () => Promise<boolean>, accountExists = true): Promise<void> {
     const account = normalizeEmail(email.trim());
     await this.throttle.attempt('dashboard', account, ip);
     if (!(await matches())) throw new AppError('idempotency/conflict');
-    await this.throttle.succeeded('dashboard', account, ip);
+    if (accountExists) await this.throttle.succeeded('dashboard', account, ip);
+    else await this.throttle.release('dashboard', account, ip);
   }
 
   /** The owner signed in from this address: it is known to the failed-login throttle (LoginThrottleService). */
