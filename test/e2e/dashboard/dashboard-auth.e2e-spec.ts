@@ -116,6 +116,12 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     expect(emoji.body).toMatchObject({ code: 'request/invalid', detail: 'One or more fields are invalid', errors: [{ field: 'password' }] });
     const acc = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(200);
     expect(acc.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
+    // the accept request asks for no consent, so none is recorded as given (signup's are)
+    const [consents] = await t.db.query<{ terms: Date | null; privacy: Date | null }>(
+      `SELECT terms_accepted_at AS terms, privacy_accepted_at AS privacy FROM dashboard_users WHERE id = $1`,
+      [acc.body.user.id],
+    );
+    expect(consents).toEqual({ terms: null, privacy: null });
     const again = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(400);
     expect(again.body.code).toBe('invite/invalid');
 

@@ -118,9 +118,10 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
       let userId = existing?.id;
       if (!userId) {
         try {
+          // no consent time: the accept request (contract: token and password) asks for none, and
+          // a consent never given must not be recorded as given
           [{ id: userId }] = await tx.query<{ id: string }>(
-            `INSERT INTO dashboard_users (email, email_normalized, password_hash, terms_accepted_at, privacy_accepted_at)
-             VALUES ($1, $2, $3, now(), now()) RETURNING id`,
+            `INSERT INTO dashboard_users (email, email_normalized, password_hash) VALUES ($1, $2, $3) RETURNING id`,
             [inv.email, inv.email_normalized, newHash],
           );
         } catch (e) {

@@ -85,7 +85,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       [normalizeEmail(email), slugify(name)],
     );
     const remembered = await this.redis.set(`signup-decoy:${sha256Hex(normalizeEmail(email))}`, '1', 'EX', this.config.IDEMPOTENCY_TTL_SECONDS, 'NX');
-    if (taken.email || remembered !== 'OK') throw new AppError('onboarding/email_exists', 'Sign in to the dashboard to create another tenant');
+    if (taken.email || remembered !== 'OK') throw new AppError('onboarding/email_exists', 'This email already has a dashboard account: sign in to it (another tenant can invite it as a member)');
     return {
       status: 201,
       body: {
@@ -132,7 +132,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
         [email, normalizeEmail(email), passwordHash, body.consent_marketing ?? false],
       );
     } catch (e) {
-      if (isUniqueViolation(e)) throw new AppError('onboarding/email_exists', 'Sign in to the dashboard to create another tenant');
+      if (isUniqueViolation(e)) throw new AppError('onboarding/email_exists', 'This email already has a dashboard account: sign in to it (another tenant can invite it as a member)');
       throw e;
     }
     const tenant = await this.insertTenant(tx, name);
