@@ -22,13 +22,30 @@ export class TurnstileService {
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
         body: new URLSearchParams({ secret: this.config.TURNSTILE_SECRET!, response: token, remoteip: ip }),
         signal: AbortSignal.timeout(5000),
+        // a redirect would re-post the secret to wherever it points
+        redirect: 'error',
       });
-      const json = (await res.json()) as { success?: boolean };
-      ok = res.ok && json.success === true;
+      const json = JSON.parse(await cappedText(res, MAX_ANSWER_BYTES)) as { success?: boolean } | null;
+      ok = res.ok && json?.success === true;
     } catch (e) {
       this.logger.warn(`siteverify unreachable: ${(e as Error).message}`);
       throw new AppError('server/unavailable', 'The bot challenge could not be verified; try again');
     }
     if (!ok) throw new AppError('onboarding/bot_check_failed');
   }
+}
+
+/** Siteverify answers are a few hundred bytes; a larger one is not read to its end. */
+const MAX_ANSWER_BYTES = 64 * 1024;
+
+async function cappedText(res: Response, max: number): Promise<string> {
+  if (!res.body) return '';
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > max) throw new Error(`siteverify answer larger than ${max} bytes`);
+    chunks.push(Buffer.from(chunk));
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }

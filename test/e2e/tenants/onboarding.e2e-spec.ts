@@ -221,6 +221,7 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
   let t: TestApp;
   let server: http.Server;
   const seen: URLSearchParams[] = [];
+  const elsewhere: string[] = [];
   beforeAll(async () => {
     // a real siteverify peer speaking the Turnstile protocol
     server = http.createServer((req, res) => {
@@ -228,8 +229,17 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
       req.on('data', (c) => (data += c));
       req.on('end', () => {
         const form = new URLSearchParams(data);
+        if (req.url !== '/siteverify') {
+          elsewhere.push(data);
+          return res.end(JSON.stringify({ success: true }));
+        }
         seen.push(form);
+        if (form.get('response') === 'redirected-token') {
+          res.writeHead(307, { location: '/elsewhere' });
+          return res.end();
+        }
         res.setHeader('content-type', 'application/json');
+        if (form.get('response') === 'huge-token') return res.end(JSON.stringify({ success: true, padding: 'x'.repeat(2_000_000) }));
         res.end(JSON.stringify(form.get('response') === 'good-token' && form.get('secret') === 'ts-secret' ? { success: true } : { success: false, 'error-codes': ['invalid-input-response'] }));
       });
     });
@@ -251,6 +261,16 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
     // a filled honeypot is checked after the bot challenge, as a real signup is: no tell either way
     expect((await send({ website: 'x' }).expect(400)).body.code).toBe('onboarding/bot_check_failed');
     await send({ website: 'x', turnstile_token: 'good-token' }).expect(201);
+  });
+
+  it('fails closed, creating nothing, when siteverify redirects (the secret is not re-posted elsewhere) or answers an oversized body', async () => {
+    for (const token of ['redirected-token', 'huge-token']) {
+      const body = { ...valid(), turnstile_token: token };
+      const res = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp()).send(body).expect(503);
+      expect(res.body.code).toBe('server/unavailable');
+      expect(await t.db.query(`SELECT 1 FROM tenants WHERE name = $1`, [body.tenant_name])).toHaveLength(0);
+    }
+    expect(elsewhere).toEqual([]);
   });
 });
 
