@@ -89,8 +89,8 @@ export class AgentDenylistService implements OnModuleInit {
    * With `issuedAt` (a token's iat), also whether that token was issued before a withdrawal the
    * user has since undone: a restore lets the agent get new tokens, it does not bring back the
    * ones the withdrawal ended (none can be issued between the two, so every token older than the
-   * restore predates the withdrawal; iat has whole seconds, so one issued in the restore's second
-   * counts as older).
+   * restore predates the withdrawal; iat has whole seconds, and the restore commits only once the
+   * second of restored_at is over, so no token issued after it shares that second).
    */
   async isUserRevoked(tenantId: string, userId: string, agentId: string, issuedAt?: number): Promise<boolean> {
     const rows = await this.db.query(

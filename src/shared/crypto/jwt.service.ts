@@ -135,3 +135,13 @@ const base64url = (json: string): string => Buffer.from(json).toString('base64ur
 
 const VERIFIED_CACHE_TTL_MS = 30_000;
 const VERIFIED_CACHE_MAX = 20_000;
+
+/**
+ * Resolves once the wall clock's whole second is past the second of `at` (now by default), so a
+ * token signed afterwards has an `iat` (whole seconds) later than `at`: a revocation or restore
+ * compared with `iat` then tells tokens issued before it from those issued after.
+ */
+export function pastSecondOf(at: Date = new Date()): Promise<void> {
+  const wait = Math.floor(at.getTime() / 1000) * 1000 + 1000 - Date.now();
+  return wait > 0 ? new Promise((resolve) => setTimeout(resolve, wait + 2)) : Promise.resolve();
+}

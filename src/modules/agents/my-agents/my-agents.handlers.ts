@@ -1,5 +1,6 @@
 import { CommandHandler, ICommandHandler, IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db, Queryable } from '../../../shared/db/db.service';
+import { pastSecondOf } from '../../../shared/crypto/jwt.service';
 import { keysetPositionAsOf, Page, toPage } from '../../../shared/db/pagination';
 import { InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
@@ -149,7 +150,7 @@ export class RestoreMyAgentHandler implements ICommandHandler<RestoreMyAgentComm
     return this.db.tx(async (tx) => {
       const agent = await tenantAgent(tx, tenantId, cmd.agentId);
       const [done] = await tx.query<{ restored_at: Date }>(
-        `UPDATE agent_user_revocations SET revoked_at = NULL, restored_at = now()
+        `UPDATE agent_user_revocations SET revoked_at = NULL, restored_at = clock_timestamp()
           WHERE tenant_id = $1 AND user_id = $2 AND agent_client_id = $3 AND revoked_at IS NOT NULL
           RETURNING restored_at`,
         [tenantId, userId, cmd.agentId],
@@ -169,6 +170,10 @@ export class RestoreMyAgentHandler implements ICommandHandler<RestoreMyAgentComm
       // a tenant-level block still applies: the agent revoked or disabled by the dashboard, or the
       // tenant below the Pro tier agents need (spec 5 rule 3; token exchange refuses it)
       if (agent.revoked_at || agent.disabled_at || agent.below_pro) out.still_blocked_by = 'tenant';
+      // introspection tells the tokens the withdrawal ended from new ones by iat (whole seconds)
+      // against restored_at: the restore commits only once the second of restored_at is over, so
+      // every token issued after it has a later iat (meanwhile exchanges see the pair withdrawn)
+      await pastSecondOf(done.restored_at);
       return out;
     });
   }

@@ -1,7 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { ClientHasher } from '../../../shared/crypto/client-hash';
-import { AccessClaims, JwtService } from '../../../shared/crypto/jwt.service';
+import { AccessClaims, JwtService, pastSecondOf } from '../../../shared/crypto/jwt.service';
 import { hashPrefix } from '../../../shared/crypto/tokens';
 import { Batcher } from '../../../shared/db/batcher';
 import { Db } from '../../../shared/db/db.service';
@@ -438,7 +438,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
    */
   private async afterKillSecond(caller: Extract<ClientCaller, { kind: 'agent' }>, agent: AgentClientRow): Promise<void> {
     if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient();
-    await untilNextSecond();
+    await pastSecondOf();
     const iatFrom = Math.floor(Date.now() / 1000);
     if (!(await this.denylist.isDenied(agent.id, iatFrom))) return;
     if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient();
@@ -566,11 +566,6 @@ function presentedJtiPrefix(form: FormParams): string | null {
   if (!token || token.length > MAX_SUBJECT_TOKEN_LENGTH) return null;
   const jti = unverifiedJti(token);
   return jti ? hashPrefix(jti) : null;
-}
-
-/** Resolves once the next whole second of the wall clock has started. */
-function untilNextSecond(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 2));
 }
 
 function splitScope(s: string): string[] {
