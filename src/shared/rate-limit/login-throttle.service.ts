@@ -116,10 +116,14 @@ export class LoginThrottleService {
     if (waitMs > 0) throw new RateLimitedError(Math.ceil(waitMs / 1000), 'auth/login_throttled');
   }
 
-  /** The attempt started with `attempt` succeeded: its count is taken back and the address is known for the account. */
-  async succeeded(realm: string, account: string, ip: string): Promise<void> {
+  /**
+   * The attempt started with `attempt` succeeded: its count is taken back, the pair's failures
+   * cleared, and the address is known for the account (`trust: false`: only the counting, for a
+   * success that signed no account in, which must answer as a sign-in does without its effect).
+   */
+  async succeeded(realm: string, account: string, ip: string, opts: { trust?: boolean } = {}): Promise<void> {
     const k = this.keys(realm, account, ip);
-    await Promise.all([this.takeBackCmd(...k.counters, 'clear').catch(() => undefined), this.trust(k)]);
+    await Promise.all([this.takeBackCmd(...k.counters, 'clear').catch(() => undefined), opts.trust === false ? undefined : this.trust(k)]);
   }
 
   /**

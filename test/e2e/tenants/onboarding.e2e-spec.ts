@@ -292,4 +292,21 @@ describe('onboarding signup: a replay proves the password like a sign-in', () =>
     // the owner's own retry from elsewhere still gets its answer
     await send(body, randomIp()).expect(201);
   });
+
+  it('a right password on a replay clears the address\'s failures for a honeypot decoy as for a real signup (the throttle tells them apart no more than the answers do)', async () => {
+    const send = (b: object, ip: string) => t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', ip).send(b);
+    const wrongBeforeBlock = async (body: Record<string, unknown>) => {
+      const ip = randomIp();
+      await send(body, ip).expect(201);
+      for (let i = 0; i < 4; i++) await send({ ...body, password: `wrong guess ${i} abcdefgh` }, ip).expect(409);
+      await send(body, ip).expect(201);
+      let n = 0;
+      while ((await send({ ...body, password: `wrong guess again ${n} abcd` }, ip)).status === 409) n++;
+      return n;
+    };
+    const real = await wrongBeforeBlock({ ...valid(), idempotency_key: randomUUID() });
+    const decoy = await wrongBeforeBlock({ ...valid(), idempotency_key: randomUUID(), website: 'x' });
+    expect(real).toBe(5);
+    expect(decoy).toBe(real);
+  });
 });

@@ -106,8 +106,9 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     const account = normalizeEmail(email.trim());
     await this.throttle.attempt('dashboard', account, ip);
     if (!(await matches())) throw new AppError('idempotency/conflict');
-    if (accountExists) await this.throttle.succeeded('dashboard', account, ip);
-    else await this.throttle.release('dashboard', account, ip);
+    // a decoy counts exactly as a real replay does (so nothing tells them apart), but no account
+    // signed in: the address is not made known for that email
+    await this.throttle.succeeded('dashboard', account, ip, { trust: accountExists });
   }
 
   /** The owner signed in from this address: it is known to the failed-login throttle (LoginThrottleService). */
