@@ -28,8 +28,8 @@ const FORM = 'application/x-www-form-urlencoded';
 @ApiBadRequestResponse({ type: OAuthErrorDto, description: 'RFC 6749 section 5.2 error: invalid_request' })
 @ApiUnauthorizedResponse({
   type: OAuthErrorDto,
-  description: 'invalid_client (failed client authentication; WWW-Authenticate: Basic for HTTP Basic callers)',
-  headers: { 'WWW-Authenticate': { description: '`Basic realm="oauth", charset="UTF-8"` (RFC 6749 section 5.2) when the client authenticated with HTTP Basic', schema: { type: 'string' } } },
+  description: 'invalid_client (failed client authentication, whatever the method; a bad X-API-Key at introspection and revocation)',
+  headers: { 'WWW-Authenticate': { description: '`Basic realm="oauth", charset="UTF-8"` on every 401 (RFC 6749 section 5.2, RFC 9110 section 15.5.2)', schema: { type: 'string' } } },
 })
 @ApiServiceUnavailableResponse({ type: OAuthErrorDto, description: 'temporarily_unavailable: revocation state or limiter unreachable (fail closed)' })
 export class OAuthController {

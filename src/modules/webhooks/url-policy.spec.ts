@@ -1,4 +1,4 @@
-import { classifyAddress, displayUrl, validateWebhookUrl, WebhookUrlError } from './url-policy';
+import { classifyAddress, displayUrl, parseWebhookUrl, validateWebhookUrl, WebhookUrlError } from './url-policy';
 
 const prod = { allowLoopback: false };
 const dev = { allowLoopback: true };
@@ -83,5 +83,13 @@ describe('webhook URL policy', () => {
 
   it('displays URLs without their query string', () => {
     expect(displayUrl('https://hooks.example.com/in?token=secret')).toBe('https://hooks.example.com/in');
+  });
+
+  it('measures the 2048-character limit on the stored (percent-encoded) form at registration only: an endpoint stored before keeps its deliveries', async () => {
+    const long = `https://93.184.216.34/${'\u{1F600}'.repeat(200)}`; // 222 characters given, 2,422 stored
+    await expect(validateWebhookUrl(long, prod, resolvesTo('93.184.216.34'))).rejects.toThrow(/once percent-encoded/);
+    await expect(validateWebhookUrl(`https://93.184.216.34/${'a'.repeat(2000)}`, prod, resolvesTo('93.184.216.34'))).resolves.toBeInstanceOf(URL);
+    // delivery re-parses the stored URL: no length rule there
+    expect(parseWebhookUrl(new URL(long).href, prod).href).toBe(new URL(long).href);
   });
 });

@@ -138,8 +138,6 @@ export function parseWebhookUrl(raw: string, policy: WebhookUrlPolicy): URL {
   } catch {
     throw new WebhookUrlError('must be an absolute http(s) URL');
   }
-  // the form stored, answered and requested: percent-encoded (an emoji takes 12 characters there)
-  if (url.href.length > MAX_URL_LENGTH) throw new WebhookUrlError(`must be at most ${MAX_URL_LENGTH} characters once percent-encoded (as stored)`);
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new WebhookUrlError('must be an absolute http(s) URL');
   if (url.protocol === 'http:' && !policy.allowLoopback) throw new WebhookUrlError('must use https');
   if (!hostOf(url)) throw new WebhookUrlError('must have a host');
@@ -174,6 +172,9 @@ export async function resolveAndCheck(url: URL, policy: WebhookUrlPolicy, lookup
 /** Full check at registration: syntax, scheme and every resolved address. Returns the URL. */
 export async function validateWebhookUrl(raw: string, policy: WebhookUrlPolicy, lookupAll?: LookupAll): Promise<URL> {
   const url = parseWebhookUrl(raw, policy);
+  // at registration only (an endpoint stored before this rule still gets its deliveries): the
+  // form stored, answered and requested is percent-encoded, where an emoji takes 12 characters
+  if (url.href.length > MAX_URL_LENGTH) throw new WebhookUrlError(`must be at most ${MAX_URL_LENGTH} characters once percent-encoded (as stored)`);
   await resolveAndCheck(url, policy, lookupAll);
   return url;
 }
