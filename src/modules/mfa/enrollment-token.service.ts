@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { AccessClaims, JwtService } from '../../shared/crypto/jwt.service';
 import { sha256Hex } from '../../shared/crypto/tokens';
-import { Db } from '../../shared/db/db.service';
+import { Db, Queryable } from '../../shared/db/db.service';
 import { SessionUser } from '../sessions/sessions.service';
 
 /** The only scope of an enrollment-only token. */
@@ -57,6 +57,11 @@ export class EnrollmentTokenService {
       [grantKey(claims.jti), user.tenant_id, user.id, ttl],
     );
     return { token, expiresIn: ttl };
+  }
+
+  /** The user enrolled: their enrollment-only tokens are spent (in the enrollment's transaction). */
+  async spend(tx: Queryable, userId: string): Promise<void> {
+    await tx.query(`UPDATE mfa_challenges SET used_at = now() WHERE user_id = $1 AND kind = 'enrollment' AND used_at IS NULL`, [userId]);
   }
 
   /** Whether the grant of a verified enrollment-only token still stands (not ended by a credential change). */

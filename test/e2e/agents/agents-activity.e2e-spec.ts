@@ -122,6 +122,8 @@ describe('agent activity timeline (spec 4.4, 2.10 AgentActionResponse)', () => {
       expect(res.body).toMatchObject({ code: 'request/invalid', errors: [expect.objectContaining({ field })] });
     }
     expect((await as(t, owner).get(url('?since=2024-02-29T23:59:59.5%2B05:30')).expect(200)).body.data).toEqual(expect.any(Array));
+    // RFC 3339 5.6 allows a space for the T (its note) and any number of fraction digits
+    await as(t, owner).get(url('?since=2024-02-29%2023:59:59.1234567890Z')).expect(200);
     // U+0000 in a query value is refused as in a body, before anything reaches PostgreSQL
     const nul = await as(t, owner).get(url('?action_type=token%00exchange')).expect(400);
     expect(nul.body).toMatchObject({ code: 'request/invalid', errors: [{ field: 'action_type', message: expect.stringContaining('U+0000') }] });

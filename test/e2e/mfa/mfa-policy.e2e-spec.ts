@@ -174,6 +174,8 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
     const device = new TotpDevice(setup.body.secret);
     const done = await api.verifySetup(token, { code: await device.next() }).expect(200);
     expect(done.body.recovery_codes).toHaveLength(10);
+    // spent: it enrolled once (were MFA disabled later, it would not enroll another factor)
+    expect((await api.setup(token).set('X-API-Key', tenant.apiKey).expect(401)).body.code).toBe('auth/invalid_token');
     const challenge = await api.challenge(u.email);
     const ok = await api.verify({ mfa_challenge_token: challenge, code: await device.next() }).expect(200);
     const claims = claimsOf(ok.body.access_token);

@@ -3,7 +3,8 @@ import { Transform } from 'class-transformer';
 import { IsInt, IsOptional, IsString, IsUUID, Length, Max, Min, ValidateBy, ValidationOptions } from 'class-validator';
 import { CURSOR_DESCRIPTION, queryInt } from '../../../shared/db/pagination';
 
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;
+// RFC 3339 section 5.6 (a space may stand for the T, as its note allows; any number of fraction digits)
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$/;
 
 /** An RFC 3339 date-time that names a real instant: a calendar date (no 30 February), hours, minutes and seconds in range, year 1 to 9999. */
 export function isInstant(value: unknown): boolean {

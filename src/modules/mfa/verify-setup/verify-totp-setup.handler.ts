@@ -2,6 +2,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { EnrollmentTokenService } from '../enrollment-token.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { MfaFactorsService } from '../mfa-factors.service';
 import { RecoveryCodesResponseDto } from '../mfa.response.dto';
@@ -21,6 +22,7 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
     private readonly factors: MfaFactorsService,
     private readonly events: EventsService,
     private readonly throttle: LoginThrottleService,
+    private readonly enrollment: EnrollmentTokenService,
   ) {}
 
   async execute({ user, code, client }: VerifyTotpSetupCommand): Promise<RecoveryCodesResponseDto> {
@@ -35,6 +37,7 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
         if (step === null) throw new WrongCode();
         if (!(await this.factors.enable(tx, factor.id, step))) throw new AppError('mfa/already_enabled');
         const recovery = await this.factors.replaceRecoveryCodes(tx, user.tenantId, user.userId);
+        await this.enrollment.spend(tx, user.userId);
         await this.events.audit(tx, {
           tenantId: user.tenantId,
           type: 'user.mfa_enabled',
