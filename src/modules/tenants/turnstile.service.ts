@@ -25,8 +25,10 @@ export class TurnstileService {
         // a redirect would re-post the secret to wherever it points
         redirect: 'error',
       });
+      // an error status is siteverify failing, not the token: unavailable (503), whatever its body
+      if (!res.ok) throw new Error(`siteverify answered HTTP ${res.status}`);
       const json = JSON.parse(await cappedText(res, MAX_ANSWER_BYTES)) as { success?: boolean } | null;
-      ok = res.ok && json?.success === true;
+      ok = json?.success === true;
     } catch (e) {
       this.logger.warn(`siteverify unreachable: ${(e as Error).message}`);
       throw new AppError('server/unavailable', 'The bot challenge could not be verified; try again');

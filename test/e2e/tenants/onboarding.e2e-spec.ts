@@ -240,6 +240,10 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
         }
         res.setHeader('content-type', 'application/json');
         if (form.get('response') === 'huge-token') return res.end(JSON.stringify({ success: true, padding: 'x'.repeat(2_000_000) }));
+        if (form.get('response') === 'failing-token') {
+          res.statusCode = 500;
+          return res.end(JSON.stringify({ success: true }));
+        }
         res.end(JSON.stringify(form.get('response') === 'good-token' && form.get('secret') === 'ts-secret' ? { success: true } : { success: false, 'error-codes': ['invalid-input-response'] }));
       });
     });
@@ -263,8 +267,8 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
     await send({ website: 'x', turnstile_token: 'good-token' }).expect(201);
   });
 
-  it('fails closed, creating nothing, when siteverify redirects (the secret is not re-posted elsewhere) or answers an oversized body', async () => {
-    for (const token of ['redirected-token', 'huge-token']) {
+  it('fails closed (503), creating nothing, when siteverify redirects (the secret is not re-posted elsewhere), answers an oversized body or an error status', async () => {
+    for (const token of ['redirected-token', 'huge-token', 'failing-token']) {
       const body = { ...valid(), turnstile_token: token };
       const res = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp()).send(body).expect(503);
       expect(res.body.code).toBe('server/unavailable');
