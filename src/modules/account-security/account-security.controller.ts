@@ -73,8 +73,8 @@ export class AccountSecurityController {
   @ApiOperation({ summary: 'Set a new password with the reset link; ends every session of the user and mails them' })
   @ApiNoContentResponse({ description: 'the password is changed' })
   @ApiProblems(...Problems.input, 'token/invalid', ...Problems.apiKey, ...Problems.rateLimited)
-  async reset(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: ResetPasswordRequestDto): Promise<void> {
-    await this.commandBus.execute(new ResetPasswordCommand(key, body.token, body.password));
+  async reset(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: ResetPasswordRequestDto, @ClientInfo() client: ClientInfoValue): Promise<void> {
+    await this.commandBus.execute(new ResetPasswordCommand(key, body.token, body.password, client));
   }
 
   @Post('password/change')

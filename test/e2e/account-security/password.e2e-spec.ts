@@ -185,6 +185,21 @@ describe('account security: password forgot, reset and change (issue 5 item 2)',
     await setup(await enrollment(NEW_PASSWORD)).expect(200);
   });
 
+  it('an owner kept out of new addresses by an attack on the account gets in from the address they reset the password from', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    // a distributed attack trips the account-wide limit (50 failures a window, one per address)
+    for (let i = 0; i < 50; i++) await post(w.t, '/v1/auth/login', tenant.apiKey, { email: u.email, password: 'wrong password 123' }).expect(401);
+    const here = randomIp();
+    expect((await post(w.t, '/v1/auth/login', tenant.apiKey, { email: u.email, password: STRONG_PASSWORD }, here).expect(429)).body.code).toBe('auth/login_throttled');
+    await post(w.t, '/v1/auth/password/forgot', tenant.apiKey, { email: u.email }, here).expect(202);
+    const token = linkToken(await resetMail(u.email), '/reset-password');
+    await post(w.t, '/v1/auth/password/reset', tenant.apiKey, { token, password: NEW_PASSWORD }, here).expect(204);
+    // the reset proved the mailbox from here: this address is known to the account now
+    await post(w.t, '/v1/auth/login', tenant.apiKey, { email: u.email, password: NEW_PASSWORD }, here).expect(200);
+    // other new addresses stay held until the window ends
+    await post(w.t, '/v1/auth/login', tenant.apiKey, { email: u.email, password: NEW_PASSWORD }).expect(429);
+  });
+
   it.each([
     ['token missing', { password: NEW_PASSWORD }, 'token'],
     ['token empty', { token: '', password: NEW_PASSWORD }, 'token'],

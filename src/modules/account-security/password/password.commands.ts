@@ -19,6 +19,7 @@ export class ResetPasswordCommand extends Command<void> {
     readonly apiKey: ApiKeyPrincipal,
     readonly token: string,
     readonly password: string,
+    readonly client: ClientInfoValue,
   ) {
     super();
   }

@@ -5,6 +5,7 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService } from '../../sessions/sessions.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { EmailCodes } from '../email-codes.service';
@@ -32,6 +33,7 @@ export class ResetPasswordHandler implements ICommandHandler<ResetPasswordComman
     private readonly events: EventsService,
     private readonly mail: MailService,
     private readonly codes: EmailCodes,
+    private readonly throttle: LoginThrottleService,
   ) {}
 
   async execute(cmd: ResetPasswordCommand): Promise<void> {
@@ -62,8 +64,11 @@ export class ResetPasswordHandler implements ICommandHandler<ResetPasswordComman
         metadata: { sessions_ended: sids.length },
       });
       await this.mail.enqueue(tx, { tenantId, to: u.email, template: 'password_changed', data: { tenant_name: cmd.apiKey.tenant.name, reason: 'reset' } });
-      return sids;
+      return { sids, email: row.email_normalized };
     });
-    await this.revocation.markSessionsRevoked(ended);
+    await this.revocation.markSessionsRevoked(ended.sids);
+    // the reset proved the mailbox from this address: it is known to the failed sign-in throttle,
+    // so an owner kept out of a new address by an attack on the account signs in here at once
+    await this.throttle.trustAddress(`user:${tenantId}`, ended.email, cmd.client.ip);
   }
 }
