@@ -1,15 +1,15 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Equals, IsBoolean, IsString, Length, Matches, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
 import { Present } from '../../../shared/http/presence';
+import { isCalendarDate } from '../../../shared/http/dates';
 import { IsEmailAddress } from '../../../shared/http/email-address';
 
 /** A real calendar date (YYYY-MM-DD) from 1900-01-01 on, not in the future. */
 @ValidatorConstraint({ name: 'pastDate' })
 export class PastDateConstraint implements ValidatorConstraintInterface {
   validate(value: unknown): boolean {
-    if (typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(value)) return false;
+    if (typeof value !== 'string' || !isCalendarDate(value)) return false;
     const d = new Date(`${value}T00:00:00Z`);
-    if (Number.isNaN(d.getTime()) || d.toISOString().slice(0, 10) !== value) return false;
     return d.getTime() <= Date.now() && d.getUTCFullYear() >= 1900;
   }
   defaultMessage(): string {
