@@ -48,6 +48,8 @@ export class UsersController {
   @ApiProblems(
     ...Problems.input,
     'user/date_of_birth_required',
+    'user/invite_invalid',
+    'user/age_verification_invalid',
     ...Problems.apiKey,
     ...Problems.bearer,
     'user/email_exists',

@@ -32,6 +32,8 @@ export const ERROR_CATALOG = {
   'user/email_exists': { status: 409, title: 'An account with this email already exists' },
   'user/not_found': { status: 404, title: 'User not found' },
   'user/date_of_birth_required': { status: 400, title: 'A date of birth is required' },
+  'user/invite_invalid': { status: 400, title: 'The invitation is unknown' },
+  'user/age_verification_invalid': { status: 400, title: 'The age verification token is unknown' },
   'anonymous/disabled': { status: 403, title: 'Anonymous sign-ins are disabled' },
   'anonymous/rate_limited': { status: 429, title: 'Too many guest sign-ins' },
   'anonymous/mau_exhausted': { status: 403, title: 'Monthly active user allowance exhausted' },

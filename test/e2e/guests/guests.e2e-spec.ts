@@ -280,6 +280,22 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
       expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.claimed' AND target_id = $1`, [g.body.user.id])).toHaveLength(0);
     });
 
+    it('a claim is a sign-in of the month: a guest last active in an earlier month is counted in this one, once', async () => {
+      const x = await createTenant(t.db, { anonymous_signins_enabled: true });
+      const g = await anon(x.apiKey).expect(201);
+      // the guest was counted in an earlier month and not seen since
+      await t.db.query(`UPDATE users SET mau_month = '2000-01-01', last_active_at = now() - interval '40 days', last_sign_in_at = now() - interval '40 days' WHERE id = $1`, [g.body.user.id]);
+      await t.db.query(`UPDATE tenant_mau SET month = '2000-01-01' WHERE tenant_id = $1`, [x.id]);
+      await register(g.body.access_token, uniqueEmail('mau'), x.apiKey).expect(201);
+      const month = await t.db.query<{ active_users: number }>(`SELECT active_users FROM tenant_mau WHERE tenant_id = $1 AND month = date_trunc('month', now() AT TIME ZONE 'UTC')::date`, [x.id]);
+      expect(month).toEqual([{ active_users: 1 }]);
+      const [u] = await t.db.query<{ recent: boolean }>(
+        `SELECT mau_month = date_trunc('month', now() AT TIME ZONE 'UTC')::date AND last_sign_in_at > now() - interval '1 minute' AND last_active_at > now() - interval '1 minute' AS recent FROM users WHERE id = $1`,
+        [g.body.user.id],
+      );
+      expect(u.recent).toBe(true);
+    });
+
     it("an email another user of the tenant has: 409 user/email_exists, the guest and its data untouched", async () => {
       const email = uniqueEmail('taken');
       await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);

@@ -167,6 +167,27 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     expect(JSON.stringify(me.body)).not.toContain('2001');
   });
 
+  it('an invite_token or age_verification_token names nothing this service issued: 400 naming the field, nothing created (never silently dropped)', async () => {
+    const minor = await createTenant(t.db, { minor_protection_enabled: true });
+    for (const [field, code, key] of [
+      ['invite_token', 'user/invite_invalid', tenant.apiKey],
+      ['age_verification_token', 'user/age_verification_invalid', tenant.apiKey],
+      ['age_verification_token', 'user/age_verification_invalid', minor.apiKey],
+    ] as const) {
+      const body = { ...valid(), [field]: 'tok-123', ...(key === minor.apiKey ? { date_of_birth: '2001-07-14' } : {}) };
+      const res = await register(body, key).expect(400);
+      expect(res.body).toMatchObject({ code, errors: [{ field }] });
+      expect(await t.db.query(`SELECT 1 FROM users WHERE email = $1`, [body.email])).toHaveLength(0);
+    }
+    // a guest claim with one is refused the same way, and the guest stays a guest
+    const guests = await createTenant(t.db, { anonymous_signins_enabled: true });
+    const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', guests.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    const claim = await t.http().post('/v1/auth/register').set('Authorization', `Bearer ${g.body.access_token}`).set('X-Forwarded-For', randomIp()).send({ ...valid(), invite_token: 'x' }).expect(400);
+    expect(claim.body.code).toBe('user/invite_invalid');
+    const [u] = await t.db.query<{ is_anonymous: boolean }>(`SELECT is_anonymous FROM users WHERE id = $1`, [g.body.user.id]);
+    expect(u.is_anonymous).toBe(true);
+  });
+
   it('logs in; an unknown email and a wrong password get the same 401 body', async () => {
     const body = valid();
     await register(body).expect(201);

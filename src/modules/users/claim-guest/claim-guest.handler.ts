@@ -3,6 +3,7 @@ import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db, isUniqueViolation } from '../../../shared/db/db.service';
 import { AppError, InvalidTokenError, tenantMismatch } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { activityCtes } from '../../sessions/activity.sql';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { UserEmailPolicy } from '../user-email-policy.service';
 import { LoginPolicy } from '../login-policy.service';
@@ -40,7 +41,7 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
         const [user] = await tx.query<{ id: string; role: string; created_at: Date; user_scopes: string; email_verified: boolean; tenant_name: string }>(
           `UPDATE users u SET email = $3, email_normalized = $4, password_hash = COALESCE($5, u.password_hash), password_proven = CASE WHEN $5::text IS NULL THEN u.password_proven ELSE false END,
                   date_of_birth_enc = COALESCE($6, u.date_of_birth_enc), email_verified = $7, is_anonymous = false,
-                  claimed_at = now(), consent_at = now(), last_sign_in_at = now(), last_active_at = now(), updated_at = now(),
+                  claimed_at = now(), consent_at = now(), updated_at = now(),
                   role = t.default_user_role
              FROM tenants t
             WHERE u.id = $1 AND u.tenant_id = $2 AND t.id = u.tenant_id AND u.is_anonymous
@@ -56,6 +57,9 @@ export class ClaimGuestHandler implements ICommandHandler<ClaimGuestCommand, Tok
           if (row) throw new InvalidTokenError('invalid_token', 'The guest session has ended (the API key that created it was revoked); register without the guest token');
           throw new InvalidTokenError('invalid_token', 'The guest no longer exists; sign in again');
         }
+        // a claim is a sign-in: it stamps the sign-in and counts the user in this month's active
+        // users (a guest last seen in an earlier month is counted again now, as registration counts)
+        await tx.query(`WITH ${activityCtes('$1', { signIn: true })} SELECT 1`, [user.id], 'claim_touch');
         const audit = {
           tenantId: cmd.tenantId,
           type: 'user.claimed',

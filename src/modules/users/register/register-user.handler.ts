@@ -46,6 +46,19 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
         );
     if (!tenant) throw new AppError('auth/invalid_api_key');
     const { body } = cmd;
+    // spec 2.2 lists both tokens; nothing here issues them (no end-user invitations, no wallet age
+    // verification), so none can be honoured: refused, never silently dropped (a client would
+    // believe the invitation was taken or the age proven)
+    if (body.invite_token !== undefined) {
+      throw new AppError('user/invite_invalid', 'No invitation matches invite_token: this service issues no end-user invitations; register without it', {
+        errors: [{ field: 'invite_token', message: 'invite_token names no invitation' }],
+      });
+    }
+    if (body.age_verification_token !== undefined) {
+      throw new AppError('user/age_verification_invalid', 'No age verification matches age_verification_token: this service offers none; send date_of_birth', {
+        errors: [{ field: 'age_verification_token', message: 'age_verification_token names no age verification' }],
+      });
+    }
     if (tenant.minor_protection_enabled && !body.date_of_birth) {
       throw new AppError('user/date_of_birth_required', undefined, {
         errors: [{ field: 'date_of_birth', message: 'date_of_birth is required by this tenant' }],

@@ -25,6 +25,18 @@ export class RegisterRequestDto {
   @ApiPropertyOptional({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'a real date from 1900-01-01 on, not in the future; required when the tenant has minor protection enabled (else 400 user/date_of_birth_required); stored encrypted, never echoed' })
   @Present() @IsString() @Matches(/^\d{4}-\d{2}-\d{2}$/, { message: 'date_of_birth must match YYYY-MM-DD' }) @Validate(PastDateConstraint)
   date_of_birth?: string;
-  @ApiPropertyOptional({ minLength: 1, maxLength: 512 }) @Present() @IsString() @Length(1, 512) age_verification_token?: string;
-  @ApiPropertyOptional({ minLength: 1, maxLength: 512 }) @Present() @IsString() @Length(1, 512) invite_token?: string;
+  @ApiPropertyOptional({
+    minLength: 1,
+    maxLength: 512,
+    description: 'a token of EU-wallet age verification; this service offers none yet, so none is valid: 400 user/age_verification_invalid (send date_of_birth)',
+  })
+  @Present() @IsString() @Length(1, 512)
+  age_verification_token?: string;
+  @ApiPropertyOptional({
+    minLength: 1,
+    maxLength: 512,
+    description: 'an end-user invitation (organizations); this service issues none, so none is valid: 400 user/invite_invalid (dashboard invitations are accepted at /v1/auth/dashboard/invites/accept)',
+  })
+  @Present() @IsString() @Length(1, 512)
+  invite_token?: string;
 }
