@@ -13,7 +13,10 @@ class WrongCode extends Error {}
  * The proof MFA disable and recovery-code regeneration need (spec 2.2 MfaDisableRequest,
  * MfaRegenerateCodesRequest): the account password and a valid code of the enabled factor. The
  * code is accepted in the same transaction as the change, so a failed change does not burn it.
- * Wrong passwords and codes count in the kernel's failed-credential throttle (429 once exceeded).
+ * A wrong password counts in the failed-credential throttle of password login of that account
+ * (realm `user:<tenant>`, as step-up and password change), so these endpoints cannot be used to
+ * go on guessing the password once sign-in is throttled; a wrong code counts in the MFA realm,
+ * as at sign-in. Either answers 429 once exceeded.
  */
 @Injectable()
 export class MfaConfirmationService {
@@ -31,29 +34,31 @@ export class MfaConfirmationService {
     change: (tx: Queryable, method: MfaMethod) => Promise<T>,
   ): Promise<T> {
     if (user.claims.act) throw new AppError('auth/forbidden', 'Delegated (agent) tokens cannot manage MFA');
-    const realm = mfaThrottleRealm(user.tenantId);
-    await this.throttle.attempt(realm, user.userId, client.ip);
-    const [row] = await this.db.query<{ password_hash: string | null; mfa_enabled: boolean }>(
-      `SELECT u.password_hash,
+    const [row] = await this.db.query<{ password_hash: string | null; email_normalized: string | null; mfa_enabled: boolean }>(
+      `SELECT u.password_hash, u.email_normalized,
               EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = u.id AND f.enabled_at IS NOT NULL) AS mfa_enabled
          FROM users u WHERE u.id = $1 AND u.tenant_id = $2`,
       [user.userId, user.tenantId],
     );
-    if (!row?.mfa_enabled) {
-      await this.throttle.release(realm, user.userId, client.ip);
-      throw new AppError('mfa/not_enabled');
-    }
+    // nothing judged yet: no credential was checked, none is counted
+    if (!row?.mfa_enabled) throw new AppError('mfa/not_enabled');
+    const passwordRealm = `user:${user.tenantId}`;
+    const account = row.email_normalized ?? user.userId;
+    await this.throttle.attempt(passwordRealm, account, client.ip);
     const passwordOk = row.password_hash ? await this.hasher.verify(row.password_hash, proof.password) : await this.hasher.verifyDummy(proof.password);
     if (!passwordOk) {
       throw new AppError('auth/invalid_credentials', 'The password is wrong');
     }
+    await this.throttle.succeeded(passwordRealm, account, client.ip);
+    const codeRealm = mfaThrottleRealm(user.tenantId);
+    await this.throttle.attempt(codeRealm, user.userId, client.ip);
     try {
       const result = await this.db.tx(async (tx) => {
         const method = await this.factors.verify(tx, user.tenantId, user.userId, proof.code, proof.allowRecovery);
         if (!method) throw new WrongCode();
         return change(tx, method);
       });
-      await this.throttle.succeeded(realm, user.userId, client.ip);
+      await this.throttle.succeeded(codeRealm, user.userId, client.ip);
       return result;
     } catch (e) {
       if (!(e instanceof WrongCode)) throw e;

@@ -380,6 +380,28 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       expect(replay.body.code).toBe('mfa/invalid_code');
     });
 
+    it('a wrong password counts with password login of the account (no guessing beside a throttled sign-in); a wrong code with MFA sign-in', async () => {
+      const u = await api.enrolledUser();
+      const session = await api.signIn(u);
+      const stepped = await api.steppedUp(session.access_token);
+      const ip = randomIp();
+      // sign-in from this address used up its failures for the account
+      for (let i = 0; i < 5; i++) await api.login(u.email, 'not the password', tenant.apiKey, ip).expect(401);
+      for (const send of [api.regenerate, api.disable]) {
+        const res = await send(stepped, { code: '123456', password: 'not the password either' }, ip).expect(429);
+        expect(res.body.code).toBe('auth/login_throttled');
+        expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+      }
+      // and the other way round: wrong passwords here throttle password sign-in of the account from there
+      const other = randomIp();
+      for (let i = 0; i < 5; i++) expect((await api.regenerate(session.access_token, { code: '123456', password: 'not the password' }, other).expect(401)).body.code).toBe('auth/invalid_credentials');
+      expect((await api.login(u.email, STRONG_PASSWORD, tenant.apiKey, other).expect(429)).body.code).toBe('auth/login_throttled');
+      // wrong codes with the right password count with MFA sign-in from that address
+      const third = randomIp();
+      for (let i = 0; i < 5; i++) expect((await api.regenerate(session.access_token, { code: wrongCode(u), password: STRONG_PASSWORD }, third).expect(401)).body.code).toBe('mfa/invalid_code');
+      expect((await api.verify({ mfa_challenge_token: await api.challenge(u.email), code: wrongCode(u) }, tenant.apiKey, third).expect(429)).body.code).toBe('auth/login_throttled');
+    });
+
     it('regenerate without MFA is 409 mfa/not_enabled', async () => {
       const u = await api.register();
       expect((await api.regenerate(u.accessToken, { code: '123456', password: STRONG_PASSWORD }).expect(409)).body.code).toBe('mfa/not_enabled');
