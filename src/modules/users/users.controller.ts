@@ -101,6 +101,7 @@ export class UsersController {
   @ApiOkResponse({ type: MeResponseDto })
   @ApiProblems(...Problems.bearer)
   me(@CurrentUser() user: UserPrincipal, @BearerPrefetched() prefetched: Prefetched | undefined): Promise<MeResponse> {
-    return this.queryBus.execute(new GetMeQuery(user.tenantId, user.userId, user.claims.role, prefetched));
+    const delegated = user.claims.act ? String(user.claims.scope ?? '').split(' ').filter(Boolean) : undefined;
+    return this.queryBus.execute(new GetMeQuery(user.tenantId, user.userId, user.claims.role, prefetched, delegated));
   }
 }

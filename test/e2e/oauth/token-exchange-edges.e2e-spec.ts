@@ -39,6 +39,26 @@ describe('token exchange: denylist lifetime, audience, grant types, refusal webh
     });
   }
 
+  it('/me with an agent token shows what its narrowed scope grants: the address only with `email` (the user\'s own token sees it all)', async () => {
+    const a = await registerAgent(t, owner, { scopes: ['openid', 'email'] });
+    const user = await endUser(t, owner);
+    const meWith = async (token: string) => (await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${token}`).expect(200)).body;
+    const own = await meWith(user.accessToken);
+    expect(own).toMatchObject({ id: user.userId, email: expect.any(String), email_verified: false });
+    const narrow = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid' })).expect(200);
+    // twice: the second answer comes from the profile cache the first filled
+    for (let i = 0; i < 2; i++) {
+      const body = await meWith(narrow.body.access_token);
+      expect(body).toMatchObject({ id: user.userId, is_anonymous: false });
+      expect(body).not.toHaveProperty('email');
+      expect(body).not.toHaveProperty('email_verified');
+    }
+    const wide = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid email' })).expect(200);
+    expect(await meWith(wide.body.access_token)).toEqual(own);
+    // and the narrowed answer did not change what the cache holds for the user
+    expect(await meWith(user.accessToken)).toEqual(own);
+  });
+
   describe('the agent-client cache (AGENT_CLIENT_CACHE_TTL_SECONDS)', () => {
     it('every change through the API shows on the next exchange: rotate-secret, PATCH of scopes, disable, revoke, a tier change', async () => {
       const a = await registerAgent(t, owner, { scopes: ['openid', 'profile'] });

@@ -28,6 +28,12 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
     const me = cached && cached.tenant_id === q.tenantId ? strip(cached) : await this.load(q, slot.guard);
     // a guest holds the tenant's default role until registration (spec 5 rule 5): its token says which
     if (me.is_anonymous && q.tokenRole) me.role = q.tokenRole;
+    // an agent acts with the narrowed scope it was granted (spec 4.3): the address is the `email`
+    // scope's, as at an OIDC userinfo endpoint; the user's own token sees the whole profile
+    if (q.delegatedScopes && !q.delegatedScopes.includes('email')) {
+      delete me.email;
+      delete me.email_verified;
+    }
     // last_active_at at most once a minute per user; the first activity of a month counts (MAU)
     if (activityDue) await this.db.query(`WITH ${activityCtes('$1')} SELECT 1`, [q.userId], 'user_activity');
     return me;

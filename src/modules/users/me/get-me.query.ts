@@ -3,8 +3,9 @@ import { Prefetched } from '../../../shared/auth/bearer-prefetch';
 
 export interface MeResponse {
   id: string;
-  email: string | null;
-  email_verified: boolean;
+  /** absent (with email_verified) for an agent token whose scope lacks `email` */
+  email?: string | null;
+  email_verified?: boolean;
   is_anonymous: boolean;
   role: string;
   created_at: string;
@@ -21,6 +22,8 @@ export class GetMeQuery extends Query<MeResponse> {
     readonly tokenRole?: string,
     /** the profile slot and activity window as the bearer guard read them (UserProfileCache.prefetchKeys) */
     readonly prefetched?: Prefetched,
+    /** the granted scopes of an agent (delegated) token; undefined for the user's own token */
+    readonly delegatedScopes?: readonly string[],
   ) {
     super();
   }
