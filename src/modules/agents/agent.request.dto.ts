@@ -19,7 +19,7 @@ import {
 } from 'class-validator';
 import { AGENT_GRANT_TYPES, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
 import { Present } from '../../shared/http/presence';
-import { IsDisplayName } from '../../shared/http/display-name';
+import { IsDisplayName, IsPlainText } from '../../shared/http/display-name';
 
 
 /** RFC 6749 section 3.3 scope-token: one or more NQCHAR (no space, quote or backslash). */
@@ -71,10 +71,19 @@ export class AgentSettingsDto {
  * refused by the handlers, with the spec's codes; every other constraint is a 400.
  */
 export class AgentFieldsDto {
-  @ApiPropertyOptional({ type: String, maxLength: 1000, nullable: true }) @IsOptional() @IsString() @MaxLength(1000) description?: string | null;
+  @ApiPropertyOptional({ type: String, maxLength: 1000, nullable: true, description: 'free text; tabs and line breaks allowed, no other control characters, no bidirectional overrides' })
+  @IsOptional() @IsString() @MaxLength(1000) @IsPlainText()
+  description?: string | null;
 
-  @ApiPropertyOptional({ type: String, minLength: 1, maxLength: 64, nullable: true, example: 'mcp-server', description: 'a kind label' })
-  @IsOptional() @IsString() @Length(1, 64)
+  @ApiPropertyOptional({
+    type: String,
+    minLength: 1,
+    maxLength: 64,
+    nullable: true,
+    example: 'mcp-server',
+    description: 'a kind label, shown to end users: at least one visible character; no control characters, line separators or bidirectional overrides',
+  })
+  @IsOptional() @IsString() @Length(1, 64) @IsDisplayName()
   agent_class?: string | null;
 
   @ApiPropertyOptional({ type: String, format: 'uri', maxLength: 2048, nullable: true, description: 'shown to end users (agent_logo_url)' })

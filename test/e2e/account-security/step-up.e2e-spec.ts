@@ -120,6 +120,8 @@ describe('account security: step-up by magic link and email code (spec 2.5)', ()
     it.each([
       ['action_hint of 81 characters', '/v1/auth/step-up/magic-link', { action_hint: 'h'.repeat(81) }, 'action_hint'],
       ['action_hint not a string', '/v1/auth/step-up/magic-link', { action_hint: 3 }, 'action_hint'],
+      ['action_hint with a bidirectional override', '/v1/auth/step-up/magic-link', { action_hint: 'confirm \u202edrawkcab' }, 'action_hint'],
+      ['action_hint with an escape character', '/v1/auth/step-up/magic-link', { action_hint: 'x\u001b[2J' }, 'action_hint'],
       ['an unknown property', '/v1/auth/step-up/magic-link', { email: 'x@example.com' }, 'email'],
       ['token missing', '/v1/auth/step-up/magic-link/verify', {}, 'token'],
       ['token empty', '/v1/auth/step-up/magic-link/verify', { token: '' }, 'token'],

@@ -173,6 +173,25 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
       }
     });
 
+    it('agent_class (shown to end users) is printable as names are; a description may span lines and hold tabs, no other controls; PATCH by the same rules', async () => {
+      const own = await tenantOnTier(t, 'pro'); // a session of its own: the write limit of the shared one is counted
+      for (const body of [
+        { name: 'ok', agent_class: 'Official\u202e revo' },
+        { name: 'ok', agent_class: 'mcp\u001b[31m' },
+        { name: 'ok', agent_class: '\u200b' },
+        { name: 'ok', description: 'x\u0008y' },
+        { name: 'ok', description: 'pay \u2066me\u2069' },
+      ]) {
+        const res = await as(t, own).post(agentsUrl(own), body).expect(400);
+        expect(res.body).toMatchObject({ code: 'request/invalid', errors: [{ field: Object.keys(body)[1] }] });
+      }
+      const a = await as(t, own).post(agentsUrl(own), { name: 'ok', description: 'reads mail\n\tand drafts replies\r\n', agent_class: 'mcp server \u{1F916}' }).expect(201);
+      expect(a.body).toMatchObject({ description: 'reads mail\n\tand drafts replies\r\n', agent_class: 'mcp server \u{1F916}' });
+      for (const body of [{ agent_class: 'a\u202eb' }, { description: 'a\u0000b' }]) {
+        expect((await as(t, own).patch(agentsUrl(own, `/${a.body.id}`), body).expect(400)).body.code).toBe('request/invalid');
+      }
+    });
+
     it('is for owners only: a member gets 403 auth/forbidden; CSRF and session are required', async () => {
       const res = await as(t, member).post(agentsUrl(owner), { name: 'x' }).expect(403);
       expect(res.body.code).toBe('auth/forbidden');

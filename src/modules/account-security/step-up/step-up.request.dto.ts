@@ -1,12 +1,13 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsString, Length, MaxLength } from 'class-validator';
+import { IsPlainText } from '../../../shared/http/display-name';
 import { Present } from '../../../shared/http/presence';
 
-const HINT_DOC = 'what the step-up is for, shown in the email (e.g. "change your email address")';
+const HINT_DOC = 'what the step-up is for, shown in the email (e.g. "change your email address"); no control characters but tabs and line breaks, no bidirectional overrides';
 
 /** spec 2.5 StepUpMagicLinkInitiateRequest */
 export class StepUpMagicLinkInitiateRequestDto {
-  @ApiPropertyOptional({ maxLength: 80, description: HINT_DOC }) @Present() @IsString() @MaxLength(80) action_hint?: string;
+  @ApiPropertyOptional({ maxLength: 80, description: HINT_DOC }) @Present() @IsString() @MaxLength(80) @IsPlainText() action_hint?: string;
 }
 
 /** spec 2.5 StepUpMagicLinkVerifyRequest */
@@ -16,7 +17,7 @@ export class StepUpMagicLinkVerifyRequestDto {
 
 /** spec 2.5 StepUpEmailOtpInitiateRequest */
 export class StepUpEmailOtpInitiateRequestDto {
-  @ApiPropertyOptional({ maxLength: 80, description: HINT_DOC }) @Present() @IsString() @MaxLength(80) action_hint?: string;
+  @ApiPropertyOptional({ maxLength: 80, description: HINT_DOC }) @Present() @IsString() @MaxLength(80) @IsPlainText() action_hint?: string;
 }
 
 /** spec 2.5 StepUpEmailOtpVerifyRequest */
