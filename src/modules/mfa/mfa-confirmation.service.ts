@@ -34,6 +34,8 @@ export class MfaConfirmationService {
     change: (tx: Queryable, method: MfaMethod) => Promise<T>,
   ): Promise<T> {
     if (user.claims.act) throw new AppError('auth/forbidden', 'Delegated (agent) tokens cannot manage MFA');
+    // as at enrollment: a guest has no password and no factor to manage
+    if (user.isAnonymous) throw new AppError('auth/forbidden', 'Guests cannot manage MFA; register first');
     const [row] = await this.db.query<{ password_hash: string | null; email_normalized: string | null; mfa_enabled: boolean }>(
       `SELECT u.password_hash, u.email_normalized,
               EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = u.id AND f.enabled_at IS NOT NULL) AS mfa_enabled

@@ -102,6 +102,7 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       expect((await api.setup(guest.body.access_token).expect(403)).body.code).toBe('auth/forbidden');
       expect((await api.verifySetup(guest.body.access_token, { code: '123456' }).expect(403)).body.code).toBe('auth/forbidden');
       expect((await api.stepUp(guest.body.access_token, { password: STRONG_PASSWORD }).expect(403)).body.code).toBe('auth/forbidden');
+      expect((await api.regenerate(guest.body.access_token, { code: '123456', password: STRONG_PASSWORD }).expect(403)).body.code).toBe('auth/forbidden');
       for (const path of ['/v1/auth/mfa/totp/setup', '/v1/auth/mfa/totp/verify-setup', '/v1/auth/mfa/disable', '/v1/auth/mfa/recovery-codes', '/v1/auth/step-up/password']) {
         const res = await t.http().post(path).send({}).expect(401);
         expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
