@@ -38,7 +38,8 @@ export function apiCallsLimit(override: unknown): number {
  * bearer path no Redis or PostgreSQL work. For an agent with it the call is counted only once the
  * token is otherwise accepted (after the revocation MGET: one more round trip), so a revoked or
  * killed token never uses up the agent's calls; a refusal costs one more (the first-refusal
- * marker). A PATCH of the limit takes effect within that TTL.
+ * marker, and re-reading the agent's limit). A PATCH of the limit takes effect within that TTL; a
+ * raised or removed one at once (a refusal re-reads it before refusing).
  */
 @Injectable()
 export class AgentApiLimitService implements OnModuleInit, BearerCallLimiter {
@@ -66,14 +67,30 @@ export class AgentApiLimitService implements OnModuleInit, BearerCallLimiter {
     return this.load(agentId).then((loaded) => (loaded.limit && loaded.tenantId === claims.tenant_id ? () => this.count(agentId, loaded, claims) : null));
   }
 
-  /** Counts an accepted call; over the limit 429, the first refusal of the window recorded. */
+  /** Counts an accepted call; over the agent's current limit 429, the first refusal of the window recorded. */
   private async count(agentId: string, e: Entry, claims: AccessClaims): Promise<void> {
     const key = agentLimitKey(agentId);
     const r = await this.limiter.hit(BUCKET, key, e.limit, WINDOW_SECONDS);
     if (r.allowed) return;
+    // the limit remembered here may be older than a PATCH that raised or removed it (in this or
+    // another process): judged by the agent's current limit, a block the window's count does not
+    // justify (set by an old limit) is lifted and the call let through, so a raised limit never
+    // costs the agent a block of a full window
+    const current = await this.reload(agentId);
+    if (current.tenantId === e.tenantId && (current.limit === 0 || r.count <= current.limit)) {
+      await this.limiter.unblock(BUCKET, [key]);
+      return;
+    }
     // one event per refusal window whatever the counts (a limit lowered mid-window starts past limit + 1)
-    if (await this.limiter.firstRefusal(BUCKET, key)) await this.record(agentId, e, claims, r.retryAfterSeconds);
+    if (await this.limiter.firstRefusal(BUCKET, key)) await this.record(agentId, current, claims, r.retryAfterSeconds);
     throw new RateLimitedError(r.retryAfterSeconds);
+  }
+
+  /** The agent's limit read again from the cached agent row (which a PATCH invalidates), not from this process's memory. */
+  private reload(agentId: string): Promise<Entry> {
+    const e = this.entries.get(agentId);
+    if (e) e.expiresAt = 0;
+    return this.load(agentId);
   }
 
   /** The agent's limit from the cached agent row (one load per agent at a time). */

@@ -126,6 +126,25 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       expectProblem429(await bearerCall(t, token));
     });
 
+    it.each([
+      ['raised', { api_calls_per_min: 600 }],
+      ['removed', {}],
+    ])('a limit %s by PATCH lets a blocked agent through at once, though this process still remembers the old one', async (_n, rateLimits) => {
+      const owner = await tenantOnTier(t, 'pro');
+      const u = await endUser(t, owner);
+      const a = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: 2 } } });
+      const { token } = await agentToken(t, u, a.id);
+      await bearerCall(t, token).expect(200);
+      await bearerCall(t, token).expect(200);
+      expectProblem429(await bearerCall(t, token));
+      await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_settings: { rate_limits: rateLimits } }).expect(200);
+      // within the 1 s memory of the old limit (2): no new block of a full window
+      for (let i = 0; i < 4; i++) await bearerCall(t, token).expect(200);
+      await sleep(1100);
+      for (let i = 0; i < 2; i++) await bearerCall(t, token).expect(200);
+      expect(await auditRows(t, 'agent.rate_limited', a.id)).toHaveLength(1);
+    });
+
     it('an override above the ceiling counts as 600', async () => {
       const owner = await tenantOnTier(t, 'pro');
       const u = await endUser(t, owner);
