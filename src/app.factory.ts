@@ -163,6 +163,7 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
           `| token and code checks (verify-email, reset, magic link and code verification, step-up) per client address | ${config.RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
           `| POST /v1/auth/mfa/verify per client address | ${config.RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
           '| POST /oauth/token per agent client / per subject token jti | 60 (override up to 600) / 10 per min | slow_down (RFC 6749 envelope) |\n' +
+          '| POST /oauth/token token exchange per client that is not an agent (always refused: unauthorized_client) | 60 per min | slow_down (RFC 6749 envelope) |\n' +
           '| POST /oauth/token: unexpired tokens an agent holds at once (all users) | agent_settings.max_concurrent_tokens, unset = none; Retry-After until the oldest expires | slow_down (RFC 6749 envelope) |\n' +
           '| bearer calls with an agent\'s tokens (all its tokens and users) | agent_settings.rate_limits.api_calls_per_min per min, unset = none, at most 600 | rate_limit/exceeded |\n',
       )

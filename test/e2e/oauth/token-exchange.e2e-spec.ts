@@ -404,6 +404,23 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       });
     });
 
+    it('a public client id (known from an app) cannot flood the audit log: 60 per minute per client, then 429 slow_down; one event per window', async () => {
+      const pub = await createOAuthClient(t.db, tenant.id, 'public');
+      const send = () => t.http().post('/oauth/token').type('form').send({ ...exchangeBody('x'), client_id: pub.id });
+      const answers = await Promise.all(Array.from({ length: 70 }, send));
+      expect(answers.filter((r) => r.status === 400 && r.body.error === 'unauthorized_client')).toHaveLength(60);
+      const limited = answers.filter((r) => r.status === 429);
+      expect(limited).toHaveLength(10);
+      expect(limited[0].body.error).toBe('slow_down');
+      expect(Number(limited[0].headers['retry-after'])).toBeGreaterThan(0);
+      expect(await auditRows(t, 'oauth.token_exchange.client_unauthorized', pub.id)).toHaveLength(1);
+      const [{ n }] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE event_type = 'oauth.token_exchange.client_unauthorized' AND payload->>'agent_client_id' = $1`, [pub.id]);
+      expect(n).toBe(1);
+      // another client's allowance is its own
+      const other = await createOAuthClient(t.db, tenant.id, 'public');
+      expect((await t.http().post('/oauth/token').type('form').send({ ...exchangeBody('x'), client_id: other.id }).expect(400)).body.error).toBe('unauthorized_client');
+    });
+
     it('client_unauthorized carries subject_token_jti_hash_prefix null when no jti can be read (absent or not a JWT)', async () => {
       for (const subjectToken of [undefined, 'not-a-jwt']) {
         const disabled = await createAgent(t.db, tenant.id, { disabled: true, grant_types: [] });

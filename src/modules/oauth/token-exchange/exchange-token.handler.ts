@@ -33,6 +33,8 @@ const MAX_AUDIENCES = 5;
 /** $1-$6 of the issuing statement: agents, grant type, sessions, users, tenants, client secret hashes */
 const GUARD_PARAMS = 6;
 const MAX_SUBJECT_TOKEN_LENGTH = 16_384;
+/** spec 8 per-client exchange counter of clients that are not agents (every request is refused) */
+const NON_AGENT_BUCKET = 'token_exchange_non_agent';
 
 interface ExchangeRequest {
   subjectToken: string;
@@ -107,8 +109,13 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     // not support at all is unsupported_grant_type whoever asks (RFC 6749 section 5.2).
     if (caller.kind !== 'agent') {
       assertTokenExchangeGrant(form);
+      // spec 8's per-client limit holds for every client: a public client authenticates by its id
+      // alone (shipped in apps), so unlimited, its refusals would write audit and webhook rows
+      // without end. Counted per client; the first request of each window records the event.
+      const r = await this.limiter.hit(NON_AGENT_BUCKET, `oauth_client:${caller.clientId}`, TOKEN_EXCHANGE_PER_CLIENT_PER_MIN, 60);
+      if (!r.allowed) throw slowDown(r.retryAfterSeconds, 'token exchanges');
       const reason = caller.kind === 'oauth_client' && !caller.confidential ? 'public_client' : 'not_agent_client';
-      await this.clientUnauthorized(caller, reason, presentedJtiPrefix(form));
+      if (r.count === 1) await this.clientUnauthorized(caller, reason, presentedJtiPrefix(form));
       throw new OAuthError('unauthorized_client', 'Only confidential agent clients may use token exchange');
     }
     const agent = caller.agent;
