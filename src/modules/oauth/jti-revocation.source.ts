@@ -55,11 +55,13 @@ export class JtiRevocationSource implements RevocationSource {
   }
 
   /** Records the revocation in the caller's transaction; call `cacheRevoked` once it committed. */
-  async revoke(tx: Queryable, tenantId: string, claims: AccessClaims): Promise<void> {
-    await tx.query(
+  /** Records the token revoked; false when it already was (an earlier or a parallel revocation won). */
+  async revoke(tx: Queryable, tenantId: string, claims: AccessClaims): Promise<boolean> {
+    const { rowCount } = await tx.exec(
       `INSERT INTO revoked_access_tokens (jti, tenant_id, expires_at) VALUES ($1, $2, to_timestamp($3)) ON CONFLICT (jti) DO NOTHING`,
       [claims.jti, tenantId, claims.exp],
     );
+    return rowCount > 0;
   }
 
   /** After the commit (and before answering): the token is refused at once everywhere. */

@@ -165,6 +165,18 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       await client.tokenRevocation(config, tok);
     });
 
+    it('revoking a token again, or in parallel, answers 200 each time and records the revocation once', async () => {
+      const tok = await agentToken();
+      const jti = claims(tok).jti as string;
+      const revokeOnce = () => t.http().post('/oauth/revoke').type('form').set('Authorization', basic(agent.id, agent.secret)).send({ token: tok });
+      for (const r of await Promise.all(Array.from({ length: 6 }, revokeOnce))) expect(r.status).toBe(200);
+      await revokeOnce().expect(200);
+      await t.http().post('/oauth/revoke').type('form').set('X-API-Key', tenant.apiKey).send({ token: tok }).expect(200);
+      await me(tok).expect(401);
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_revoked' AND metadata->>'jti_hash_prefix' = $1`, [hashPrefix(jti)])).toHaveLength(1);
+      expect(await t.db.query(`SELECT 1 FROM agent_actions WHERE agent_client_id = $1 AND action = 'token_revoked' AND jti = $2`, [agent.id, jti])).toHaveLength(1);
+    });
+
     it("another agent may not revoke it (unauthorized_client); the tenant's API key may", async () => {
       const tok = await agentToken();
       const other = await createAgent(t.db, tenant.id);

@@ -62,7 +62,8 @@ export class RevokeTokenHandler implements ICommandHandler<RevokeTokenCommand, v
     if (caller.kind !== 'api_key' && (!agentId || caller.clientId !== agentId)) throw notYours();
     if (claims.exp - Math.floor(Date.now() / 1000) <= 0) return;
     await this.db.tx(async (tx) => {
-      await this.jti.revoke(tx, caller.tenantId, claims);
+      // RFC 7009: revoking again succeeds and changes nothing; the revocation is recorded once
+      if (!(await this.jti.revoke(tx, caller.tenantId, claims))) return;
       await this.events.audit(tx, {
         tenantId: caller.tenantId,
         type: 'oauth.token_revoked',
