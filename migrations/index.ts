@@ -17,6 +17,7 @@ import { HotParentKeys1764800000000 } from './1764800000000-hot-parent-keys';
 import { WebhookDeliveryLease1764900000000 } from './1764900000000-webhook-delivery-lease';
 import { SigningKeyActiveFrom1765000000000 } from './1765000000000-signing-key-active-from';
 import { EmailIdn1765100000000 } from './1765100000000-email-idn';
+import { EmailNfkcSpelling1765200000000 } from './1765200000000-email-nfkc-spelling';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -39,4 +40,5 @@ export const ALL_MIGRATIONS = [
   WebhookDeliveryLease1764900000000,
   SigningKeyActiveFrom1765000000000,
   EmailIdn1765100000000,
+  EmailNfkcSpelling1765200000000,
 ];

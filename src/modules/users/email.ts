@@ -2,7 +2,8 @@ import { domainToASCII, domainToUnicode } from 'url';
 
 /**
  * The comparison key of an email address (unique per tenant for end users, over the platform for
- * dashboard accounts; every lookup by email uses it). The address itself is stored as typed; only
+ * dashboard accounts; every lookup by email uses it). The address itself is stored as typed but in
+ * NFKC (mailboxSpelling); only
  * this key is compared. Steps:
  *  1. trim, then Unicode NFKC: canonical forms fold (josé typed with a precomposed é or with
  *     e + combining accent) and so do compatibility forms (fullwidth `ｊｏｈｎ`, the ligature `ﬁ`,
@@ -38,4 +39,16 @@ export function canonicalDomain(domain: string): string {
   if (/^[A-Za-z0-9.-]*$/.test(d) && !/xn--/i.test(d)) return d.toLowerCase();
   const ascii = domainToASCII(d);
   return ascii ? domainToUnicode(ascii) : fold(d);
+}
+
+/**
+ * The spelling an address is stored and mailed under: as typed, case kept, but in NFKC. Its key
+ * (normalizeEmail) folds compatibility forms, so `ｖｉｃｔｉｍ@example.com` is the account of
+ * `victim@example.com`; stored as typed, every mail of that account (verification, reset, links,
+ * codes) would go to the fullwidth mailbox, which is another one (RFC 6531) or none, and a squatter
+ * could keep the owner's address from the owner, whose reset never arrived. In NFKC every mail of
+ * the account reaches the mailbox its key names. isEmailAddress checks that this form is valid.
+ */
+export function mailboxSpelling(email: string): string {
+  return email.trim().normalize('NFKC');
 }

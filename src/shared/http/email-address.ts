@@ -18,8 +18,15 @@ export function isEmailAddress(value: unknown): boolean {
   // blanks (an ideographic or en space) pass isEmail's UTF-8 local part. Zero-width joiners are
   // part of the spelling between two non-ASCII letters (Persian ZWNJ, Sinhala ZWJ), and only there
   if (typeof value !== 'string' || !isEmail(value) || /[\s\p{Z}]/u.test(value) || INVISIBLE.test(value.replace(JOINER_IN_WORD, ''))) return false;
-  return idnaStable(value.slice(value.lastIndexOf('@') + 1).normalize('NFKC').toLowerCase());
+  if (!idnaStable(value.slice(value.lastIndexOf('@') + 1).normalize('NFKC').toLowerCase())) return false;
+  // the address is stored and mailed in NFKC (mailboxSpelling): that form must be an address too
+  // (a fullwidth `＠` in the local part would make a second @) and fit the 254 characters
+  const nfkc = value.normalize('NFKC');
+  return nfkc === value || (nfkc.length <= MAX_EMAIL_LENGTH && isEmailAddress(nfkc));
 }
+
+/** RFC 5321's path limit, as every email field has it. */
+const MAX_EMAIL_LENGTH = 254;
 
 /** Whether IDNA (UTS 46) takes this lower-case domain to DNS unchanged (an ASCII or a U-label form). */
 export function idnaStable(domain: string): boolean {

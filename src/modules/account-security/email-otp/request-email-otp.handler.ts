@@ -2,7 +2,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
-import { normalizeEmail } from '../../users/email';
+import { mailboxSpelling, normalizeEmail } from '../../users/email';
 import { UserEmailPolicy } from '../../users/user-email-policy.service';
 import { ACCEPTED, AcceptedResponse, EMAIL_OTP_TTL_SECONDS } from '../account-security.constants';
 import { EmailCodes } from '../email-codes.service';
@@ -59,7 +59,7 @@ export class RequestEmailOtpHandler implements ICommandHandler<RequestEmailOtpCo
       const code = await this.codes.issueLogin(tx, { tenantId, emailNormalized: email, userId: user?.id ?? null, mode, bindingHash: bindingHash(body.resume_binding), oauthParams });
       await this.mail.enqueue(tx, {
         tenantId,
-        to: user?.email ?? body.email.trim(),
+        to: user?.email ?? mailboxSpelling(body.email),
         template: 'email_otp',
         data: { tenant_name: cmd.apiKey.tenant.name, expires_in_minutes: EMAIL_OTP_TTL_SECONDS / 60 },
         secret: { code },

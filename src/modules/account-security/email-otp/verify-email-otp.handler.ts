@@ -1,7 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
-import { normalizeEmail } from '../../users/email';
+import { mailboxSpelling, normalizeEmail } from '../../users/email';
 import { SessionUser } from '../../sessions/sessions.service';
 import { UserEmailPolicy } from '../../users/user-email-policy.service';
 import { AMR_EMAIL_OTP } from '../account-security.constants';
@@ -41,7 +41,7 @@ export class VerifyEmailOtpHandler implements ICommandHandler<VerifyEmailOtpComm
       const u = row.user_id
         ? await this.signIn.proveEmail(tx, tenantId, row.user_id, row.email_normalized, 'email_otp')
         : row.mode === 'login_or_create'
-          ? await this.signIn.createOrProve(tx, cmd.apiKey, cmd.body.email.trim(), row.email_normalized, 'email_otp')
+          ? await this.signIn.createOrProve(tx, cmd.apiKey, mailboxSpelling(cmd.body.email), row.email_normalized, 'email_otp')
           : undefined;
       if (!u) throw new AppError('otp/invalid');
       return u;

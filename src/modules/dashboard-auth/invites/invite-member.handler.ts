@@ -9,7 +9,7 @@ import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
-import { normalizeEmail } from '../../users/email';
+import { mailboxSpelling, normalizeEmail } from '../../users/email';
 import { UserEmailPolicy } from '../../users/user-email-policy.service';
 import { DashboardMembershipsService } from '../dashboard-memberships.service';
 import { AcceptInviteCommand, AcceptInviteResult, InviteMemberCommand } from './invite-member.command';
@@ -41,7 +41,7 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
       const [inv] = await tx.query<{ id: string }>(
         `INSERT INTO dashboard_invites (tenant_id, email, email_normalized, role, token_hash, invited_by, expires_at)
          VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7)) RETURNING id`,
-        [tenant.id, cmd.email.trim(), email, cmd.role, sha256Hex(token), cmd.actor.userId, this.config.INVITE_TTL_SECONDS],
+        [tenant.id, mailboxSpelling(cmd.email), email, cmd.role, sha256Hex(token), cmd.actor.userId, this.config.INVITE_TTL_SECONDS],
       );
       await this.events.audit(tx, {
         tenantId: tenant.id, type: 'dashboard.member_invited', actorType: 'dashboard_user', actorId: cmd.actor.userId,
@@ -49,7 +49,7 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
       });
       await this.mail.enqueue(tx, {
         tenantId: tenant.id,
-        to: cmd.email.trim(),
+        to: mailboxSpelling(cmd.email),
         template: 'dashboard_invite',
         data: { tenant_name: t.name, role: cmd.role, inviter_email: cmd.actor.email },
         secret: { token },

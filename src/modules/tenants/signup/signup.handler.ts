@@ -12,7 +12,7 @@ import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { REDIS } from '../../../shared/redis/redis.module';
-import { normalizeEmail } from '../../users/email';
+import { mailboxSpelling, normalizeEmail } from '../../users/email';
 import { slugify } from '../slug';
 import { TurnstileService } from '../turnstile.service';
 import { SignupCommand, SignupResponse, SignupResult } from './signup.command';
@@ -79,7 +79,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
 
   private async decoyAnswer(body: SignupCommand['body']): Promise<{ status: number; body: SignupResponse; secret: { session: string } }> {
     const name = body.tenant_name.trim();
-    const email = body.email.trim();
+    const email = mailboxSpelling(body.email);
     const [taken] = await this.db.query<{ email: boolean; slug: boolean }>(
       `SELECT EXISTS (SELECT 1 FROM dashboard_users WHERE email_normalized = $1) AS email, EXISTS (SELECT 1 FROM tenants WHERE slug = $2) AS slug`,
       [normalizeEmail(email), slugify(name)],
@@ -124,7 +124,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
 
   private async create(tx: Queryable, body: SignupCommand['body'], passwordHash: string) {
     const name = body.tenant_name.trim();
-    const email = body.email.trim();
+    const email = mailboxSpelling(body.email);
     let user: { id: string };
     try {
       [user] = await tx.query<{ id: string }>(

@@ -7,7 +7,7 @@ import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
-import { normalizeEmail } from '../email';
+import { mailboxSpelling, normalizeEmail } from '../email';
 import { activityCtes } from '../../sessions/activity.sql';
 import { LoginPolicy } from '../login-policy.service';
 import { UserEmailPolicy } from '../user-email-policy.service';
@@ -76,7 +76,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
       // contract: register with a guest's bearer claims that guest (same user id)
       return this.commandBus
         .execute<ClaimGuestCommand, TokenResponse>(
-          new ClaimGuestCommand(cmd.tenantId, cmd.bearer, { email: body.email.trim(), emailNormalized: email, passwordHash, dateOfBirthEnc: dobEnc, method: 'password' }),
+          new ClaimGuestCommand(cmd.tenantId, cmd.bearer, { email: mailboxSpelling(body.email), emailNormalized: email, passwordHash, dateOfBirthEnc: dobEnc, method: 'password' }),
         )
         .then(signedIn);
     }
@@ -90,7 +90,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
         const [user] = await tx.query<{ id: string; created_at: Date }>(
           `INSERT INTO users (id, tenant_id, email, email_normalized, password_hash, role, date_of_birth_enc, consent_at, created_by_api_key_id, last_sign_in_at)
            VALUES ($8, $1, $2, $3, $4, $5, $6, now(), $7, now()) RETURNING id, created_at`,
-          [cmd.tenantId, body.email.trim(), email, passwordHash, tenant.default_user_role, dobEnc, cmd.apiKey?.id ?? null, userId],
+          [cmd.tenantId, mailboxSpelling(body.email), email, passwordHash, tenant.default_user_role, dobEnc, cmd.apiKey?.id ?? null, userId],
         );
         await tx.query(`WITH ${activityCtes('$1')} SELECT 1`, [user.id]); // counts the new user's month
         await this.events.audit(tx, {
@@ -102,8 +102,8 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
           targetId: user.id,
           metadata: { method: 'password' },
         });
-        await this.emailPolicy.afterRegister(tx, { tenantId: cmd.tenantId, tenantName: tenant.name, userId: user.id, email: body.email.trim() });
-        const sessionUser = { id: user.id, tenant_id: cmd.tenantId, email: body.email.trim(), email_verified: false, is_anonymous: false, role: tenant.default_user_role, created_at: user.created_at };
+        await this.emailPolicy.afterRegister(tx, { tenantId: cmd.tenantId, tenantName: tenant.name, userId: user.id, email: mailboxSpelling(body.email) });
+        const sessionUser = { id: user.id, tenant_id: cmd.tenantId, email: mailboxSpelling(body.email), email_verified: false, is_anonymous: false, role: tenant.default_user_role, created_at: user.created_at };
         const { sessionId: _sid, ...tokens } = await this.sessions.start(tx, sessionUser, tenant.user_scopes, {
           amr: ['pwd'],
           apiKeyId: cmd.apiKey?.id,
