@@ -1,4 +1,4 @@
-import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { ApiProperty } from '@nestjs/swagger';
 import { MfaRequiredResponse } from './login/login-user.command';
 import { MeResponse } from './me/get-me.query';
 
@@ -7,8 +7,8 @@ import { MeResponse } from './me/get-me.query';
 /** GET /v1/auth/me (contract "End users"). */
 export class MeResponseDto implements MeResponse {
   @ApiProperty({ format: 'uuid' }) id!: string;
-  @ApiPropertyOptional({ type: String, format: 'email', nullable: true, description: 'null for guests; absent for an agent token whose scope lacks `email`' }) email?: string | null;
-  @ApiPropertyOptional({ description: 'absent for an agent token whose scope lacks `email`' }) email_verified?: boolean;
+  @ApiProperty({ type: String, format: 'email', nullable: true, description: 'null for guests, and for an agent token whose scope lacks `email`' }) email!: string | null;
+  @ApiProperty({ description: 'false for guests, and for an agent token whose scope lacks `email`' }) email_verified!: boolean;
   @ApiProperty() is_anonymous!: boolean;
   @ApiProperty({ example: 'member', description: 'end-user role: read_only, member or admin' }) role!: string;
   @ApiProperty({ format: 'date-time' }) created_at!: string;

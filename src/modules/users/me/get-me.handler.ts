@@ -29,10 +29,11 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
     // a guest holds the tenant's default role until registration (spec 5 rule 5): its token says which
     if (me.is_anonymous && q.tokenRole) me.role = q.tokenRole;
     // an agent acts with the narrowed scope it was granted (spec 4.3): the address is the `email`
-    // scope's, as at an OIDC userinfo endpoint; the user's own token sees the whole profile
+    // scope's, as at an OIDC userinfo endpoint (the contract's fields stay, as for a guest without
+    // one); the user's own token sees the whole profile
     if (q.delegatedScopes && !q.delegatedScopes.includes('email')) {
-      delete me.email;
-      delete me.email_verified;
+      me.email = null;
+      me.email_verified = false;
     }
     // last_active_at at most once a minute per user; the first activity of a month counts (MAU)
     if (activityDue) await this.db.query(`WITH ${activityCtes('$1')} SELECT 1`, [q.userId], 'user_activity');

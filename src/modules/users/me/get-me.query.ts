@@ -3,9 +3,9 @@ import { Prefetched } from '../../../shared/auth/bearer-prefetch';
 
 export interface MeResponse {
   id: string;
-  /** absent (with email_verified) for an agent token whose scope lacks `email` */
-  email?: string | null;
-  email_verified?: boolean;
+  /** null (email_verified false) for guests, and for an agent token whose scope lacks `email` */
+  email: string | null;
+  email_verified: boolean;
   is_anonymous: boolean;
   role: string;
   created_at: string;
