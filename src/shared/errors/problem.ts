@@ -26,7 +26,17 @@ const logger = new Logger('Errors');
 
 /** The OAuth endpoints (RFC 6749): form bodies, and errors in the RFC 6749 envelope instead of problem+json. */
 export const OAUTH_PATH_PREFIX = '/oauth/';
-export const isOAuthPath = (url: string): boolean => url.startsWith(OAUTH_PATH_PREFIX);
+/** Whether a request URL names an OAuth endpoint, as the router reads it (percent-decoded: `/%6fauth/token` is `/oauth/token`). */
+export const isOAuthPath = (url: string): boolean => url.startsWith(OAUTH_PATH_PREFIX) || (url.includes('%') && decodedPath(url).startsWith(OAUTH_PATH_PREFIX));
+
+function decodedPath(url: string): string {
+  const path = url.split('?', 1)[0];
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
+}
 
 /** Fastify's own messages for a body that is not JSON (FST_ERR_CTP_INVALID_JSON_BODY, ..._EMPTY_JSON_BODY). */
 const BODY_PARSE_MESSAGES = new Set([new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY().message, new errorCodes.FST_ERR_CTP_EMPTY_JSON_BODY().message]);
@@ -84,6 +94,8 @@ function fromFrameworkError(err: { statusCode?: number; code?: string; message?:
   if (err.code === 'FST_ERR_BAD_URL') return new AppError('request/invalid', 'The URL is not valid (a malformed percent-encoding)');
   if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return new AppError('request/invalid', 'A path segment is too long', { status: 414 });
   if (err.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return new AppError('request/invalid', 'Invalid Content-Length');
+  // the client went away before its body arrived: its fault, and nobody reads the answer
+  if (err.code === 'ECONNRESET' || err.message === 'aborted') return new AppError('request/invalid', 'The request was aborted before its body arrived');
   return undefined;
 }
 

@@ -1,5 +1,6 @@
-import { ArgumentMetadata, ValidationPipe } from '@nestjs/common';
+import { ArgumentMetadata, Type, ValidationPipe } from '@nestjs/common';
 import { plainToInstance } from 'class-transformer';
+import { getMetadataStorage } from 'class-validator';
 import { AppError, FieldError } from './app-error';
 import { flattenValidationErrors } from './problem';
 
@@ -20,11 +21,35 @@ export function droppedFields(plain: unknown, built: unknown, parent = ''): Fiel
   return out;
 }
 
-const invalid = (errors: FieldError[]) => new AppError('request/invalid', 'One or more fields are invalid', { errors });
+/** Most errors[] entries one answer lists (a body has at most MAX_BODY_PROPERTIES names: the answer stays small). */
+export const MAX_FIELD_ERRORS = 50;
+
+const invalid = (errors: FieldError[]) =>
+  new AppError('request/invalid', errors.length > MAX_FIELD_ERRORS ? `${errors.length} fields are invalid; the first ${MAX_FIELD_ERRORS} are listed` : 'One or more fields are invalid', {
+    errors: errors.slice(0, MAX_FIELD_ERRORS),
+  });
+
+/** The property names a DTO class validates (any other is unknown: whitelist), cached per class. */
+const knownNames = new WeakMap<object, Set<string>>();
+function namesOf(metatype: Type<unknown>): Set<string> {
+  let names = knownNames.get(metatype);
+  if (!names) {
+    names = new Set(getMetadataStorage().getTargetValidationMetadatas(metatype, '', true, false).map((m) => m.propertyName));
+    knownNames.set(metatype, names);
+  }
+  return names;
+}
 
 /** Global DTO validation: unknown properties are rejected; failures are 400 request/invalid. */
 class BodyValidationPipe extends ValidationPipe {
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
+    // many unknown names: answered from the names alone, before the DTO transform, whose cost grows
+    // with every name (a body of hundreds of them would cost many times a real request)
+    if (value && typeof value === 'object' && !Array.isArray(value) && metadata.metatype && this.toValidate(metadata)) {
+      const known = namesOf(metadata.metatype);
+      const unknown = Object.keys(value).filter((k) => !known.has(k));
+      if (unknown.length > MAX_FIELD_ERRORS) throw invalid(unknown.map((field) => ({ field, message: `property ${field} is not allowed` })));
+    }
     let built: unknown;
     try {
       built = await super.transform(value, metadata);

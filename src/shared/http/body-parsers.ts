@@ -1,3 +1,4 @@
+import { isUtf8 } from 'buffer';
 import { parse as parseQueryString } from 'node:querystring';
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../errors/app-error';
@@ -14,6 +15,13 @@ const notJson = () => new AppError('request/unsupported_media_type', 'Request bo
 export const MAX_BODY_DEPTH = 32;
 
 /**
+ * Most property names a JSON body may have, at every depth together: far more than any request
+ * schema holds (public_metadata, the largest free-form object, has at most 4096 bytes), few enough
+ * that no body costs the validation more than a real one.
+ */
+export const MAX_BODY_PROPERTIES = 1000;
+
+/**
  * Why a parsed body cannot be processed (up to `max` reasons, default one; none when it can): nesting deeper than
  * MAX_BODY_DEPTH (the DTO transform would recurse without bound), a string (value or key)
  * with U+0000 or a lone surrogate, which PostgreSQL text and jsonb cannot store, or a number
@@ -22,9 +30,10 @@ export const MAX_BODY_DEPTH = 32;
  * Nest's ValidationPipe), a property named `constructor` or `prototype` at any depth: the pipe
  * deletes those in place, so one would otherwise be dropped unsaid, even from public_metadata.
  */
-export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?: number } = {}): { field: string; message: string }[] {
+export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?: number; maxProperties?: number } = {}): { field: string; message: string }[] {
   const faults: { field: string; message: string }[] = [];
   const max = opts.max ?? 1;
+  let properties = 0;
   const stack: { value: unknown; path: string; depth: number }[] = [{ value: body, path: '', depth: 0 }];
   while (stack.length && faults.length < max) {
     const { value, path, depth } = stack.pop()!;
@@ -44,8 +53,15 @@ export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?:
       for (let i = 0; i < value.length; i++) stack.push({ value: value[i], path: `${path}[${i}]`, depth: depth + 1 });
       continue;
     }
+    const entries = Object.entries(value);
+    properties += entries.length;
+    if (opts.maxProperties !== undefined && properties > opts.maxProperties) {
+      // every property costs the DTO transform and validation work: a body of thousands of
+      // unknown names (within the size limit) would cost far more than any real request
+      return [{ field: 'body', message: `the body has more than ${opts.maxProperties} properties` }];
+    }
     let badName = false;
-    for (const [k, v] of Object.entries(value)) {
+    for (const [k, v] of entries) {
       if (faults.length >= max) break;
       const p = path ? `${path}.${k}` : k;
       if (!storable(k)) {
@@ -101,8 +117,15 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
     if (!isOAuthPath(req.url)) return done(notJson(), undefined);
     done(null, body);
   });
-  fastify.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit }, (req, body, done) => {
-    const text = String(body);
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (req, body, done) => {
+    // JSON is UTF-8 (RFC 8259 section 8.1): another declared charset is another media type, and
+    // bytes that are not UTF-8 are refused, never read with U+FFFD in their place (two different
+    // passwords would become one)
+    const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(req.headers['content-type'] ?? '')?.[1];
+    if (charset !== undefined && !/^utf-?8$/i.test(charset)) return done(new AppError('request/unsupported_media_type', 'JSON bodies are UTF-8 (charset=utf-8, or none)'), undefined);
+    const bytes = body as Buffer;
+    if (!isUtf8(bytes)) return done(new AppError('request/malformed_json', 'The body is not valid UTF-8'), undefined);
+    const text = bytes.toString('utf8');
     // Content-Type: application/json with nothing after it (what many HTTP clients send for a POST
     // without content): no body. An endpoint without one accepts it; one with a body answers
     // its missing fields (400 request/invalid)
@@ -115,7 +138,7 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
       if (value === null || typeof value !== 'object' || Array.isArray(value))
         return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: 'body', message: 'the body must be a JSON object' }] }), undefined);
       // every fault of this kind at once (at most 20), one errors[] entry each
-      const faults = bodyFaults(value, { reservedNames: true, max: 20 });
+      const faults = bodyFaults(value, { reservedNames: true, max: 20, maxProperties: MAX_BODY_PROPERTIES });
       if (faults.length) return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: faults }), undefined);
       done(null, value);
     });
@@ -135,9 +158,19 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
     // a compressed body would be read as if it were plain (RFC 9110 section 8.4.1: 415); only a
     // request that carries a body is asked
     const coding = req.headers['content-encoding'];
-    const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+    const transfer = req.headers['transfer-encoding'];
+    const hasBody = transfer !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
     if (hasBody && coding !== undefined && !/^\s*(identity\s*(,\s*identity\s*)*)?$/i.test(coding)) {
       return done(new AppError('request/unsupported_media_type', 'Request bodies are not compressed: Content-Encoding is not supported'));
+    }
+    // a transfer coding other than chunked would be read as if it were plain (RFC 9112 section 6.1)
+    if (transfer !== undefined && !/^\s*chunked\s*$/i.test(transfer)) {
+      return done(new AppError('request/unsupported_media_type', 'Transfer-Encoding other than chunked is not supported'));
+    }
+    // one set of credentials per request: with two Authorization headers, this service would read
+    // the first and a proxy or log the last (RFC 9110 section 5.3: it is not a list header)
+    if ((req.raw.headersDistinct?.authorization?.length ?? 0) > 1) {
+      return done(isOAuthPath(req.url) ? new OAuthError('invalid_request', 'Authorization must be sent once') : new AppError('request/invalid', 'Authorization must be sent once'));
     }
     const fault = req.query && typeof req.query === 'object' ? bodyFault(req.query, { reservedNames: !isOAuthPath(req.url) }) : undefined;
     if (!fault) return done();

@@ -87,6 +87,55 @@ describe('input hardening: odd bodies, characters and requests', () => {
     await t.http().get('/health').set('Content-Encoding', 'gzip').expect(200);
   });
 
+  it('a body of thousands of unknown names is refused cheaply and briefly: at most 50 errors[], over 1000 names at any depth refused outright', async () => {
+    const wide: Record<string, unknown> = { email: 'a@example.com', password: 'x'.repeat(12) };
+    for (let i = 0; i < 900; i++) wide[`k${i}`] = 1;
+    const res = await rawPost('/v1/auth/dashboard/login', JSON.stringify(wide));
+    expectInvalid(res);
+    expect(res.body.errors).toHaveLength(50);
+    expect(res.body.errors[0]).toEqual({ field: 'k0', message: 'property k0 is not allowed' });
+    expect(res.body.detail).toBe('900 fields are invalid; the first 50 are listed');
+    // names past the limit, at any depth (inside a nested object too): refused before any validation
+    const deep = { public_metadata: Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`m${i}`, 1])) };
+    const big = await rawPost('/v1/auth/anonymous', JSON.stringify(deep), { 'X-API-Key': tenant.apiKey });
+    expectInvalid(big);
+    expect(big.body.errors).toEqual([{ field: 'body', message: 'the body has more than 1000 properties' }]);
+    // a few unknown names are still each named beside the other faults
+    const few = await rawPost('/v1/auth/dashboard/login', JSON.stringify({ email: 'a@example.com', extra: 1 }));
+    expect(few.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['extra', 'password']);
+  });
+
+  it('JSON bodies are UTF-8: another declared charset is 415, bytes that are not UTF-8 are 400 (never read with U+FFFD in their place)', async () => {
+    const body = (password: string | Buffer) => Buffer.concat([Buffer.from(`{"email":"${uniqueEmail('utf8')}","password":"correct horse `), Buffer.from(password), Buffer.from('","consent":true}')]);
+    const rawRegister = (type: string, payload: Buffer) =>
+      sendRaw(Buffer.concat([Buffer.from(`POST /v1/auth/register HTTP/1.1\r\nHost: x\r\nX-API-Key: ${tenant.apiKey}\r\nX-Forwarded-For: ${randomIp()}\r\nContent-Type: ${type}\r\nContent-Length: ${payload.length}\r\nConnection: close\r\n\r\n`), payload]));
+    const latin1 = await rawRegister('application/json; charset=iso-8859-1', body(Buffer.from([0xe9, 0xe9])));
+    expect(latin1).toMatch(/^HTTP\/1\.1 415 /);
+    const invalid = await rawRegister('application/json', body(Buffer.from([0xe9, 0xe9])));
+    expect(invalid).toMatch(/^HTTP\/1\.1 400 /);
+    expect(invalid).toContain('"code":"request/malformed_json"');
+    for (const type of ['application/json; charset=utf-8', 'application/json;charset="UTF-8"', 'application/json; charset=utf8']) {
+      expect(await rawRegister(type, body('\u00e9\u00e9'))).toMatch(/^HTTP\/1\.1 201 /);
+    }
+  });
+
+  it('a transfer coding other than chunked and a second Authorization header are refused, never read past', async () => {
+    const te = await sendRaw('POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n');
+    expect(te).toMatch(/^HTTP\/1\.1 415 /);
+    const session = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+    const twice = await sendRaw(`GET /v1/auth/me HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${session.body.access_token}\r\nAuthorization: Bearer forged\r\nConnection: close\r\n\r\n`);
+    expect(twice).toMatch(/^HTTP\/1\.1 400 /);
+    expect(twice).toContain('Authorization must be sent once');
+    const oauth = await sendRaw('POST /oauth/introspect HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YTpi\r\nAuthorization: Basic Yzpk\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 7\r\nConnection: close\r\n\r\ntoken=x');
+    expect(oauth).toMatch(/^HTTP\/1\.1 400 /);
+    expect(oauth).toContain('"error":"invalid_request"');
+  });
+
+  it('a percent-encoded /oauth path is an OAuth request as the router reads it (form body, RFC 6749 envelope)', async () => {
+    const res = await t.http().post('/%6fauth/introspect').type('form').set('X-API-Key', tenant.apiKey).send({ token: 'x' }).expect(200);
+    expect(res.body).toEqual({ active: false });
+  });
+
   it('a query parameter named constructor or prototype is 400 naming it (the validation pipe would delete it unsaid)', async () => {
     const d = await signupTenant(t);
     for (const name of ['constructor', 'prototype']) {
@@ -264,7 +313,7 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expectInvalid(long, 414);
   });
 
-  const sendRaw = async (request: string): Promise<string> => {
+  const sendRaw = async (request: string | Buffer): Promise<string> => {
     const server = t.app.getHttpServer();
     if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
     const { port } = server.address() as AddressInfo;
