@@ -70,16 +70,19 @@ export class AgentApiLimitService implements OnModuleInit, BearerCallLimiter {
   /** Counts an accepted call; over the agent's current limit 429, the first refusal of the window recorded. */
   private async count(agentId: string, e: Entry, claims: AccessClaims): Promise<void> {
     const key = agentLimitKey(agentId);
-    const r = await this.limiter.hit(BUCKET, key, e.limit, WINDOW_SECONDS);
+    let r = await this.limiter.hit(BUCKET, key, e.limit, WINDOW_SECONDS);
     if (r.allowed) return;
     // the limit remembered here may be older than a PATCH that raised or removed it (in this or
     // another process): judged by the agent's current limit, a block the window's count does not
-    // justify (set by an old limit) is lifted and the call let through, so a raised limit never
-    // costs the agent a block of a full window
+    // justify (set by an old limit) is lifted and the call counted again under the current limit,
+    // so a raised limit never costs the agent a block of a full window. A block whose window has
+    // rolled over (count 0) is the one the agent earned and was told about: it runs its course.
     const current = await this.reload(agentId);
-    if (current.tenantId === e.tenantId && (current.limit === 0 || r.count <= current.limit)) {
+    if (current.tenantId === e.tenantId && r.count > 0 && (current.limit === 0 || r.count <= current.limit)) {
       await this.limiter.unblock(BUCKET, [key]);
-      return;
+      if (current.limit === 0) return;
+      r = await this.limiter.hit(BUCKET, key, current.limit, WINDOW_SECONDS);
+      if (r.allowed) return;
     }
     // one event per refusal window whatever the counts (a limit lowered mid-window starts past limit + 1)
     if (await this.limiter.firstRefusal(BUCKET, key)) await this.record(agentId, current, claims, r.retryAfterSeconds);

@@ -54,8 +54,10 @@ export class JtiRevocationSource implements RevocationSource {
     ];
   }
 
-  /** Records the revocation in the caller's transaction; call `cacheRevoked` once it committed. */
-  /** Records the token revoked; false when it already was (an earlier or a parallel revocation won). */
+  /**
+   * Records the revocation in the caller's transaction (call `cacheRevoked` once it committed);
+   * false when the token already was revoked (an earlier or a parallel revocation won).
+   */
   async revoke(tx: Queryable, tenantId: string, claims: AccessClaims): Promise<boolean> {
     const { rowCount } = await tx.exec(
       `INSERT INTO revoked_access_tokens (jti, tenant_id, expires_at) VALUES ($1, $2, to_timestamp($3)) ON CONFLICT (jti) DO NOTHING`,

@@ -32,7 +32,8 @@ export const isOAuthPath = (url: string): boolean => url.startsWith(OAUTH_PATH_P
 function decodedPath(url: string): string {
   const path = url.split('?', 1)[0];
   try {
-    return decodeURIComponent(path);
+    // decodeURI, as the router: an encoded slash (%2F) stays one, so `/oauth%2Ftoken` is no OAuth path
+    return decodeURI(path);
   } catch {
     return path;
   }
@@ -94,8 +95,9 @@ function fromFrameworkError(err: { statusCode?: number; code?: string; message?:
   if (err.code === 'FST_ERR_BAD_URL') return new AppError('request/invalid', 'The URL is not valid (a malformed percent-encoding)');
   if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return new AppError('request/invalid', 'A path segment is too long', { status: 414 });
   if (err.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return new AppError('request/invalid', 'Invalid Content-Length');
-  // the client went away before its body arrived: its fault, and nobody reads the answer
-  if (err.code === 'ECONNRESET' || err.message === 'aborted') return new AppError('request/invalid', 'The request was aborted before its body arrived');
+  // the client went away before its body arrived (Node's request 'aborted': no syscall, unlike a
+  // socket error of PostgreSQL or Redis, which is a server fault): its fault, nobody reads the answer
+  if (err.code === 'ECONNRESET' && err.message === 'aborted' && !('syscall' in err)) return new AppError('request/invalid', 'The request was aborted before its body arrived');
   return undefined;
 }
 

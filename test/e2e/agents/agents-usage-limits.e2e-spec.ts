@@ -145,6 +145,21 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       expect(await auditRows(t, 'agent.rate_limited', a.id)).toHaveLength(1);
     });
 
+    it('a block whose window rolled over (the count gone, the limit unchanged) runs its course: no call through, no second event', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const u = await endUser(t, owner);
+      const a = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: 2 } } });
+      const { token } = await agentToken(t, u, a.id);
+      await bearerCall(t, token).expect(200);
+      await bearerCall(t, token).expect(200);
+      expectProblem429(await bearerCall(t, token));
+      // the counter's window ends before the block it set (white box: the window's key expires)
+      await redis.del(rlKey(a.id));
+      await sleep(1100); // past the 1 s memory: the limit is re-read, unchanged
+      for (let i = 0; i < 3; i++) expectProblem429(await bearerCall(t, token));
+      expect(await auditRows(t, 'agent.rate_limited', a.id)).toHaveLength(1);
+    });
+
     it('an override above the ceiling counts as 600', async () => {
       const owner = await tenantOnTier(t, 'pro');
       const u = await endUser(t, owner);
