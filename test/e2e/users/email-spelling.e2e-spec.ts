@@ -63,6 +63,9 @@ describe('email spelling: an account is mailed at the mailbox its key names', ()
     const [squat] = await insert(`${fullwidth('owner')}@example.com`, 'owner@example.com');
     const [ascii] = await insert('Plain@Example.com', 'plain@example.com');
     const [odd] = await insert('a\uff20b@example.com', 'a@b@example.com');
+    // a pair an earlier migration left with its old keys for an operator: the spellings that tell them apart stay
+    const [left1] = await insert(`${fullwidth('bob')}@example.com`, `${fullwidth('bob')}@example.com`);
+    const [left2] = await insert(`${fullwidth('b')}ob@example.com`, `${fullwidth('b')}ob@example.com`);
     const [dash] = await t.db.query<{ id: string }>(`INSERT INTO dashboard_users (email, email_normalized, password_hash) VALUES ($1, 'admin.m@example.com', 'x') RETURNING id`, [`${fullwidth('admin')}.m@example.com`]);
     const ds = createDataSource({ DATABASE_URL: isolated.url, DATABASE_POOL_SIZE: 2 });
     await ds.initialize();
@@ -74,12 +77,14 @@ describe('email spelling: an account is mailed at the mailbox its key names', ()
       await ds.destroy();
     }
     const rows = Object.fromEntries(
-      (await t.db.query<{ id: string; email: string; email_normalized: string }>(`SELECT id, email, email_normalized FROM users WHERE id = ANY($1)`, [[squat.id, ascii.id, odd.id]])).map((r) => [r.id, [r.email, r.email_normalized]]),
+      (await t.db.query<{ id: string; email: string; email_normalized: string }>(`SELECT id, email, email_normalized FROM users WHERE id = ANY($1)`, [[squat.id, ascii.id, odd.id, left1.id, left2.id]])).map((r) => [r.id, [r.email, r.email_normalized]]),
     );
     expect(rows).toEqual({
       [squat.id]: ['owner@example.com', 'owner@example.com'],
       [ascii.id]: ['Plain@Example.com', 'plain@example.com'],
       [odd.id]: ['a\uff20b@example.com', 'a@b@example.com'],
+      [left1.id]: [`${fullwidth('bob')}@example.com`, `${fullwidth('bob')}@example.com`],
+      [left2.id]: [`${fullwidth('b')}ob@example.com`, `${fullwidth('b')}ob@example.com`],
     });
     const [d] = await t.db.query<{ email: string }>(`SELECT email FROM dashboard_users WHERE id = $1`, [dash.id]);
     expect(d.email).toBe('admin.m@example.com');
