@@ -67,16 +67,27 @@ export class Db implements Queryable, OnApplicationShutdown {
 
   async tx<T>(fn: (tx: Queryable) => Promise<T>, isolation: 'READ COMMITTED' | 'SERIALIZABLE' = 'READ COMMITTED'): Promise<T> {
     const client = await this.pool.connect();
+    // a checked-out client has no pool listener: the server ending its connection (a restart, a
+    // failover, pg_terminate_backend) while the transaction is open would emit 'error' with no
+    // listener and end the process. The transaction fails instead (its statements reject; the
+    // server rolled it back) and the connection is dropped, never returned to the pool.
+    let lost: Error | undefined;
+    const onError = (err: Error) => {
+      lost = err;
+      this.log.warn(`PostgreSQL connection lost in a transaction: ${err.message}`);
+    };
+    client.on('error', onError);
     try {
       await client.query(isolation === 'READ COMMITTED' ? 'BEGIN' : `BEGIN ISOLATION LEVEL ${isolation}`);
       const result = await fn(wrap(client));
       await client.query('COMMIT');
       return result;
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      if (!lost) await client.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
-      client.release();
+      client.removeListener('error', onError);
+      client.release(lost);
     }
   }
 

@@ -64,6 +64,27 @@ describe('faults: Redis unreachable at sign-in, PostgreSQL ending idle connectio
     }
   });
 
+  it('PostgreSQL ending a connection with a transaction open (a restart, a failover) fails that transaction, never the process', async () => {
+    const db = t.app.get(Db);
+    const admin = new Client({ connectionString: process.env.DATABASE_URL });
+    await admin.connect();
+    try {
+      const attempt = db.tx(async (tx) => {
+        const [{ pid }] = await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        // idle in transaction when the server ends it: pg emits 'error' on the checked-out client
+        await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+        await new Promise((r) => setTimeout(r, 300));
+        await tx.query('SELECT 1');
+      });
+      await expect(attempt).rejects.toThrow();
+    } finally {
+      await admin.end();
+    }
+    // the process goes on, and the pool did not keep the dead connection
+    await Promise.all(Array.from({ length: 5 }, () => t.http().get('/ready').expect(200)));
+    await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail('after-tx'), password: STRONG_PASSWORD, consent: true }).expect(201);
+  });
+
   it('PostgreSQL ending idle pooled connections (pg_terminate_backend) is survived: the next requests are served', async () => {
     const db = t.app.get(Db);
     // connections of both pools: the main one (TypeORM's) and the one for unflushed guest writes
