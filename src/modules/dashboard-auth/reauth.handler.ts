@@ -29,12 +29,13 @@ export class DashboardReauthHandler implements ICommandHandler<DashboardReauthCo
 
   async execute(cmd: DashboardReauthCommand): Promise<{ verified_at: string }> {
     const email = normalizeEmail(cmd.session.email);
-    await this.throttle.attempt('dashboard', email, cmd.ip);
-    const [u] = await this.db.query<{ password_hash: string }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [cmd.session.userId]);
-    if (!u || !(await this.hasher.verify(u.password_hash, cmd.password))) {
+    const ok = await this.throttle.judge('dashboard', email, cmd.ip, async () => {
+      const [u] = await this.db.query<{ password_hash: string }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [cmd.session.userId]);
+      return !!u && (await this.hasher.verify(u.password_hash, cmd.password));
+    });
+    if (!ok) {
       throw new AppError('auth/invalid_credentials', 'The password is not correct');
     }
-    await this.throttle.succeeded('dashboard', email, cmd.ip);
     const at = await this.sessions.markReauthenticated(cmd.session.sessionId);
     return { verified_at: at.toISOString() };
   }

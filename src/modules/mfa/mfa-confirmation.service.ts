@@ -46,12 +46,12 @@ export class MfaConfirmationService {
     if (!row?.mfa_enabled) throw new AppError('mfa/not_enabled');
     const passwordRealm = `user:${user.tenantId}`;
     const account = row.email_normalized ?? user.userId;
-    await this.throttle.attempt(passwordRealm, account, client.ip);
-    const passwordOk = row.password_hash ? await this.hasher.verify(row.password_hash, proof.password) : await this.hasher.verifyDummy(proof.password);
+    const passwordOk = await this.throttle.judge(passwordRealm, account, client.ip, async () =>
+      row.password_hash ? this.hasher.verify(row.password_hash, proof.password) : (await this.hasher.verifyDummy(proof.password)) && false,
+    );
     if (!passwordOk) {
       throw new AppError('auth/invalid_credentials', 'The password is wrong');
     }
-    await this.throttle.succeeded(passwordRealm, account, client.ip);
     const codeRealm = mfaThrottleRealm(user.tenantId);
     await this.throttle.attempt(codeRealm, user.userId, client.ip);
     try {
@@ -63,8 +63,10 @@ export class MfaConfirmationService {
       await this.throttle.succeeded(codeRealm, user.userId, client.ip);
       return result;
     } catch (e) {
-      if (!(e instanceof WrongCode)) throw e;
-      throw new AppError('mfa/invalid_code');
+      if (e instanceof WrongCode) throw new AppError('mfa/invalid_code');
+      // the change failed for another reason (PostgreSQL unreachable, ...): the code was not judged
+      await this.throttle.release(codeRealm, user.userId, client.ip);
+      throw e;
     }
   }
 }

@@ -8,11 +8,29 @@ describe('renderError', () => {
     expect(JSON.stringify(r.body)).toContain('aborted');
   });
 
-  it('a socket reset of PostgreSQL or Redis during a request is a server error (500), never blamed on the client', () => {
+  it('a socket reset of PostgreSQL during a request is the server side (503 unavailable), never blamed on the client', () => {
     const pg = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', errno: -104, syscall: 'read' });
-    expect(renderError(pg, '/v1/auth/login', 'rid').status).toBe(500);
+    expect(renderError(pg, '/v1/auth/login', 'rid').status).toBe(503);
     const oddlyNamed = Object.assign(new Error('aborted'), { code: 'ECONNRESET', syscall: 'read' });
-    expect(renderError(oddlyNamed, '/v1/auth/login', 'rid').status).toBe(500);
+    expect(renderError(oddlyNamed, '/v1/auth/login', 'rid').status).toBe(503);
+  });
+
+  it('PostgreSQL out of reach is 503 server/unavailable (temporarily_unavailable under /oauth), not an unexpected 500', () => {
+    const cases = [
+      Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED', syscall: 'connect' }),
+      Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', severity: 'FATAL' }),
+      Object.assign(new Error('the database system is starting up'), { code: '57P03', severity: 'FATAL' }),
+      Object.assign(new Error('connection failure'), { code: '08006' }),
+      new Error('Connection terminated unexpectedly'),
+      new Error('timeout exceeded when trying to connect'),
+    ];
+    for (const err of cases) {
+      const r = renderError(err, '/v1/auth/login', 'rid');
+      expect([err.message, r.status, (r.body as { code?: string }).code]).toEqual([err.message, 503, 'server/unavailable']);
+      expect((renderError(err, '/oauth/token', 'rid').body as { error?: string }).error).toBe('temporarily_unavailable');
+    }
+    // a bug stays a 500
+    expect(renderError(new Error('boom'), '/v1/auth/login', 'rid').status).toBe(500);
   });
 });
 

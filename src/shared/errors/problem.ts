@@ -79,9 +79,28 @@ function fromDatabaseDataError(err: { code?: unknown; message?: string }): AppEr
   return new AppError('request/invalid', 'A value in the request cannot be stored');
 }
 
+/**
+ * PostgreSQL out of reach (refused, reset, ended by the server, a pool that cannot connect in
+ * time): the dependency is unavailable, 503 (`temporarily_unavailable` under /oauth), so clients
+ * retry later and an outage is not reported as a bug. SQLSTATE class 08 (connection exception),
+ * 57P01-57P03 (the server shutting down or starting), pg's own connection messages.
+ */
+function fromDatabaseUnavailable(err: { code?: unknown; message?: string }): AppError | undefined {
+  const code = typeof err.code === 'string' ? err.code : '';
+  const message = err.message ?? '';
+  const unavailable =
+    /^08[0-9A-Z]{3}$/.test(code) ||
+    /^57P0[123]$/.test(code) ||
+    (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'].includes(code) && 'syscall' in err) ||
+    /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable)$/.test(message);
+  return unavailable ? new AppError('server/unavailable', 'A dependency is unavailable; retry shortly') : undefined;
+}
+
 function fromFrameworkError(err: { statusCode?: number; code?: string; message?: string }): AppError | undefined {
   const dataError = fromDatabaseDataError(err);
   if (dataError) return dataError;
+  const down = fromDatabaseUnavailable(err);
+  if (down) return down;
   const status = err.statusCode;
   if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || status === 413) return new AppError('request/too_large');
   if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || status === 415) return new AppError('request/unsupported_media_type');

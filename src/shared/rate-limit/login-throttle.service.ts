@@ -127,6 +127,27 @@ export class LoginThrottleService {
   }
 
   /**
+   * One credential check, counted: `attempt`, then `check` (what the right credential proves, e.g.
+   * its account, or true; false or undefined when it is wrong), then a right one `succeeded`, a
+   * wrong one stays counted. A check that fails before it judged anything (PostgreSQL unreachable,
+   * a timeout) takes its attempt back: an outage never counts the attempts of people typing their
+   * right password as failures, nor locks them out after it.
+   */
+  async judge<T>(realm: string, account: string, ip: string, check: () => Promise<T | false | undefined>, opts: { trust?: boolean } = {}): Promise<T | undefined> {
+    await this.attempt(realm, account, ip);
+    let verdict: T | false | undefined;
+    try {
+      verdict = await check();
+    } catch (e) {
+      await this.release(realm, account, ip);
+      throw e;
+    }
+    if (!verdict) return undefined;
+    await this.succeeded(realm, account, ip, opts);
+    return verdict;
+  }
+
+  /**
    * The attempt started with `attempt` ended before any credential was judged (MFA not set up or
    * already enabled, a challenge gone): its count goes, nothing else changes.
    */

@@ -40,12 +40,12 @@ export class ChangePasswordHandler implements ICommandHandler<ChangePasswordComm
     if (!u) throw new InvalidTokenError();
     const realm = `user:${p.tenantId}`;
     const account = u.email_normalized ?? u.id;
-    await this.throttle.attempt(realm, account, cmd.client.ip);
-    const ok = u.password_hash ? await this.hasher.verify(u.password_hash, cmd.currentPassword) : await this.hasher.verifyDummy(cmd.currentPassword);
+    const ok = await this.throttle.judge(realm, account, cmd.client.ip, async () =>
+      u.password_hash ? this.hasher.verify(u.password_hash, cmd.currentPassword) : (await this.hasher.verifyDummy(cmd.currentPassword)) && false,
+    );
     if (!ok) {
       throw new AppError('auth/invalid_credentials', 'The current password is wrong', { errors: [{ field: 'current_password', message: 'is wrong' }] });
     }
-    await this.throttle.succeeded(realm, account, cmd.client.ip);
     const passwordHash = await this.hasher.hash(cmd.newPassword);
     const ended = await this.db.tx(async (tx) => {
       // conditional on the hash just verified: of two parallel changes, one wins

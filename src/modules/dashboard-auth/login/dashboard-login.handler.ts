@@ -22,16 +22,17 @@ export class DashboardLoginHandler implements ICommandHandler<DashboardLoginComm
 
   async execute(cmd: DashboardLoginCommand): Promise<DashboardLoginResult> {
     const email = normalizeEmail(cmd.email);
-    await this.throttle.attempt('dashboard', email, cmd.client.ip);
-    const [user] = await this.db.query<{ id: string; email: string; password_hash: string }>(
-      `SELECT id, email, password_hash FROM dashboard_users WHERE email_normalized = $1`,
-      [email],
-    );
-    const ok = user ? await this.hasher.verify(user.password_hash, cmd.password) : await this.hasher.verifyDummy(cmd.password);
-    if (!ok || !user) {
+    const user = await this.throttle.judge('dashboard', email, cmd.client.ip, async () => {
+      const [u] = await this.db.query<{ id: string; email: string; password_hash: string }>(
+        `SELECT id, email, password_hash FROM dashboard_users WHERE email_normalized = $1`,
+        [email],
+      );
+      if (!u) return (await this.hasher.verifyDummy(cmd.password)) && undefined;
+      return (await this.hasher.verify(u.password_hash, cmd.password)) && u;
+    });
+    if (!user) {
       throw new AppError('auth/invalid_credentials');
     }
-    await this.throttle.succeeded('dashboard', email, cmd.client.ip);
     const upgraded = await this.hasher.rehashIfNeeded(user.password_hash, cmd.password);
     return this.db.tx(async (tx) => {
       await tx.query(`UPDATE dashboard_users SET last_login_at = now() WHERE id = $1`, [user.id]);

@@ -30,12 +30,12 @@ export class StepUpPasswordHandler implements ICommandHandler<StepUpPasswordComm
     if (!u) throw new InvalidTokenError();
     const realm = `user:${user.tenantId}`;
     const account = u.email_normalized ?? user.userId;
-    await this.throttle.attempt(realm, account, client.ip);
-    const ok = u.password_hash ? await this.hasher.verify(u.password_hash, password) : await this.hasher.verifyDummy(password);
+    const ok = await this.throttle.judge(realm, account, client.ip, async () =>
+      u.password_hash ? this.hasher.verify(u.password_hash, password) : (await this.hasher.verifyDummy(password)) && false,
+    );
     if (!ok) {
       throw new AppError('auth/invalid_credentials', 'The password is wrong');
     }
-    await this.throttle.succeeded(realm, account, client.ip);
     return this.stepUp.issue(user, 'pwd');
   }
 }

@@ -41,18 +41,19 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     const tenantId = cmd.apiKey.tenantId;
     const email = normalizeEmail(cmd.email);
     const realm = `user:${tenantId}`;
-    await this.throttle.attempt(realm, email, cmd.client.ip);
-    const [user] = await this.db.query<UserRow>(
-      `SELECT id, tenant_id, email, email_verified, password_hash, role, created_at
-         FROM users WHERE tenant_id = $1 AND email_normalized = $2`,
-      [tenantId, email],
-      'user_login_lookup',
-    );
-    const ok = user?.password_hash ? await this.hasher.verify(user.password_hash, cmd.password) : await this.hasher.verifyDummy(cmd.password);
-    if (!ok || !user) {
+    const user = await this.throttle.judge(realm, email, cmd.client.ip, async () => {
+      const [u] = await this.db.query<UserRow>(
+        `SELECT id, tenant_id, email, email_verified, password_hash, role, created_at
+           FROM users WHERE tenant_id = $1 AND email_normalized = $2`,
+        [tenantId, email],
+        'user_login_lookup',
+      );
+      if (!u?.password_hash) return (await this.hasher.verifyDummy(cmd.password)) && undefined;
+      return (await this.hasher.verify(u.password_hash, cmd.password)) && u;
+    });
+    if (!user) {
       throw new AppError('auth/invalid_credentials');
     }
-    await this.throttle.succeeded(realm, email, cmd.client.ip);
     const upgraded = await this.hasher.rehashIfNeeded(user.password_hash!, cmd.password);
     if (upgraded)
       await this.db.query(`UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, upgraded, user.password_hash]);
