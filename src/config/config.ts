@@ -37,6 +37,7 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) @Max(200) DATABASE_POOL_SIZE = 20;
   @IsString() REDIS_URL = 'redis://127.0.0.1:6379';
   @IsString() REDIS_KEY_PREFIX = 'authp:';
+  @Transform(toInt) @IsInt() @Min(100) @Max(60000) REDIS_COMMAND_TIMEOUT_MS = 2000;
   @IsOptional() @IsString() SMTP_URL?: string;
   @IsString() EMAIL_FROM = 'no-reply@localhost';
   @IsString() @MinLength(40) KEY_ENCRYPTION_KEY = DEV_KEY_ENCRYPTION_KEY;

@@ -15,7 +15,7 @@ describe('renderError', () => {
     expect(renderError(oddlyNamed, '/v1/auth/login', 'rid').status).toBe(503);
   });
 
-  it('PostgreSQL out of reach is 503 server/unavailable (temporarily_unavailable under /oauth), not an unexpected 500', () => {
+  it('PostgreSQL or Redis out of reach is 503 server/unavailable (temporarily_unavailable under /oauth), not an unexpected 500', () => {
     const cases = [
       Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED', syscall: 'connect' }),
       Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', severity: 'FATAL' }),
@@ -23,6 +23,9 @@ describe('renderError', () => {
       Object.assign(new Error('connection failure'), { code: '08006' }),
       new Error('Connection terminated unexpectedly'),
       new Error('timeout exceeded when trying to connect'),
+      // ioredis: a command without reply in REDIS_COMMAND_TIMEOUT_MS, a closed connection
+      new Error('Command timed out'),
+      new Error('Connection is closed.'),
     ];
     for (const err of cases) {
       const r = renderError(err, '/v1/auth/login', 'rid');

@@ -80,10 +80,11 @@ function fromDatabaseDataError(err: { code?: unknown; message?: string }): AppEr
 }
 
 /**
- * PostgreSQL out of reach (refused, reset, ended by the server, a pool that cannot connect in
- * time): the dependency is unavailable, 503 (`temporarily_unavailable` under /oauth), so clients
- * retry later and an outage is not reported as a bug. SQLSTATE class 08 (connection exception),
- * 57P01-57P03 (the server shutting down or starting), pg's own connection messages.
+ * PostgreSQL or Redis out of reach (refused, reset, ended by the server, a pool that cannot connect
+ * in time, a command without reply in REDIS_COMMAND_TIMEOUT_MS): the dependency is unavailable, 503
+ * (`temporarily_unavailable` under /oauth), so clients retry later and an outage is not reported
+ * as a bug. SQLSTATE class 08 (connection exception), 57P01-57P03 (the server shutting down or
+ * starting), the drivers' own connection messages.
  */
 function fromDatabaseUnavailable(err: { code?: unknown; message?: string }): AppError | undefined {
   const code = typeof err.code === 'string' ? err.code : '';
@@ -92,7 +93,7 @@ function fromDatabaseUnavailable(err: { code?: unknown; message?: string }): App
     /^08[0-9A-Z]{3}$/.test(code) ||
     /^57P0[123]$/.test(code) ||
     (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'].includes(code) && 'syscall' in err) ||
-    /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable)$/.test(message);
+    /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Command timed out|Connection is closed\.|Reached the max retries per request limit.*)$/.test(message);
   return unavailable ? new AppError('server/unavailable', 'A dependency is unavailable; retry shortly') : undefined;
 }
 

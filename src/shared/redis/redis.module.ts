@@ -7,8 +7,16 @@ export const REDIS = Symbol('REDIS');
 const logger = new Logger('Redis');
 
 /** One ioredis client per process; every key carries REDIS_KEY_PREFIX. */
-export function createRedis(config: Pick<AppConfig, 'REDIS_URL' | 'REDIS_KEY_PREFIX'>, extra: { maxRetriesPerRequest?: number | null } = {}): Redis {
+export function createRedis(
+  config: Pick<AppConfig, 'REDIS_URL' | 'REDIS_KEY_PREFIX'> & Partial<Pick<AppConfig, 'REDIS_COMMAND_TIMEOUT_MS'>>,
+  extra: { maxRetriesPerRequest?: number | null } = {},
+): Redis {
   const client = new Redis(config.REDIS_URL, {
+    // a Redis that stops answering without closing the connection (a stalled server, a network
+    // that drops packets, a failover in progress) fails its commands after this long: requests
+    // answer 503 and /ready fails instead of hanging, and a client that gave up is not followed
+    // by a late write (a refresh rotated after its caller left). No blocking commands use this client.
+    commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS ?? 2000,
     keyPrefix: config.REDIS_KEY_PREFIX,
     maxRetriesPerRequest: extra.maxRetriesPerRequest === undefined ? 1 : extra.maxRetriesPerRequest,
     enableOfflineQueue: true,
