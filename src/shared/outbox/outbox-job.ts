@@ -8,7 +8,7 @@ import type { Queryable } from '../db/db.service';
  * processor opens them with `openOutboxSecret` when it needs them.
  */
 export interface OutboxJobData {
-  /** outbox.id (bigint as a string); the job id is `outbox-<outboxId>` */
+  /** outbox.id (bigint as a string); the job id is outboxJobId(outboxId, createdAt) */
   outboxId: string;
   tenantId: string | null;
   /** e.g. `email.password_reset`, `tenant.created`; also the BullMQ job name */
@@ -19,9 +19,14 @@ export interface OutboxJobData {
   createdAt: string;
 }
 
-/** The BullMQ job id of an outbox row: a second add of the same row is a no-op (BullMQ dedupes ids). */
-export function outboxJobId(outboxId: string | number): string {
-  return `outbox-${outboxId}`;
+/**
+ * The BullMQ job id of an outbox row: a second add of the same row is a no-op (BullMQ dedupes
+ * ids). The row's creation time is part of it: after PostgreSQL went back in time (a restore from
+ * backup, a failover to a replica that lagged) its sequence hands out ids again, and a new row
+ * must not meet the finished job of the old one with its id (kept a day) and be dropped unsent.
+ */
+export function outboxJobId(outboxId: string | number, createdAt: Date | string): string {
+  return `outbox-${outboxId}-${new Date(createdAt).getTime()}`;
 }
 
 /**

@@ -126,7 +126,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     for (const r of rows) byTopic.set(r.topic, [...(byTopic.get(r.topic) ?? []), r]);
     for (const [topic, batch] of byTopic) {
       const opts = jobOptionsFor(topic);
-      await this.queue(topic).addBulk(batch.map((r) => ({ name: r.event_type, data: toJobData(r), opts: { ...opts, jobId: outboxJobId(r.id) } })));
+      await this.queue(topic).addBulk(batch.map((r) => ({ name: r.event_type, data: toJobData(r), opts: { ...opts, jobId: outboxJobId(r.id, r.created_at) } })));
     }
   }
 

@@ -7,6 +7,7 @@ import { EventsService } from '../../../src/shared/events/events.service';
 import { MailService } from '../../../src/shared/mail/mail.service';
 import { MaintenanceScheduler } from '../../../src/shared/maintenance/maintenance.scheduler';
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
+import { outboxJobId } from '../../../src/shared/outbox/outbox-job';
 import { QueueReconciler } from '../../../src/shared/outbox/queue-reconciler';
 import { DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, TestApp, uniqueEmail } from '../../setup/app';
@@ -89,10 +90,11 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     smtp.failNext(1000, (r) => r === to);
     const mail = t.app.get(MailService);
     await t.db.tx((tx) => mail.enqueue(tx, { tenantId: owner.tenantId, to, template: 'password_reset', data: {}, secret: { token: 'reset-token-lost-in-redis' } }));
-    const [{ id }] = await t.db.query<{ id: string }>(`SELECT id::text AS id FROM outbox WHERE payload->>'to' = $1`, [to]);
+    const [{ id, created_at }] = await t.db.query<{ id: string; created_at: Date }>(`SELECT id::text AS id, created_at FROM outbox WHERE payload->>'to' = $1`, [to]);
+    const jobId = outboxJobId(id, created_at);
     // the first attempt failed and the job waits for its retry (about a second): Redis loses it now
     const email = queue('email');
-    await eventually(async () => (await email.getJobState(`outbox-${id}`)) === 'delayed', 15_000, 'the mail job to wait for its retry');
+    await eventually(async () => (await email.getJobState(jobId)) === 'delayed', 15_000, 'the mail job to wait for its retry');
     await flushTestPrefix(redis);
     smtp.clearFailures();
     await sleep(1500);
@@ -105,8 +107,8 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     await eventually(async () => (await outboxRow(id)).processed_at, 10_000, 'the outbox row to be settled');
 
     // the completed job leaves Redis (it is kept a day): the settled row is not queued again
-    await eventually(async () => (await email.getJobState(`outbox-${id}`)) === 'completed', 10_000, 'the job to complete');
-    await (await email.getJob(`outbox-${id}`))!.remove();
+    await eventually(async () => (await email.getJobState(jobId)) === 'completed', 10_000, 'the job to complete');
+    await (await email.getJob(jobId))!.remove();
     await reconcile();
     await sleep(1000);
     expect(smtp.messages.filter((m) => m.to.includes(to))).toHaveLength(1);

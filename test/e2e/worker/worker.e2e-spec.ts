@@ -8,6 +8,7 @@ import { Db } from '../../../src/shared/db/db.service';
 import { EventsService } from '../../../src/shared/events/events.service';
 import { MailRequest, MailService } from '../../../src/shared/mail/mail.service';
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
+import { outboxJobId } from '../../../src/shared/outbox/outbox-job';
 import { OutboxRelay } from '../../../src/shared/outbox/outbox-relay.service';
 import { startWorker } from '../../../src/worker';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
@@ -63,11 +64,15 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
       `SELECT id, payload::text AS payload, secret_enc, dispatched_at FROM outbox WHERE payload->>'to' = $1`,
       [to],
     ))[0];
-  const jobKey = (topic: string, outboxId: string) => `${bullPrefix({ REDIS_KEY_PREFIX: prefix })}:${topic}:outbox-${outboxId}`;
+  const jobKey = async (topic: string, outboxId: string) => {
+    const [row] = await db.query<{ created_at: Date }>(`SELECT created_at FROM outbox WHERE id = $1`, [outboxId]);
+    return `${bullPrefix({ REDIS_KEY_PREFIX: prefix })}:${topic}:${outboxJobId(outboxId, row.created_at)}`;
+  };
   /** The job's hash once the job has finished (completed or failed for good). */
   const waitForJob = async (topic: string, outboxId: string) => {
+    const key = await jobKey(topic, outboxId);
     for (let i = 0; i < 100; i++) {
-      const job = await redis.hgetall(jobKey(topic, outboxId));
+      const job = await redis.hgetall(key);
       if (job.finishedOn) return job;
       await sleep(50);
     }
@@ -180,7 +185,22 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     const failed = await waitForJob('email', bad);
     expect(failed.failedReason).toMatch(/template/);
     expect(failed.atm).toBe('1');
-    expect(await redis.hget(jobKey('not-consumed', other), 'name')).toBe('thing.happened');
+    expect(await redis.hget(await jobKey('not-consumed', other), 'name')).toBe('thing.happened');
+  });
+
+  it('after PostgreSQL went back in time (a restore, a lagging replica) a row that gets an id again is still sent, though Redis holds the old job of that id', async () => {
+    const first = uniqueEmail('before-restore');
+    await send({ to: first, template: 'password_reset', secret: { token: 'before-restore-token' } });
+    await smtp.waitFor((m) => m.to.includes(first));
+    const old = await outboxRow(first);
+    await waitForJob('email', old.id); // finished: BullMQ keeps it (a day)
+    // the database as it was before that row: the row is gone and the sequence hands its id out again
+    await db.query(`DELETE FROM outbox WHERE id = $1`, [old.id]);
+    await db.query(`SELECT setval(pg_get_serial_sequence('outbox', 'id'), $1::bigint, false)`, [old.id]);
+    const again = uniqueEmail('after-restore');
+    await send({ to: again, template: 'password_reset', secret: { token: 'after-restore-token' } });
+    expect((await outboxRow(again)).id).toBe(old.id);
+    await smtp.waitFor((m) => m.to.includes(again), 10_000);
   });
 
   it('two relays side by side never dispatch a row twice', async () => {
