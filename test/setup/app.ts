@@ -27,14 +27,22 @@ export async function createTestApp(env: Record<string, string> = {}): Promise<T
     process.env[k] = v;
   }
   resetConfigForTests();
-  const app = await createApiApp({ logger: false });
-  await app.init();
-  await app.getHttpAdapter().getInstance().ready();
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+  let app: Awaited<ReturnType<typeof createApiApp>> | undefined;
+  try {
+    app = await createApiApp({ logger: false });
+    await app.init();
+    await app.getHttpAdapter().getInstance().ready();
+  } catch (e) {
+    // an instance that cannot start (a test of boot errors) leaves no connection open behind it
+    await app?.close().catch(() => undefined);
+    throw e;
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    resetConfigForTests();
   }
-  resetConfigForTests();
   return {
     app,
     http: () => request(app.getHttpServer()),

@@ -58,7 +58,13 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
   }
 
   async onModuleInit(): Promise<void> {
-    await this.ensureSigningKey();
+    try {
+      await this.ensureSigningKey();
+    } catch (e) {
+      // PostgreSQL's "relation does not exist" (42P01): the schema is not there yet
+      if ((e as { code?: string }).code === '42P01') throw new Error(`the database has no schema yet (${(e as Error).message}): apply the migrations first (npm run migration:run, or node dist/migrate)`);
+      throw e;
+    }
     await this.reload();
     this.timer = setInterval(() => this.reloadQuietly(), RELOAD_MS);
     this.timer.unref();
@@ -187,13 +193,24 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
         jwk: existing?.jwk ?? { ...publicKey.export({ format: 'jwk' }), kid: r.kid, alg: 'RS256', use: 'sig' },
       };
       if (r.signing && !current) {
-        loaded.privateKey = existing?.privateKey ?? createPrivateKey(this.cipher.decryptString(r.private_enc, `signing-key:${r.kid}`));
+        loaded.privateKey = existing?.privateKey ?? createPrivateKey(this.openPrivateKey(r.kid, r.private_enc));
         current = loaded;
       }
       next.set(r.kid, loaded);
     }
     if (!current) throw new Error('no active signing key');
     return { keys: next, current };
+  }
+
+  /** The signing key's private PEM; a key that does not open says why (the usual cause, named). */
+  private openPrivateKey(kid: string, envelope: string): string {
+    try {
+      return this.cipher.decryptString(envelope, `signing-key:${kid}`);
+    } catch (e) {
+      throw new Error(
+        `signing key ${kid} cannot be decrypted (${(e as Error).message}): KEY_ENCRYPTION_KEY is not the key it was encrypted with; set the one this database was created with (identical on every instance)`,
+      );
+    }
   }
 
   /** How long a retired key stays published: until every token it may have signed has expired. */
