@@ -7,7 +7,7 @@ import { rewriteEmailKeys } from './email-key-rewrite';
  * part as in 1764700000000-email-nfkc, the domain in its IDNA (UTS 46) Unicode form.
  */
 const fold = (s: string): string => s.toLowerCase().replace(/\u03c2/g, '\u03c3').normalize('NFKC');
-function emailKey(email: string): string {
+export function emailKey(email: string): string {
   const text = email.trim().normalize('NFKC').trim();
   const at = text.lastIndexOf('@');
   if (at < 0) return fold(text);

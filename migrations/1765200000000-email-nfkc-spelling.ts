@@ -1,17 +1,6 @@
-import { domainToASCII, domainToUnicode } from 'url';
 import { MigrationInterface, QueryRunner } from 'typeorm';
-
-/** Frozen copy of normalizeEmail as of this migration (as in 1765100000000-email-idn). */
-const fold = (s: string): string => s.toLowerCase().replace(/\u03c2/g, '\u03c3').normalize('NFKC');
-function emailKey(email: string): string {
-  const text = email.trim().normalize('NFKC').trim();
-  const at = text.lastIndexOf('@');
-  if (at < 0) return fold(text);
-  const d = text.slice(at + 1).normalize('NFKC');
-  if (/^[A-Za-z0-9.-]*$/.test(d) && !/xn--/i.test(d)) return `${fold(text.slice(0, at))}@${d.toLowerCase()}`;
-  const ascii = domainToASCII(d);
-  return `${fold(text.slice(0, at))}@${ascii ? domainToUnicode(ascii) : fold(d)}`;
-}
+// the key as normalizeEmail computes it since that migration (frozen there: a migration never imports src/)
+import { emailKey } from './1765100000000-email-idn';
 
 const PAGE = 1000;
 

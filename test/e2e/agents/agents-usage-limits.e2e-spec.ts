@@ -28,6 +28,14 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
     expect(res.body).toMatchObject({ status: 429, code: 'rate_limit/exceeded' });
   };
   const rlKey = (agentId: string) => `{rl:agent:${agentId}:agent_api_calls}:hits`;
+  /** An agent with an api_calls_per_min limit, its owner and a token of an end user's. */
+  const limitedAgent = async (apiCallsPerMin: number) => {
+    const owner = await tenantOnTier(t, 'pro');
+    const u = await endUser(t, owner);
+    const a = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: apiCallsPerMin } } });
+    const { token } = await agentToken(t, u, a.id);
+    return { owner, a, token };
+  };
 
   describe('api_calls_per_min', () => {
     it('counts bearer calls of all the agent tokens (across users); past the limit 429, one agent.rate_limited per window', async () => {
@@ -98,10 +106,7 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
     });
 
     it('exactly one agent.rate_limited per window when the limit is lowered mid-window (count already past limit + 1)', async () => {
-      const owner = await tenantOnTier(t, 'pro');
-      const u = await endUser(t, owner);
-      const a = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: 600 } } });
-      const { token } = await agentToken(t, u, a.id);
+      const { owner, a, token } = await limitedAgent(600);
       for (let i = 0; i < 10; i++) await bearerCall(t, token).expect(200);
       await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_settings: { rate_limits: { api_calls_per_min: 3 } } }).expect(200);
       await sleep(1100);
@@ -130,10 +135,7 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       ['raised', { api_calls_per_min: 600 }],
       ['removed', {}],
     ])('a limit %s by PATCH lets a blocked agent through at once, though this process still remembers the old one', async (_n, rateLimits) => {
-      const owner = await tenantOnTier(t, 'pro');
-      const u = await endUser(t, owner);
-      const a = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: 2 } } });
-      const { token } = await agentToken(t, u, a.id);
+      const { owner, a, token } = await limitedAgent(2);
       await bearerCall(t, token).expect(200);
       await bearerCall(t, token).expect(200);
       expectProblem429(await bearerCall(t, token));
@@ -146,10 +148,7 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
     });
 
     it('a block whose window rolled over (the count gone, the limit unchanged) runs its course: no call through, no second event', async () => {
-      const owner = await tenantOnTier(t, 'pro');
-      const u = await endUser(t, owner);
-      const a = await registerAgent(t, owner, { agent_settings: { rate_limits: { api_calls_per_min: 2 } } });
-      const { token } = await agentToken(t, u, a.id);
+      const { a, token } = await limitedAgent(2);
       await bearerCall(t, token).expect(200);
       await bearerCall(t, token).expect(200);
       expectProblem429(await bearerCall(t, token));

@@ -1,8 +1,7 @@
 import { spawn } from 'child_process';
-import Redis from 'ioredis';
 import { createApiKey, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
-import { freePortBelowEphemeral } from '../../setup/ports';
+import { ownRedis } from '../../setup/own-redis';
 import { eventually } from '../webhooks/webhook-helpers';
 
 /**
@@ -14,19 +13,10 @@ describe('Redis stalled', () => {
   let t: TestApp;
   let server: ReturnType<typeof spawn>;
   beforeAll(async () => {
-    const port = await freePortBelowEphemeral();
-    server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-    await eventually(async () => {
-      const c = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-      try {
-        return (await c.ping()) === 'PONG';
-      } catch {
-        return false;
-      } finally {
-        c.disconnect();
-      }
-    }, 10_000, 'redis-server to start');
-    t = await createTestApp({ REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_COMMAND_TIMEOUT_MS: '500' });
+    const own = await ownRedis();
+    server = own.startRedis();
+    await eventually(own.ping, 10_000, 'redis-server to start');
+    t = await createTestApp({ REDIS_URL: `redis://127.0.0.1:${own.port}`, REDIS_COMMAND_TIMEOUT_MS: '500' });
   });
   afterAll(async () => {
     server.kill('SIGCONT');

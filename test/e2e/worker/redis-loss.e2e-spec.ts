@@ -1,4 +1,3 @@
-import { spawn } from 'child_process';
 import { INestApplicationContext } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import Redis from 'ioredis';
@@ -15,7 +14,7 @@ import { SmtpCapture, startSmtpCapture } from '../../setup/smtp-capture';
 import { startWorkerWith } from '../../setup/worker';
 import { flushTestPrefix, rawRedis } from '../agents/agents.helpers';
 import { createIsolatedDatabase, eventually, Receiver, sleep } from '../webhooks/webhook-helpers';
-import { freePortBelowEphemeral } from '../../setup/ports';
+import { ownRedis } from '../../setup/own-redis';
 import { APP_CONFIG } from '../../../src/config/config';
 import { EnvelopeCipher } from '../../../src/shared/crypto/envelope-cipher';
 import { SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
@@ -232,26 +231,6 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     expect(rx.on(path)).toHaveLength(1);
   }, 60_000);
 
-  /**
-   * A Redis of a test's own, to stop and restart on the same port. The port is free now and below
-   * the ephemeral range (32768 and up on Linux), so no outgoing connection of the other test files
-   * running meanwhile can take it while this Redis is down.
-   */
-  const ownRedis = async () => {
-    const port = await freePortBelowEphemeral();
-    const startRedis = () => spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-    const ping = async () => {
-      const c = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-      try {
-        return (await c.ping()) === 'PONG';
-      } catch {
-        return false;
-      } finally {
-        c.disconnect();
-      }
-    };
-    return { port, startRedis, ping };
-  };
 
   it('a process started while Redis is away subscribes to key rotation announcements once Redis is there', async () => {
     const { port, startRedis, ping } = await ownRedis();
