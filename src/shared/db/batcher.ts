@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { Counter } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { metricsRegistry } from '../http/metrics';
 
 const statements = new Counter({
@@ -13,6 +13,19 @@ const items = new Counter({
   help: 'Calls served by a write batcher',
   labelNames: ['batcher'] as const,
   registers: [metricsRegistry],
+});
+
+/** Every batcher of this process, for the queue-depth gauge (read at scrape time only). */
+const live = new Set<{ readonly name: string; readonly queued: number }>();
+new Gauge({
+  name: 'db_batch_queued',
+  help: 'Calls waiting for a statement slot of a write batcher (this process, at scrape time)',
+  labelNames: ['batcher'] as const,
+  registers: [metricsRegistry],
+  collect() {
+    this.reset();
+    for (const b of live) this.inc({ batcher: b.name }, b.queued);
+  },
 });
 
 interface Pending<I, O> {
@@ -51,7 +64,18 @@ export class Batcher<I, O> {
     private readonly runBatch: (items: I[]) => Promise<O[]>,
     private readonly runOne: (item: I) => Promise<O>,
     private readonly opts: BatcherOptions,
-  ) {}
+  ) {
+    live.add(this);
+  }
+
+  get name(): string {
+    return this.opts.name;
+  }
+
+  /** Calls waiting for a statement slot now. */
+  get queued(): number {
+    return this.queue.length;
+  }
 
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {

@@ -36,6 +36,11 @@ describe('write batching: concurrent guest sign-ins and refreshes share one stat
     }
     return out;
   }
+  async function queued(batcher: string): Promise<number> {
+    const text = (await t.http().get('/metrics').expect(200)).text;
+    const m = new RegExp(`^db_batch_queued\\{batcher="${batcher}"\\} (\\d+)`, 'm').exec(text);
+    return m ? Number(m[1]) : 0;
+  }
   const delta = (a: Record<string, number>, b: Record<string, number>) => Object.fromEntries(Object.keys(b).map((k) => [k, b[k] - (a[k] ?? 0)]));
 
   /** Holds `lockSql` in an open transaction; resolves once `waiters` statements wait for it. */
@@ -66,15 +71,15 @@ describe('write batching: concurrent guest sign-ins and refreshes share one stat
   }
 
   /** Sends `first` (they block on the lock: both slots busy), then `rest`, then releases the lock. */
-  async function queuedBehind<T>(lock: Awaited<ReturnType<typeof holdLock>>, first: (() => PromiseLike<T>)[], rest: (() => PromiseLike<T>)[]): Promise<T[]> {
+  async function queuedBehind<T>(batcher: string, lock: Awaited<ReturnType<typeof holdLock>>, first: (() => PromiseLike<T>)[], rest: (() => PromiseLike<T>)[]): Promise<T[]> {
     // supertest sends when awaited: Promise.resolve starts each request now
     const a = first.map((f) => Promise.resolve(f()));
     let b: Promise<T>[] = [];
     try {
       await lock.waitFor(first.length);
       b = rest.map((f) => Promise.resolve(f()));
-      // let the rest pass HTTP, guards and validation into the batcher's queue
-      await new Promise((res) => setTimeout(res, 400));
+      // the rest pass HTTP, guards and validation into the batcher's queue (its depth, db_batch_queued)
+      for (let i = 0; i < 200 && (await queued(batcher)) < rest.length; i++) await new Promise((res) => setTimeout(res, 25));
     } finally {
       await lock.release();
     }
@@ -87,7 +92,7 @@ describe('write batching: concurrent guest sign-ins and refreshes share one stat
     await anon(tenant).expect(201); // the tenant's counter row exists
     const before = await counters('guest_create');
     const lock = await holdLock(`SELECT 1 FROM tenant_mau WHERE tenant_id = $1 FOR UPDATE`, [tenant.id]);
-    const results = await queuedBehind(
+    const results = await queuedBehind('guest_create',
       lock,
       [() => anon(tenant), () => anon(tenant)],
       [...Array.from({ length: 10 }, (_, k) => () => anon(tenant, k % 2 ? { public_metadata: { ...tricky, k } } : {})), ...Array.from({ length: 5 }, () => () => anon(other))],
@@ -119,7 +124,7 @@ describe('write batching: concurrent guest sign-ins and refreshes share one stat
     await t.db.query(`UPDATE tenant_mau SET active_users = 9995 WHERE tenant_id = $1`, [tenant.id]);
     const before = await counters('guest_create');
     const lock = await holdLock(`SELECT 1 FROM tenant_mau WHERE tenant_id = $1 FOR UPDATE`, [tenant.id]);
-    const results = await queuedBehind(lock, [() => anon(tenant), () => anon(tenant)], Array.from({ length: 10 }, () => () => anon(tenant)));
+    const results = await queuedBehind('guest_create', lock, [() => anon(tenant), () => anon(tenant)], Array.from({ length: 10 }, () => () => anon(tenant)));
     expect(results.filter((r) => r.status === 201)).toHaveLength(5);
     const refused = results.filter((r) => r.status !== 201);
     expect(refused).toHaveLength(7);
@@ -145,7 +150,7 @@ describe('write batching: concurrent guest sign-ins and refreshes share one stat
     const before = await counters('refresh_rotate');
     const lock = await holdLock(`SELECT 1 FROM refresh_tokens WHERE id = ANY($1) FOR UPDATE`, [blockers.map((b) => b.refresh_token.split(':')[0])]);
     const tokens = [...users, ...guests].map((u) => u.refresh_token as string);
-    const results = await queuedBehind(
+    const results = await queuedBehind('refresh_rotate', 
       lock,
       blockers.map((b) => () => refresh(b.refresh_token, tenant)),
       [...tokens.map((tok) => () => refresh(tok, tenant)), () => refresh(tokens[1], tenant)],
@@ -179,7 +184,7 @@ describe('write batching: concurrent guest sign-ins and refreshes share one stat
     const subjects = [...users.slice(0, 9).map((u) => u.access_token), withdrawnToken];
     const before = await counters('token_exchange_issue');
     const lock = await holdLock(`LOCK TABLE agent_actions IN SHARE MODE`, []);
-    const results = await queuedBehind(
+    const results = await queuedBehind('token_exchange_issue', 
       lock,
       subjects.slice(0, 2).map((st) => () => postToken(t, agent, exchangeBody(st, { scope: 'openid' }))),
       subjects.slice(2).map((st) => () => postToken(t, agent, exchangeBody(st, { scope: 'openid' }))),
