@@ -110,7 +110,11 @@ export class LoginThrottleService {
     let waitMs: number;
     try {
       waitMs = await this.attemptCmd(...k.counters, k.trusted, c.LOGIN_FAILURES_PER_ACCOUNT_IP, c.LOGIN_FAILURES_PER_ACCOUNT, c.LOGIN_FAILURES_PER_IP, c.LOGIN_FAILURE_WINDOW_SECONDS * 1000, k.addr);
-    } catch {
+    } catch (e) {
+      // no answer in REDIS_COMMAND_TIMEOUT_MS (a stalled Redis): the script was sent and may still
+      // run once Redis resumes, counting an attempt this request never judged (the caller gets 503).
+      // Its take-back goes after it on the same connection, so it runs after it, in order.
+      if ((e as Error).message === 'Command timed out') void this.takeBackCmd(...k.counters, 'release').catch(() => undefined);
       throw new AppError('server/unavailable', 'Rate limiter unavailable');
     }
     if (waitMs > 0) throw new RateLimitedError(Math.ceil(waitMs / 1000), 'auth/login_throttled');

@@ -14,8 +14,9 @@ export function createRedis(
   const client = new Redis(config.REDIS_URL, {
     // a Redis that stops answering without closing the connection (a stalled server, a network
     // that drops packets, a failover in progress) fails its commands after this long: requests
-    // answer 503 and /ready fails instead of hanging, and a client that gave up is not followed
-    // by a late write (a refresh rotated after its caller left). No blocking commands use this client.
+    // answer 503 and /ready fails instead of hanging. A command sent may still run once Redis
+    // resumes (a timeout is not "not executed"): where a late run would wrong someone (a sign-in
+    // attempt counted), its caller sends the undo after it. No blocking commands use this client.
     commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS ?? 2000,
     keyPrefix: config.REDIS_KEY_PREFIX,
     maxRetriesPerRequest: extra.maxRetriesPerRequest === undefined ? 1 : extra.maxRetriesPerRequest,

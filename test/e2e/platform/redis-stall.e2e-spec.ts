@@ -2,7 +2,7 @@ import { spawn } from 'child_process';
 import { createApiKey, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { ownRedis } from '../../setup/own-redis';
-import { eventually } from '../webhooks/webhook-helpers';
+import { eventually, sleep } from '../webhooks/webhook-helpers';
 
 /**
  * A Redis that stops answering without closing its connections (a stalled server, a network that
@@ -44,5 +44,24 @@ describe('Redis stalled', () => {
     }
     await eventually(async () => (await login()).status === 200, 10_000, 'sign-in once Redis answers');
     await me().expect(200);
+  }, 30_000);
+
+  it('sign-in attempts refused with 503 while Redis stalled are not counted when it resumes and runs them late', async () => {
+    const dash = await signupTenant(t);
+    const { key } = await createApiKey(t, dash);
+    const email = uniqueEmail('stall-late');
+    await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    const ip = randomIp();
+    const login = () => t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', ip).send({ email, password: STRONG_PASSWORD }).timeout(5000);
+    await login().expect(200); // the API key is cached
+    server.kill('SIGSTOP');
+    try {
+      // more than the 5 failures of a pair the throttle allows
+      for (let i = 0; i < 7; i++) expect((await login()).status).toBe(503);
+    } finally {
+      server.kill('SIGCONT');
+    }
+    await sleep(300); // Redis runs what it was sent meanwhile
+    await login().expect(200);
   }, 30_000);
 });
