@@ -210,6 +210,23 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
     expect((await deliveries(other, theirs.id)).data).toEqual([]);
   });
 
+  it('after PostgreSQL went back in time, an event given an old outbox id again is still delivered (Redis holds the finished jobs of that id)', async () => {
+    const d = await signupTenant(t);
+    const path = rx.path();
+    const ep = await createEndpoint(d, { url: rx.url(path), events: ['agent.revoked'] });
+    const first = await emit(d.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-000000000005', n: 1 });
+    await rx.waitFor((x) => x.path === path);
+    await settled(d, ep.id);
+    // the database as it was before that event: its rows are gone and the sequence hands its id out again
+    await t.db.query(`DELETE FROM webhook_deliveries WHERE outbox_id = $1`, [first]);
+    await t.db.query(`DELETE FROM outbox WHERE id = $1`, [first]);
+    await t.db.query(`SELECT setval(pg_get_serial_sequence('outbox', 'id'), $1::bigint, false)`, [first]);
+    const again = await emit(d.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-000000000005', n: 2 });
+    expect(again).toBe(first);
+    const got = await rx.waitFor((x) => x.path === path, 2, 15_000);
+    expect(JSON.parse(got[1].body).data).toMatchObject({ n: 2 });
+  });
+
   it('a re-run fan-out or a re-relayed outbox row never delivers twice (delivery unique per event and endpoint, same job id)', async () => {
     const d = await signupTenant(t);
     const path = rx.path();

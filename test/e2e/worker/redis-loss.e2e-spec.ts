@@ -7,6 +7,7 @@ import { MailService } from '../../../src/shared/mail/mail.service';
 import { MaintenanceScheduler } from '../../../src/shared/maintenance/maintenance.scheduler';
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
 import { outboxJobId } from '../../../src/shared/outbox/outbox-job';
+import { deliveryJobId } from '../../../src/modules/webhooks/deliver/delivery-job';
 import { QueueReconciler } from '../../../src/shared/outbox/queue-reconciler';
 import { DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, TestApp, uniqueEmail } from '../../setup/app';
@@ -137,7 +138,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
 
     // while Redis holds the job (delayed a minute), a reconcile pass changes nothing
     const deliveries = queue('webhook-delivery');
-    const jobId = `wh-${delivery.outbox_id}-${endpoint.id}`;
+    const jobId = deliveryJobId(delivery.id);
     // (the attempt is recorded just before BullMQ moves the job to the delayed set)
     await eventually(async () => (await deliveries.getJobState(jobId)) === 'delayed', 10_000, 'the delivery job to wait for its retry');
     expect((await reconcile())['webhook-deliveries']).toBeGreaterThanOrEqual(1);
@@ -196,7 +197,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     await flushTestPrefix(redis);
     await reconcile();
     const deliveries = queue('webhook-delivery');
-    const jobId = `wh-${inFlight.outbox_id}-${endpoint.id}`;
+    const jobId = deliveryJobId(inFlight.id);
     await eventually(async () => (await deliveries.getJobState(jobId)) === 'delayed', 5_000, 'the re-added job to wait for the lease');
 
     // the first attempt's answer is recorded; the waiting job then finds the delivery done

@@ -13,9 +13,13 @@ export interface DeliveryJobData {
   attemptOffset?: number;
 }
 
-/** Job id of the delivery of one outbox event to one endpoint: re-adding it is a no-op. */
-export function deliveryJobId(outboxId: string | number, endpointId: string): string {
-  return `wh-${outboxId}-${endpointId}`;
+/**
+ * Job id of a delivery (one outbox event to one endpoint): re-adding it is a no-op. The delivery
+ * row's own id, never reused: an outbox id handed out again after PostgreSQL went back in time (a
+ * restore, a lagging replica) must not meet the finished job of the old delivery and be dropped.
+ */
+export function deliveryJobId(deliveryId: string): string {
+  return `wh-${deliveryId}`;
 }
 
 /** Completed delivery jobs are kept a day and failed ones two weeks (while kept, a re-add of the id is a no-op). */
@@ -45,7 +49,7 @@ export function deliveryJob(
     data: { deliveryId: d.id, ...(d.tenant_id ? { tenantId: d.tenant_id } : {}), ...(resume.attemptOffset ? { attemptOffset: resume.attemptOffset } : {}) },
     opts: {
       ...KEEP,
-      jobId: deliveryJobId(d.outbox_id, d.endpoint_id),
+      jobId: deliveryJobId(d.id),
       attempts: Math.max(1, attempts),
       backoff: { type: 'webhook' },
       ...(resume.delayMs > 0 ? { delay: resume.delayMs } : {}),
