@@ -32,8 +32,12 @@ describe('renderError', () => {
       expect([err.message, r.status, (r.body as { code?: string }).code]).toEqual([err.message, 503, 'server/unavailable']);
       expect((renderError(err, '/oauth/token', 'rid').body as { error?: string }).error).toBe('temporarily_unavailable');
     }
-    // a bug stays a 500
+    // a bug stays a 500, a protocol violation (08P01: a statement given the wrong number of parameters) too
     expect(renderError(new Error('boom'), '/v1/auth/login', 'rid').status).toBe(500);
+    expect(renderError(Object.assign(new Error('bind message supplies 1 parameters, but prepared statement "" requires 2'), { code: '08P01', severity: 'ERROR' }), '/v1/auth/login', 'rid').status).toBe(500);
+    // PostgreSQL down behind a name of two addresses (localhost): Node's AggregateError
+    const both = Object.assign(new AggregateError([Object.assign(new Error('connect ECONNREFUSED ::1:5432'), { code: 'ECONNREFUSED', syscall: 'connect' }), Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED', syscall: 'connect' })], ''), { code: 'ECONNREFUSED' });
+    expect(renderError(both, '/v1/auth/login', 'rid').status).toBe(503);
   });
 });
 

@@ -86,11 +86,16 @@ function fromDatabaseDataError(err: { code?: unknown; message?: string }): AppEr
  * as a bug. SQLSTATE class 08 (connection exception), 57P01-57P03 (the server shutting down or
  * starting), the drivers' own connection messages.
  */
-function fromDatabaseUnavailable(err: { code?: unknown; message?: string }): AppError | undefined {
+function fromDatabaseUnavailable(err: { code?: unknown; message?: string; errors?: unknown }): AppError | undefined {
+  // Node's AggregateError of a connect that tried every address of a name (localhost: ::1 and
+  // 127.0.0.1): its code is the first failure's, and it has no syscall of its own
+  const first = Array.isArray(err.errors) && err.errors[0] && typeof err.errors[0] === 'object' ? (err.errors[0] as { code?: unknown; message?: string; syscall?: string }) : undefined;
+  if (first && first !== err) return fromDatabaseUnavailable(first);
   const code = typeof err.code === 'string' ? err.code : '';
   const message = err.message ?? '';
   const unavailable =
-    /^08[0-9A-Z]{3}$/.test(code) ||
+    // connection exceptions, not 08P01 (protocol_violation: a bug of the caller's, e.g. a parameter count)
+    /^080(0[0-4]|0[67])$/.test(code) ||
     /^57P0[123]$/.test(code) ||
     (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'].includes(code) && 'syscall' in err) ||
     /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Command timed out|Connection is closed\.|Reached the max retries per request limit.*)$/.test(message);

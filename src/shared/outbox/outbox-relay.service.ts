@@ -31,7 +31,7 @@ interface OutboxRow {
  * Moves committed outbox rows to BullMQ, one queue per topic (`email`, `webhook`, ...; a topic
  * nobody consumes yet is queued all the same). Each batch is one transaction: lock pending rows
  * (SKIP LOCKED, so several workers relay side by side without taking the same row), add them
- * with job id `outbox-<id>`, mark them dispatched, commit. A crash between the add and the
+ * with job id outboxJobId(id, created_at), mark them dispatched, commit. A crash between the add and the
  * commit re-adds the same ids later, which BullMQ ignores: a row is queued once.
  */
 @Injectable()

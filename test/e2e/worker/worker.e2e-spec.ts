@@ -76,7 +76,7 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
       if (job.finishedOn) return job;
       await sleep(50);
     }
-    throw new Error(`job outbox-${outboxId} of ${topic} did not finish`);
+    throw new Error(`job ${key} of ${topic} did not finish`);
   };
 
   beforeAll(async () => {
