@@ -163,8 +163,10 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
     if (hasBody && coding !== undefined && !/^\s*(identity\s*(,\s*identity\s*)*)?$/i.test(coding)) {
       return done(new AppError('request/unsupported_media_type', 'Request bodies are not compressed: Content-Encoding is not supported'));
     }
-    // a transfer coding other than chunked would be read as if it were plain (RFC 9112 section 6.1)
-    if (transfer !== undefined && !/^\s*chunked\s*$/i.test(transfer)) {
+    // a transfer coding before chunked would be read as if it were plain (RFC 9112 section 6.1).
+    // One whose last coding is not chunked the HTTP parser refuses itself (400, one answer): not
+    // answered here too, or the socket would carry two answers to one request
+    if (transfer !== undefined && /,\s*chunked\s*$/i.test(transfer)) {
       return done(new AppError('request/unsupported_media_type', 'Transfer-Encoding other than chunked is not supported'));
     }
     // one set of credentials per request: with two Authorization headers, this service would read
