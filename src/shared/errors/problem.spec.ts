@@ -20,6 +20,7 @@ describe('renderError', () => {
       Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED', syscall: 'connect' }),
       Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', severity: 'FATAL' }),
       Object.assign(new Error('the database system is starting up'), { code: '57P03', severity: 'FATAL' }),
+      Object.assign(new Error('sorry, too many clients already'), { code: '53300', severity: 'FATAL' }),
       Object.assign(new Error('connection failure'), { code: '08006' }),
       new Error('Connection terminated unexpectedly'),
       new Error('timeout exceeded when trying to connect'),

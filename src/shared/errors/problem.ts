@@ -97,6 +97,8 @@ function fromDatabaseUnavailable(err: { code?: unknown; message?: string; errors
     // connection exceptions, not 08P01 (protocol_violation: a bug of the caller's, e.g. a parameter count)
     /^080(0[0-4]|0[67])$/.test(code) ||
     /^57P0[123]$/.test(code) ||
+    // too_many_connections: the server refuses new connections for now
+    code === '53300' ||
     (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'].includes(code) && 'syscall' in err) ||
     /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Command timed out|Connection is closed\.|Reached the max retries per request limit.*)$/.test(message);
   return unavailable ? new AppError('server/unavailable', 'A dependency is unavailable; retry shortly') : undefined;
