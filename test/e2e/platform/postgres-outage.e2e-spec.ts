@@ -50,15 +50,19 @@ describe('PostgreSQL unreachable', () => {
     const ip = randomIp();
     const login = () => t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', ip).send({ email, password: STRONG_PASSWORD });
     const dashLogin = () => t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', ip).send({ email: dash.email, password: STRONG_PASSWORD });
+    const reauth = () => t.http().post('/v1/auth/dashboard/reauth').set('X-Forwarded-For', ip).set('Cookie', dash.cookie).set('X-CSRF-Token', dash.csrf).send({ password: STRONG_PASSWORD });
     await login().expect(200); // the API key is cached: the requests below reach the password check
+    await reauth().expect(200);
     up = false;
     open.forEach((sock) => sock.destroy());
     for (let i = 0; i < 7; i++) {
       const [user, owner] = await Promise.all([login(), dashLogin()]);
       expect([user.status, user.body.code, owner.status, owner.body.code]).toEqual([503, 'server/unavailable', 503, 'server/unavailable']);
+      expect((await reauth()).status).toBe(503);
     }
     up = true;
     await login().expect(200);
+    await reauth().expect(200);
     await dashLogin().expect(200);
   });
 });
