@@ -272,11 +272,21 @@ describe('account security: password forgot, reset and change (issue 5 item 2)',
       await login(w.t, tenant.apiKey, u.email); // still the old password
     });
 
-    it('an outstanding reset link stops working after a change', async () => {
+    it('an outstanding reset link, magic link and email sign-in code stop working after a change', async () => {
       const u = await register(w.t, tenant.apiKey);
       const token = await resetToken(u.email);
+      await post(w.t, '/v1/auth/magic-link', tenant.apiKey, { email: u.email }).expect(202);
+      const magic = linkToken(await w.nextMail((m) => m.to.includes(u.email) && m.subject.startsWith('Your sign-in link')), '/magic-link');
+      await post(w.t, '/v1/auth/email-otp', tenant.apiKey, { email: u.email }).expect(202);
+      const code = mailCode(await w.nextMail((m) => m.to.includes(u.email) && m.subject.endsWith('verification code')));
       await change(u.access, { current_password: STRONG_PASSWORD, new_password: NEW_PASSWORD }).expect(204);
       expect((await reset(token, 'attacker password 1').expect(400)).body.code).toBe('token/invalid');
+      expect((await post(w.t, '/v1/auth/magic-link/verify', tenant.apiKey, { token: magic }).expect(400)).body.code).toBe('token/invalid');
+      await post(w.t, '/v1/auth/email-otp/verify', tenant.apiKey, { email: u.email, code }).expect(401);
+      // asked for after the change, they sign in
+      await post(w.t, '/v1/auth/magic-link', tenant.apiKey, { email: u.email }).expect(202);
+      const fresh = linkToken(await w.nextMail((m) => m.to.includes(u.email) && m.subject.startsWith('Your sign-in link')), '/magic-link');
+      await post(w.t, '/v1/auth/magic-link/verify', tenant.apiKey, { token: fresh }).expect(200);
     });
 
     it.each([

@@ -7,14 +7,17 @@ import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService } from '../../sessions/sessions.service';
+import { EmailCodes } from '../email-codes.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { ChangePasswordCommand } from './password.commands';
 
 /**
  * The current password is the re-verification (a wrong one is 401 and counts against the same
  * failed sign-in throttle as login, per account and client address). The new password ends
- * every other session of the user and voids outstanding reset links; the current session
- * stays. Agent tokens and guests cannot change a password.
+ * every other session of the user and voids outstanding reset links, magic links and email
+ * sign-in codes (as a reset does: a change is what a user does who fears someone else got in,
+ * and a link asked for earlier would open a new session past it); the current session stays.
+ * Agent tokens and guests cannot change a password.
  */
 @CommandHandler(ChangePasswordCommand)
 export class ChangePasswordHandler implements ICommandHandler<ChangePasswordCommand, void> {
@@ -23,6 +26,7 @@ export class ChangePasswordHandler implements ICommandHandler<ChangePasswordComm
     private readonly hasher: PasswordHasher,
     private readonly throttle: LoginThrottleService,
     private readonly tokens: OneTimeTokens,
+    private readonly codes: EmailCodes,
     private readonly sessions: SessionsService,
     private readonly revocation: TokenRevocationService,
     private readonly events: EventsService,
@@ -56,7 +60,8 @@ export class ChangePasswordHandler implements ICommandHandler<ChangePasswordComm
         u.password_hash,
       ]);
       if (!rowCount) throw new AppError('auth/invalid_credentials', 'The password was changed meanwhile');
-      await this.tokens.voidForUser(tx, u.id, ['password_reset']);
+      await this.tokens.voidForUser(tx, u.id, ['password_reset', 'magic_link']);
+      if (u.email_normalized) await this.codes.voidLogin(tx, { tenantId: p.tenantId, emailNormalized: u.email_normalized });
       const sids = await this.sessions.revokeUserSessions(tx, u.id, 'password_changed', p.sessionId);
       await this.events.audit(tx, {
         tenantId: p.tenantId,
