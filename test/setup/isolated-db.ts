@@ -1,6 +1,7 @@
 import { randomBytes } from 'crypto';
 import { Client } from 'pg';
 import { runMigrations } from '../../src/migrate';
+import { createTestApp, TestApp } from './app';
 
 export interface IsolatedDatabase {
   url: string;
@@ -30,4 +31,21 @@ export async function createIsolatedDatabase(): Promise<IsolatedDatabase> {
   url.pathname = `/${name}`;
   await runMigrations(url.toString());
   return { url: url.toString(), drop: () => run(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
+
+/**
+ * An API app on a migrated database of the test file's own (a test that rewrites or withdraws
+ * what every file of the run would see: keys, all rows of a table). `close()` also drops it.
+ */
+export async function createIsolatedTestApp(env: Record<string, string> = {}): Promise<TestApp & { databaseUrl: string }> {
+  const isolated = await createIsolatedDatabase();
+  const t = await createTestApp({ ...env, DATABASE_URL: isolated.url });
+  return {
+    ...t,
+    databaseUrl: isolated.url,
+    close: async () => {
+      await t.close();
+      await isolated.drop();
+    },
+  };
 }

@@ -2,8 +2,8 @@ import { EmailIdn1765100000000 } from '../../../migrations/1765100000000-email-i
 import { createDataSource } from '../../../src/shared/db/data-source';
 import { createApiKey, signupTenant } from '../../factories/dashboard.factory';
 import { createTenant } from '../../factories/tenant.factory';
-import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
-import { createTestApp, randomIp, STRONG_PASSWORD, TestApp } from '../../setup/app';
+import { createIsolatedTestApp } from '../../setup/isolated-db';
+import { randomIp, STRONG_PASSWORD } from '../../setup/app';
 
 /**
  * An internationalized email domain is one domain in its A-label (`xn--bcher-kva.de`) and U-label
@@ -11,16 +11,11 @@ import { createTestApp, randomIp, STRONG_PASSWORD, TestApp } from '../../setup/a
  * On a database of its own: the migration test rewrites every key of its database.
  */
 describe('internationalized email domains: one address in either IDNA spelling', () => {
-  let t: TestApp;
-  let isolated: IsolatedDatabase;
+  let t: Awaited<ReturnType<typeof createIsolatedTestApp>>;
   beforeAll(async () => {
-    isolated = await createIsolatedDatabase();
-    t = await createTestApp({ DATABASE_URL: isolated.url });
+    t = await createIsolatedTestApp();
   });
-  afterAll(async () => {
-    await t.close();
-    await isolated.drop();
-  });
+  afterAll(() => t.close());
 
   const tag = () => Math.random().toString(36).slice(2, 8);
 
@@ -61,7 +56,7 @@ describe('internationalized email domains: one address in either IDNA spelling',
     // two accounts the previous key told apart: a migration cannot merge them
     const [u1] = await insert('pair@b\u00fccher.example', 'pair@b\u00fccher.example');
     const [u2] = await insert('pair@xn--bcher-kva.example', 'pair@xn--bcher-kva.example');
-    const ds = createDataSource({ DATABASE_URL: isolated.url, DATABASE_POOL_SIZE: 2 });
+    const ds = createDataSource({ DATABASE_URL: t.databaseUrl, DATABASE_POOL_SIZE: 2 });
     await ds.initialize();
     const runner = ds.createQueryRunner();
     try {

@@ -1,8 +1,8 @@
 import { EmailNfkcSpelling1765200000000 } from '../../../migrations/1765200000000-email-nfkc-spelling';
 import { createDataSource } from '../../../src/shared/db/data-source';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
-import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
-import { createTestApp, randomIp, STRONG_PASSWORD, TestApp } from '../../setup/app';
+import { createIsolatedTestApp } from '../../setup/isolated-db';
+import { randomIp, STRONG_PASSWORD } from '../../setup/app';
 
 const fullwidth = (s: string) => [...s].map((c) => (/[a-z0-9]/.test(c) ? String.fromCharCode(c.charCodeAt(0) + 0xfee0) : c)).join('');
 
@@ -13,18 +13,13 @@ const fullwidth = (s: string) => [...s].map((c) => (/[a-z0-9]/.test(c) ? String.
  * own: the migration test rewrites every row of its database.
  */
 describe('email spelling: an account is mailed at the mailbox its key names', () => {
-  let t: TestApp;
-  let isolated: IsolatedDatabase;
+  let t: Awaited<ReturnType<typeof createIsolatedTestApp>>;
   let tenant: TenantFixture;
   beforeAll(async () => {
-    isolated = await createIsolatedDatabase();
-    t = await createTestApp({ DATABASE_URL: isolated.url });
+    t = await createIsolatedTestApp();
     tenant = await createTenant(t.db);
   });
-  afterAll(async () => {
-    await t.close();
-    await isolated.drop();
-  });
+  afterAll(() => t.close());
 
   const post = (path: string, body: object) => t.http().post(path).set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send(body);
   const mailsTo = async (template: string, userOrAddress: string) =>
@@ -67,7 +62,7 @@ describe('email spelling: an account is mailed at the mailbox its key names', ()
     const [left1] = await insert(`${fullwidth('bob')}@example.com`, `${fullwidth('bob')}@example.com`);
     const [left2] = await insert(`${fullwidth('b')}ob@example.com`, `${fullwidth('b')}ob@example.com`);
     const [dash] = await t.db.query<{ id: string }>(`INSERT INTO dashboard_users (email, email_normalized, password_hash) VALUES ($1, 'admin.m@example.com', 'x') RETURNING id`, [`${fullwidth('admin')}.m@example.com`]);
-    const ds = createDataSource({ DATABASE_URL: isolated.url, DATABASE_POOL_SIZE: 2 });
+    const ds = createDataSource({ DATABASE_URL: t.databaseUrl, DATABASE_POOL_SIZE: 2 });
     await ds.initialize();
     const runner = ds.createQueryRunner();
     try {

@@ -5,7 +5,7 @@ import jwt from 'jsonwebtoken';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { JWKS_MAX_AGE_SECONDS, SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
-import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
+import { createIsolatedTestApp } from '../../setup/isolated-db';
 import { Db } from '../../../src/shared/db/db.service';
 import { EnvelopeCipher } from '../../../src/shared/crypto/envelope-cipher';
 import { APP_CONFIG } from '../../../src/config/config';
@@ -382,16 +382,11 @@ describe('end users: the per-account failed sign-in limit under a parallel burst
 describe('end users: withdrawing a compromised signing key', () => {
   let t: TestApp;
   let tenant: TenantFixture;
-  let isolated: IsolatedDatabase;
   beforeAll(async () => {
-    isolated = await createIsolatedDatabase();
-    t = await createTestApp({ DATABASE_URL: isolated.url });
+    t = await createIsolatedTestApp();
     tenant = await createTenant(t.db);
   });
-  afterAll(async () => {
-    await t.close();
-    await isolated.drop();
-  });
+  afterAll(() => t.close());
 
   it('keys:rotate --revoke-old (a compromised key): the new key signs at once, older keys leave the JWKS and their tokens are refused; refresh tokens go on', async () => {
     const before = await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);
