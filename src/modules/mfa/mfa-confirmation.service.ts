@@ -3,7 +3,7 @@ import { ClientInfoValue, UserPrincipal } from '../../shared/auth/auth-context';
 import { PasswordHasher } from '../../shared/crypto/password-hasher';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
-import { LoginThrottleService } from '../../shared/rate-limit/login-throttle.service';
+import { LoginThrottleService, passwordSignInRealm } from '../../shared/rate-limit/login-throttle.service';
 import { MfaFactorsService, MfaMethod } from './mfa-factors.service';
 import { mfaThrottleRealm } from './mfa-throttle';
 
@@ -44,11 +44,9 @@ export class MfaConfirmationService {
     );
     // nothing judged yet: no credential was checked, none is counted
     if (!row?.mfa_enabled) throw new AppError('mfa/not_enabled');
-    const passwordRealm = `user:${user.tenantId}`;
+    const passwordRealm = passwordSignInRealm(user.tenantId);
     const account = row.email_normalized ?? user.userId;
-    const passwordOk = await this.throttle.judge(passwordRealm, account, client.ip, async () =>
-      row.password_hash ? this.hasher.verify(row.password_hash, proof.password) : (await this.hasher.verifyDummy(proof.password)) && false,
-    );
+    const passwordOk = await this.throttle.judge(passwordRealm, account, client.ip, () => this.hasher.verifyOrDummy(row.password_hash, proof.password));
     if (!passwordOk) {
       throw new AppError('auth/invalid_credentials', 'The password is wrong');
     }

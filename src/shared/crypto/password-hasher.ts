@@ -66,6 +66,14 @@ export class PasswordHasher {
     return stale ? this.hash(password) : undefined;
   }
 
+  /**
+   * Verifies against the account's hash, or (no account, or an account without a password) against
+   * the fixed one, so both cost the same time and only the first can be true.
+   */
+  verifyOrDummy(hash: string | null | undefined, password: string): Promise<boolean> {
+    return hash ? this.verify(hash, password) : this.verifyDummy(password);
+  }
+
   /** Verifies against a fixed hash so an unknown account costs the same time as a wrong password. */
   async verifyDummy(password: string): Promise<false> {
     this.dummy ??= argon2.hash('dummy-password-for-timing', this.options);

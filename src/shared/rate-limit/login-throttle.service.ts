@@ -9,6 +9,9 @@ import { addressSubject } from './address-key';
 import { throttlerKeys } from './throttler-storage';
 
 const BUCKET = 'login-fail';
+
+/** The realm of an end user's password sign-in failures (keyed by the account's email key): every check of that password counts in it. */
+export const passwordSignInRealm = (tenantId: string): string => `user:${tenantId}`;
 const TRUSTED_TTL_SECONDS = 30 * 86400;
 
 /**

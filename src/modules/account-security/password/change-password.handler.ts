@@ -5,7 +5,7 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
-import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService } from '../../sessions/sessions.service';
 import { EmailCodes } from '../email-codes.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
@@ -42,11 +42,9 @@ export class ChangePasswordHandler implements ICommandHandler<ChangePasswordComm
       [p.userId, p.tenantId],
     );
     if (!u) throw new InvalidTokenError();
-    const realm = `user:${p.tenantId}`;
+    const realm = passwordSignInRealm(p.tenantId);
     const account = u.email_normalized ?? u.id;
-    const ok = await this.throttle.judge(realm, account, cmd.client.ip, async () =>
-      u.password_hash ? this.hasher.verify(u.password_hash, cmd.currentPassword) : (await this.hasher.verifyDummy(cmd.currentPassword)) && false,
-    );
+    const ok = await this.throttle.judge(realm, account, cmd.client.ip, () => this.hasher.verifyOrDummy(u.password_hash, cmd.currentPassword));
     if (!ok) {
       throw new AppError('auth/invalid_credentials', 'The current password is wrong', { errors: [{ field: 'current_password', message: 'is wrong' }] });
     }

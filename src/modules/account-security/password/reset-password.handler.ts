@@ -5,7 +5,7 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
-import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService } from '../../sessions/sessions.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { EmailCodes } from '../email-codes.service';
@@ -69,6 +69,6 @@ export class ResetPasswordHandler implements ICommandHandler<ResetPasswordComman
     await this.revocation.markSessionsRevoked(ended.sids);
     // the reset proved the mailbox from this address: it is known to the failed sign-in throttle,
     // so an owner kept out of a new address by an attack on the account signs in here at once
-    await this.throttle.trustAddress(`user:${tenantId}`, ended.email, cmd.client.ip);
+    await this.throttle.trustAddress(passwordSignInRealm(tenantId), ended.email, cmd.client.ip);
   }
 }

@@ -27,8 +27,7 @@ export class DashboardLoginHandler implements ICommandHandler<DashboardLoginComm
         `SELECT id, email, password_hash FROM dashboard_users WHERE email_normalized = $1`,
         [email],
       );
-      if (!u) return (await this.hasher.verifyDummy(cmd.password)) && undefined;
-      return (await this.hasher.verify(u.password_hash, cmd.password)) && u;
+      return (await this.hasher.verifyOrDummy(u?.password_hash, cmd.password)) && u;
     });
     if (!user) {
       throw new AppError('auth/invalid_credentials');

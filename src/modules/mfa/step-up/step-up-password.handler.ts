@@ -2,7 +2,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db } from '../../../shared/db/db.service';
 import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
-import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-limit/login-throttle.service';
 import { StepUpResponseDto } from '../mfa.response.dto';
 import { StepUpPasswordCommand } from './step-up-password.command';
 import { StepUpTokenService } from './step-up-token.service';
@@ -28,11 +28,9 @@ export class StepUpPasswordHandler implements ICommandHandler<StepUpPasswordComm
       [user.userId, user.tenantId],
     );
     if (!u) throw new InvalidTokenError();
-    const realm = `user:${user.tenantId}`;
+    const realm = passwordSignInRealm(user.tenantId);
     const account = u.email_normalized ?? user.userId;
-    const ok = await this.throttle.judge(realm, account, client.ip, async () =>
-      u.password_hash ? this.hasher.verify(u.password_hash, password) : (await this.hasher.verifyDummy(password)) && false,
-    );
+    const ok = await this.throttle.judge(realm, account, client.ip, () => this.hasher.verifyOrDummy(u.password_hash, password));
     if (!ok) {
       throw new AppError('auth/invalid_credentials', 'The password is wrong');
     }

@@ -118,8 +118,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
 
   private async passwordMatches(userId: string, password: string): Promise<boolean> {
     const [u] = await this.db.query<{ password_hash: string | null }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [userId]);
-    if (!u?.password_hash) return this.hasher.verifyDummy(password);
-    return this.hasher.verify(u.password_hash, password);
+    return this.hasher.verifyOrDummy(u?.password_hash, password);
   }
 
   private async create(tx: Queryable, body: SignupCommand['body'], passwordHash: string) {

@@ -4,7 +4,7 @@ import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
-import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { normalizeEmail } from '../email';
 import { activityCtes } from '../../sessions/activity.sql';
@@ -40,7 +40,7 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
   async execute(cmd: LoginUserCommand): Promise<TokenResponse | MfaRequiredResponse> {
     const tenantId = cmd.apiKey.tenantId;
     const email = normalizeEmail(cmd.email);
-    const realm = `user:${tenantId}`;
+    const realm = passwordSignInRealm(tenantId);
     const user = await this.throttle.judge(realm, email, cmd.client.ip, async () => {
       const [u] = await this.db.query<UserRow>(
         `SELECT id, tenant_id, email, email_verified, password_hash, role, created_at
@@ -48,8 +48,7 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
         [tenantId, email],
         'user_login_lookup',
       );
-      if (!u?.password_hash) return (await this.hasher.verifyDummy(cmd.password)) && undefined;
-      return (await this.hasher.verify(u.password_hash, cmd.password)) && u;
+      return (await this.hasher.verifyOrDummy(u?.password_hash, cmd.password)) && u;
     });
     if (!user) {
       throw new AppError('auth/invalid_credentials');

@@ -5,7 +5,7 @@ import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db, isUniqueViolation } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
-import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { mailboxSpelling, normalizeEmail } from '../email';
 import { activityCtes } from '../../sessions/activity.sql';
@@ -71,7 +71,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
 
     // registering signs the user in with that password from this address: from then on the address
     // is known to the failed-login throttle, so a distributed attack cannot lock the new owner out
-    const signedIn = <T>(tokens: T) => this.throttle.trustAddress(`user:${cmd.tenantId}`, email, cmd.client.ip).then(() => tokens);
+    const signedIn = <T>(tokens: T) => this.throttle.trustAddress(passwordSignInRealm(cmd.tenantId), email, cmd.client.ip).then(() => tokens);
     if (cmd.bearer) {
       // contract: register with a guest's bearer claims that guest (same user id)
       return this.commandBus
