@@ -90,6 +90,8 @@ export class EnvSchema {
 
   @IsOptional() @IsString() TURNSTILE_SECRET?: string;
   @IsUrl({ require_tld: false }) TURNSTILE_SITEVERIFY_URL = 'https://challenges.cloudflare.com/turnstile/v0/siteverify';
+  /** hostnames the challenge must have been solved on (siteverify's `hostname`); empty = any */
+  @IsString() TURNSTILE_HOSTNAMES = '';
 
   // OWASP's 7 MiB / t=5 / p=1 row (see OWASP_ARGON2ID_ROWS): the same defense as 19 MiB / t=2, and
   // about 1.5x the verifies per second on this kind of host (its memory fits the CPU caches better)
@@ -144,6 +146,7 @@ export type AppConfig = Readonly<
     isTest: boolean;
     keyEncryptionKey: Buffer;
     corsOrigins: string[];
+    turnstileHostnames: string[];
   }
 >;
 
@@ -210,6 +213,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     isTest,
     keyEncryptionKey: kek,
     corsOrigins: parsed.CORS_ORIGINS.split(',').map((s) => s.trim()).filter(Boolean),
+    turnstileHostnames: parsed.TURNSTILE_HOSTNAMES.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean),
   };
   return Object.freeze(cfg) as AppConfig;
 }

@@ -27,13 +27,22 @@ export class TurnstileService {
       });
       // an error status is siteverify failing, not the token: unavailable (503), whatever its body
       if (!res.ok) throw new Error(`siteverify answered HTTP ${res.status}`);
-      const json = JSON.parse(await cappedText(res, MAX_ANSWER_BYTES)) as { success?: boolean } | null;
-      ok = json?.success === true;
+      const json = JSON.parse(await cappedText(res, MAX_ANSWER_BYTES)) as { success?: boolean; hostname?: unknown } | null;
+      ok = json?.success === true && this.solvedOnOurHost(json.hostname);
     } catch (e) {
       this.logger.warn(`siteverify unreachable: ${(e as Error).message}`);
       throw new AppError('server/unavailable', 'The bot challenge could not be verified; try again');
     }
     if (!ok) throw new AppError('onboarding/bot_check_failed');
+  }
+
+  /**
+   * A token solved on another site that uses the same (public) site key is no proof for ours:
+   * with TURNSTILE_HOSTNAMES set, siteverify's `hostname` must be one of them (Cloudflare's advice).
+   */
+  private solvedOnOurHost(hostname: unknown): boolean {
+    const allowed = this.config.turnstileHostnames;
+    return allowed.length === 0 || (typeof hostname === 'string' && allowed.includes(hostname.toLowerCase()));
   }
 }
 

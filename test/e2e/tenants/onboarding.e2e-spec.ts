@@ -244,12 +244,19 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
           res.statusCode = 500;
           return res.end(JSON.stringify({ success: true }));
         }
-        res.end(JSON.stringify(form.get('response') === 'good-token' && form.get('secret') === 'ts-secret' ? { success: true } : { success: false, 'error-codes': ['invalid-input-response'] }));
+        const secretOk = form.get('secret') === 'ts-secret';
+        // a real token names the site it was solved on; one solved on another site sharing the site key is valid there
+        if (secretOk && form.get('response') === 'elsewhere-token') return res.end(JSON.stringify({ success: true, hostname: 'phish.example' }));
+        res.end(JSON.stringify(form.get('response') === 'good-token' && secretOk ? { success: true, hostname: 'App.Example.com' } : { success: false, 'error-codes': ['invalid-input-response'] }));
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const port = (server.address() as AddressInfo).port;
-    t = await createTestApp({ TURNSTILE_SECRET: 'ts-secret', TURNSTILE_SITEVERIFY_URL: `http://127.0.0.1:${port}/siteverify` });
+    t = await createTestApp({
+      TURNSTILE_SECRET: 'ts-secret',
+      TURNSTILE_SITEVERIFY_URL: `http://127.0.0.1:${port}/siteverify`,
+      TURNSTILE_HOSTNAMES: 'app.example.com, www.example.com',
+    });
   });
   afterAll(async () => {
     await t.close();
@@ -265,6 +272,13 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
     // a filled honeypot is checked after the bot challenge, as a real signup is: no tell either way
     expect((await send({ website: 'x' }).expect(400)).body.code).toBe('onboarding/bot_check_failed');
     await send({ website: 'x', turnstile_token: 'good-token' }).expect(201);
+  });
+
+  it('refuses a token solved on a host outside TURNSTILE_HOSTNAMES, creating nothing', async () => {
+    const email = `elsewhere-${Date.now()}@example.com`;
+    const res = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp()).send({ ...valid(), email, turnstile_token: 'elsewhere-token' }).expect(400);
+    expect(res.body.code).toBe('onboarding/bot_check_failed');
+    expect(await t.db.query(`SELECT 1 FROM dashboard_users WHERE email_normalized = $1`, [email])).toHaveLength(0);
   });
 
   it('fails closed (503), creating nothing, when siteverify redirects (the secret is not re-posted elsewhere), answers an oversized body or an error status', async () => {
