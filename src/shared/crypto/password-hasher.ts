@@ -76,7 +76,11 @@ export class PasswordHasher {
 
   /** Verifies against a fixed hash so an unknown account costs the same time as a wrong password. */
   async verifyDummy(password: string): Promise<false> {
-    this.dummy ??= argon2.hash('dummy-password-for-timing', this.options);
+    // a failed hash (out of memory, say) is not kept: the next check makes it again
+    this.dummy ??= argon2.hash('dummy-password-for-timing', this.options).catch((e: unknown) => {
+      this.dummy = undefined;
+      throw e;
+    });
     await this.verify(await this.dummy, password);
     return false;
   }
