@@ -105,7 +105,7 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
   installBodyParsers(fastify, config.BODY_LIMIT_BYTES);
 
   await app.register(fastifyCookie as never);
-  await app.register(fastifyCors as never, {
+  const apiCors = {
     origin: config.corsOrigins.length ? config.corsOrigins : false,
     credentials: true,
     // every method the API answers (the plugin's default is GET, HEAD, POST only: a dashboard on an
@@ -114,6 +114,12 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
     maxAge: 600,
     exposedHeaders: ['X-Request-Id', 'Retry-After', 'X-Service-Docs', 'WWW-Authenticate'],
+  };
+  // the JWKS and the discovery documents are public: any browser relying party (oidc-client-ts,
+  // a SPA verifying tokens) may read them, without credentials, whatever CORS_ORIGINS says
+  const publicCors = { origin: '*', credentials: false, methods: ['GET', 'HEAD'], maxAge: 600 };
+  await app.register(fastifyCors as never, {
+    delegator: (req: { url?: string }, cb: (err: null, options: object) => void) => cb(null, req.url?.startsWith('/.well-known/') ? publicCors : apiCors),
   } as never);
 
   const securityHeaders = helmetHeaders({

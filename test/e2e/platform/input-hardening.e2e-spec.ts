@@ -360,7 +360,7 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(o.body.error).toBe('invalid_request');
   });
 
-  it('CORS: an allowed origin may use every method the API answers, with credentials; another origin gets no CORS headers', async () => {
+  it('CORS: an allowed origin may use every method the API answers, with credentials; another origin gets no CORS headers, except on the public /.well-known documents (any origin, no credentials)', async () => {
     const cors = await createTestApp({ CORS_ORIGINS: 'https://app.example, https://admin.example' });
     try {
       for (const method of ['GET', 'POST', 'PUT', 'PATCH', 'DELETE']) {
@@ -381,6 +381,19 @@ describe('input hardening: odd bodies, characters and requests', () => {
       const simple = await cors.http().get('/health').set('Origin', 'https://app.example').expect(200);
       expect(simple.headers['access-control-allow-origin']).toBe('https://app.example');
       expect(simple.headers['access-control-expose-headers']).toContain('X-Request-Id');
+      // the JWKS and discovery documents are public: any origin reads them, never with credentials
+      for (const path of ['/.well-known/jwks.json', '/.well-known/openid-configuration', '/.well-known/oauth-authorization-server']) {
+        for (const origin of ['https://attacker.example', 'https://app.example']) {
+          const r = await cors.http().get(path).set('Origin', origin).expect(200);
+          expect(r.headers['access-control-allow-origin']).toBe('*');
+          expect(r.headers['access-control-allow-credentials']).toBeUndefined();
+        }
+        const pre = await cors.http().options(path).set('Origin', 'https://rp.example').set('Access-Control-Request-Method', 'GET');
+        expect(pre.status).toBe(204);
+        expect(pre.headers['access-control-allow-origin']).toBe('*');
+      }
+      const notPublic = await cors.http().get('/v1/auth/me').set('Origin', 'https://attacker.example');
+      expect(notPublic.headers['access-control-allow-origin']).toBeUndefined();
     } finally {
       await cors.close();
     }
