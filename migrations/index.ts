@@ -18,6 +18,7 @@ import { WebhookDeliveryLease1764900000000 } from './1764900000000-webhook-deliv
 import { SigningKeyActiveFrom1765000000000 } from './1765000000000-signing-key-active-from';
 import { EmailIdn1765100000000 } from './1765100000000-email-idn';
 import { EmailNfkcSpelling1765200000000 } from './1765200000000-email-nfkc-spelling';
+import { EmailDomainCase1765300000000 } from './1765300000000-email-domain-case';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -41,4 +42,5 @@ export const ALL_MIGRATIONS = [
   SigningKeyActiveFrom1765000000000,
   EmailIdn1765100000000,
   EmailNfkcSpelling1765200000000,
+  EmailDomainCase1765300000000,
 ];

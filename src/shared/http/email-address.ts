@@ -18,7 +18,11 @@ export function isEmailAddress(value: unknown): boolean {
   // blanks (an ideographic or en space) pass isEmail's UTF-8 local part. Zero-width joiners are
   // part of the spelling between two non-ASCII letters (Persian ZWNJ, Sinhala ZWJ), and only there
   if (typeof value !== 'string' || !isEmail(value) || /[\s\p{Z}]/u.test(value) || INVISIBLE.test(value.replace(JOINER_IN_WORD, ''))) return false;
-  if (!idnaStable(value.slice(value.lastIndexOf('@') + 1).normalize('NFKC').toLowerCase())) return false;
+  // a quoted local part is read differently by mail software: nodemailer sends `"x@evil.com"@a.com`
+  // to the envelope address x@evil.com@a.com, past a tenant's allowlist of a.com; dot-atoms only
+  if (value.includes('"')) return false;
+  const domain = value.slice(value.lastIndexOf('@') + 1).normalize('NFKC');
+  if (!idnaStable(domain.toLowerCase()) || !caseStable(domain)) return false;
   // the address is stored and mailed in NFKC (mailboxSpelling): that form must be an address too
   // (a fullwidth `＠` in the local part would make a second @) and fit the 254 characters
   const nfkc = value.normalize('NFKC');
@@ -27,6 +31,19 @@ export function isEmailAddress(value: unknown): boolean {
 
 /** RFC 5321's path limit, as every email field has it. */
 const MAX_EMAIL_LENGTH = 254;
+
+/**
+ * Whether the domain reaches the same DNS name in any case. The account key takes the domain's
+ * IDNA form as typed (normalizeEmail), mail software lower-cases it first (nodemailer), and UTS 46
+ * maps the capital ẞ (U+1E9E) to `ss` but keeps the small ß: `kim@busineẞ.com` has the key of
+ * kim@business.com while its mail goes to busineß.com, another domain, whose owner would hold the
+ * account of the business.com mailbox, verified, and pass a tenant's allowlist of business.com.
+ * Likewise a capital Σ ending the name: IDNA maps it to σ, toLowerCase to the final ς (`mail.ΒΑΣ`).
+ * Such a domain is refused; typed in lower case it is accepted.
+ */
+function caseStable(domain: string): boolean {
+  return /^[A-Za-z0-9.-]*$/.test(domain) || domainToASCII(domain) === domainToASCII(domain.toLowerCase());
+}
 
 /** Whether IDNA (UTS 46) takes this lower-case domain to DNS unchanged (an ASCII or a U-label form). */
 export function idnaStable(domain: string): boolean {

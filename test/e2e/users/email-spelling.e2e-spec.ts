@@ -1,4 +1,5 @@
 import { EmailNfkcSpelling1765200000000 } from '../../../migrations/1765200000000-email-nfkc-spelling';
+import { EmailDomainCase1765300000000 } from '../../../migrations/1765300000000-email-domain-case';
 import { createDataSource } from '../../../src/shared/db/data-source';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { createIsolatedTestApp } from '../../setup/isolated-db';
@@ -49,6 +50,49 @@ describe('email spelling: an account is mailed at the mailbox its key names', ()
   it('an address whose NFKC form is no address (a fullwidth @ in the local part) is refused', async () => {
     const res = await post('/v1/auth/register', { email: `a\uff20b.${Date.now()}@example.com`, password: STRONG_PASSWORD, consent: true }).expect(400);
     expect(res.body.errors.map((e: { field: string }) => e.field)).toContain('email');
+  });
+
+  it("a domain that lower-casing takes to another name (capital ẞ) is refused everywhere: its key would name business.com while its mail went to busineß.com", async () => {
+    const local = `kim.${Date.now()}`;
+    await t.db.query(`UPDATE tenants SET email_otp_enabled = true, magic_link_enabled = true WHERE id = $1`, [tenant.id]);
+    await t.tenantChanged(tenant.id);
+    for (const [path, body] of [
+      ['/v1/auth/register', { email: `${local}@busine\u1e9e.com`, password: STRONG_PASSWORD, consent: true }],
+      ['/v1/auth/email-otp', { email: `${local}@busine\u1e9e.com`, mode: 'login_or_create' }],
+      ['/v1/auth/magic-link', { email: `${local}@busine\u1e9e.com` }],
+      ['/v1/auth/register', { email: `"${local}@evil.example"@business.com`, password: STRONG_PASSWORD, consent: true }],
+    ] as const) {
+      const res = await post(path, body).expect(400);
+      expect(res.body.errors.map((e: { field: string }) => e.field)).toEqual(['email']);
+    }
+    expect(await mailsTo('email_otp', `${local}@x`)).toEqual([]);
+    // the owner of business.com registers; the small ß is another domain, another account
+    await post('/v1/auth/register', { email: `${local}@business.com`, password: STRONG_PASSWORD, consent: true }).expect(201);
+    await post('/v1/auth/register', { email: `${local}@busine\u00dfe.com`, password: STRONG_PASSWORD, consent: true }).expect(201);
+  });
+
+  it('the migration gives a stored spelling whose domain lower-cases to another name the domain its key names (keys unchanged)', async () => {
+    const other = await createTenant(t.db);
+    const insert = (email: string, key: string) =>
+      t.db.query<{ id: string }>(`INSERT INTO users (tenant_id, email, email_normalized) VALUES ($1, $2, $3) RETURNING id`, [other.id, email, key]);
+    const [sharp] = await insert('Kim@Busine\u1e9e.com', 'kim@business.com');
+    const [small] = await insert('Kim@Busine\u00df.com', 'kim@busine\u00df.com');
+    const [sigma] = await insert('x@mail.\u0392\u0391\u03a3', 'x@mail.\u03b2\u03b1\u03c3');
+    const ds = createDataSource({ DATABASE_URL: t.databaseUrl, DATABASE_POOL_SIZE: 2 });
+    await ds.initialize();
+    const runner = ds.createQueryRunner();
+    try {
+      await new EmailDomainCase1765300000000().up(runner);
+    } finally {
+      await runner.release();
+      await ds.destroy();
+    }
+    const rows = Object.fromEntries((await t.db.query<{ id: string; email: string; email_normalized: string }>(`SELECT id, email, email_normalized FROM users WHERE id = ANY($1)`, [[sharp.id, small.id, sigma.id]])).map((r) => [r.id, [r.email, r.email_normalized]]));
+    expect(rows).toEqual({
+      [sharp.id]: ['Kim@business.com', 'kim@business.com'],
+      [small.id]: ['Kim@Busine\u00df.com', 'kim@busine\u00df.com'],
+      [sigma.id]: ['x@mail.\u03b2\u03b1\u03c3', 'x@mail.\u03b2\u03b1\u03c3'],
+    });
   });
 
   it('the migration rewrites stored spellings to NFKC (keys unchanged); one whose NFKC form would not be an address is left', async () => {
