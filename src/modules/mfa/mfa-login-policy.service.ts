@@ -3,7 +3,7 @@ import { randomToken, sha256Hex } from '../../shared/crypto/tokens';
 import { Db } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
 import { SessionsService, SessionUser } from '../sessions/sessions.service';
-import { LoginDecision, LoginPolicy } from '../users/login-policy.service';
+import { FirstFactorContext, LoginDecision, LoginPolicy } from '../users/login-policy.service';
 import { EnrollmentTokenService } from './enrollment-token.service';
 import { EnrollmentState, enrollmentState } from './mfa-policy';
 
@@ -11,16 +11,6 @@ import { EnrollmentState, enrollmentState } from './mfa-policy';
 export const MFA_CHALLENGE_TTL_SECONDS = 300;
 /** Wrong codes after which a challenge is dead (issue 5 item 5). */
 export const MFA_CHALLENGE_MAX_ATTEMPTS = 5;
-
-/**
- * The first factor of the sign-in, when the caller of LoginPolicy names it (a second argument the
- * users module's hook type does not pass yet): without it the first factor is the password.
- */
-export interface FirstFactor {
-  amr?: string[];
-  /** a passwordless sign-in's authorization request, answered by POST /v1/auth/mfa/verify */
-  oauthParams?: Record<string, string> | null;
-}
 
 interface PolicyRow {
   mfa_enabled: boolean;
@@ -51,15 +41,15 @@ export class MfaLoginPolicy implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    this.loginPolicy.register((user: SessionUser, ctx?: FirstFactor) => this.decide(user, ctx));
+    this.loginPolicy.register((user: SessionUser, ctx?: FirstFactorContext) => this.decide(user, ctx));
     this.sessions.onEnrollmentEnforced((user) => this.enrollmentRequired(user));
   }
 
-  async decide(user: SessionUser, firstFactor?: FirstFactor): Promise<LoginDecision | undefined> {
+  async decide(user: SessionUser, firstFactor?: FirstFactorContext): Promise<LoginDecision | undefined> {
     if (user.is_anonymous) return undefined;
     const policy = await this.policyFor(user);
     if (!policy) return undefined;
-    if (policy.mfaEnabled) return { challenge: { mfa_required: true, mfa_challenge_token: await this.createChallenge(user, firstFactor?.amr, firstFactor?.oauthParams) } };
+    if (policy.mfaEnabled) return { challenge: { mfa_required: true, mfa_challenge_token: await this.createChallenge(user, firstFactor) } };
     const extraClaims = await this.enrollmentClaims(user, policy.state);
     return Object.keys(extraClaims).length ? { extraClaims } : undefined;
   }
@@ -109,16 +99,23 @@ export class MfaLoginPolicy implements OnModuleInit {
     });
   }
 
-  private async createChallenge(user: SessionUser, firstFactorAmr: string[] = ['pwd'], oauthParams?: Record<string, string> | null): Promise<string> {
+  private async createChallenge(user: SessionUser, firstFactor?: FirstFactorContext): Promise<string> {
     const token = randomToken();
-    // the user's expired challenges are dropped on the way (nothing else reads them)
-    await this.db.query(
+    const oauthParams = firstFactor?.oauthParams;
+    // the user's expired challenges are dropped on the way (nothing else reads them). After a
+    // password, the user's row is locked and its hash compared: a reset or change committed since
+    // the password was checked (it deletes the user's challenges) leaves no row, so no challenge;
+    // one still running waits for this insert and then deletes it
+    const [made] = await this.db.query<{ ok: number }>(
       `WITH gc AS (DELETE FROM mfa_challenges WHERE user_id = $2 AND expires_at < now())
        INSERT INTO mfa_challenges (token_hash, tenant_id, user_id, kind, expires_at, first_factor_amr, oauth_params)
-       VALUES ($1, $3, $2, 'login', now() + make_interval(secs => $4), $5, $6)`,
-      [sha256Hex(token), user.id, user.tenant_id, MFA_CHALLENGE_TTL_SECONDS, firstFactorAmr, oauthParams ? JSON.stringify(oauthParams) : null],
+       SELECT $1, $3, $2, 'login', now() + make_interval(secs => $4), $5, $6
+         FROM users WHERE id = $2 AND ($7::text[] IS NULL OR password_hash = ANY($7::text[])) FOR SHARE
+       RETURNING 1 AS ok`,
+      [sha256Hex(token), user.id, user.tenant_id, MFA_CHALLENGE_TTL_SECONDS, firstFactor?.amr ?? ['pwd'], oauthParams ? JSON.stringify(oauthParams) : null, firstFactor?.passwordHashes ?? null],
       'mfa_challenge_create',
     );
+    if (!made) throw new AppError('auth/invalid_credentials');
     return token;
   }
 }

@@ -14,6 +14,12 @@ export interface FirstFactorContext {
   amr: string[];
   /** the authorization request a passwordless sign-in resumes: kept on an MFA challenge and answered after it */
   oauthParams?: Record<string, string> | null;
+  /**
+   * A password sign-in: the stored hashes the password was verified against (the one read, and its
+   * upgrade). What it opens (an MFA challenge) is only made while one of them is still stored: a
+   * reset or change committed since ends the sessions and challenges of the old password.
+   */
+  passwordHashes?: string[];
 }
 
 type Hook = (user: SessionUser, ctx?: FirstFactorContext) => Promise<LoginDecision | undefined>;

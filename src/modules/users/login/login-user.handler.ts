@@ -57,10 +57,17 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     if (upgraded)
       await this.db.query(`UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, upgraded, user.password_hash]);
     const sessionUser = { ...user, is_anonymous: false };
+    const passwordHashes = upgraded ? [user.password_hash!, upgraded] : [user.password_hash!];
     // MFA and the tenant's MFA policy (account-security module) may answer a challenge instead
-    const decision = await this.policy.afterPassword(sessionUser);
+    const decision = await this.policy.afterPassword(sessionUser, { amr: ['pwd'], passwordHashes });
     if (decision.challenge) return decision.challenge;
     const tokens = await this.db.tx(async (tx) => {
+      // the password checked above must still be the account's: a reset or change (or a first
+      // passwordless sign-in clearing a squatter's password) committed since then ends every session
+      // of the old password, and this one would start after it. The row stays locked to the end, so
+      // one still running waits for this session and then ends it too.
+      const [still] = await tx.query(`SELECT 1 FROM users WHERE id = $1 AND password_hash = ANY($2::text[]) FOR NO KEY UPDATE`, [user.id, passwordHashes], 'user_login_recheck');
+      if (!still) throw new AppError('auth/invalid_credentials');
       await tx.query(`WITH ${activityCtes('$1', { signIn: true })} SELECT 1`, [user.id], 'user_login_touch');
       await this.events.audit(tx, {
         tenantId,

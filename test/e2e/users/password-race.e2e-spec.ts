@@ -1,0 +1,80 @@
+import { PoolClient } from 'pg';
+import { createTestApp, TestApp } from '../../setup/app';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { mfaApi } from '../mfa/mfa.helpers';
+
+/**
+ * A password sign-in checks the password, then opens a session (or an MFA challenge). A reset or
+ * change committed between the two ends every session of the old password: the one opened after
+ * it must not exist. The change is held here in an open transaction (as a reset's is, between its
+ * update and its commit) so that the sign-in is caught exactly in between.
+ */
+describe('a password sign-in racing a change of that password', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  let api: ReturnType<typeof mfaApi>;
+  beforeAll(async () => {
+    t = await createTestApp();
+    tenant = await createTenant(t.db);
+    api = mfaApi(t, tenant);
+  });
+  afterAll(() => t.close());
+
+  /** Changes the user's password hash in a transaction left open until `commit`. */
+  async function pendingPasswordChange(userId: string): Promise<{ waiter: () => Promise<void>; commit: () => Promise<void> }> {
+    const client: PoolClient = await t.db.pool.connect();
+    await client.query('BEGIN');
+    await client.query(`UPDATE users SET password_hash = 'changed-meanwhile' WHERE id = $1`, [userId]);
+    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    return {
+      // a statement of the sign-in waits for the changed row
+      waiter: async () => {
+        for (let i = 0; i < 400; i++) {
+          const [r] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> $1`, [pid]);
+          if (r.n > 0) return;
+          await new Promise((res) => setTimeout(res, 25));
+        }
+        throw new Error('the sign-in never waited for the changed row');
+      },
+      commit: async () => {
+        await client.query('COMMIT');
+        client.release();
+      },
+    };
+  }
+
+  const liveSessions = async (userId: string) =>
+    (await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM user_sessions WHERE user_id = $1 AND revoked_at IS NULL`, [userId]))[0].n;
+
+  it('the password was right when checked, but the change commits before the session starts: 401 and no session', async () => {
+    const u = await api.register();
+    const before = await liveSessions(u.userId);
+    const change = await pendingPasswordChange(u.userId);
+    const login = Promise.resolve(api.login(u.email, u.password));
+    await change.waiter();
+    await change.commit();
+    const res = await login;
+    expect(res.status).toBe(401);
+    expect(res.body.code).toBe('auth/invalid_credentials');
+    expect(await liveSessions(u.userId)).toBe(before);
+  });
+
+  it('the same for an MFA user: no challenge is made, so no session can follow it', async () => {
+    const u = await api.enrolledUser();
+    const change = await pendingPasswordChange(u.userId);
+    const login = Promise.resolve(api.login(u.email, u.password));
+    await change.waiter();
+    await change.commit();
+    const res = await login;
+    expect(res.status).toBe(401);
+    expect(res.body.code).toBe('auth/invalid_credentials');
+    expect((await t.db.query(`SELECT 1 FROM mfa_challenges WHERE user_id = $1 AND kind = 'login'`, [u.userId])).length).toBe(0);
+  });
+
+  it('without a change the sign-in goes on as before (session, or challenge for an MFA user)', async () => {
+    const u = await api.register();
+    expect((await api.login(u.email, u.password).expect(200)).body.access_token).toEqual(expect.any(String));
+    const m = await api.enrolledUser();
+    await api.challenge(m.email, m.password);
+  });
+});
