@@ -19,6 +19,7 @@ import { SigningKeyActiveFrom1765000000000 } from './1765000000000-signing-key-a
 import { EmailIdn1765100000000 } from './1765100000000-email-idn';
 import { EmailNfkcSpelling1765200000000 } from './1765200000000-email-nfkc-spelling';
 import { EmailDomainCase1765300000000 } from './1765300000000-email-domain-case';
+import { DashboardInvitePending1765360000000 } from './1765360000000-dashboard-invite-pending';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -43,4 +44,5 @@ export const ALL_MIGRATIONS = [
   EmailIdn1765100000000,
   EmailNfkcSpelling1765200000000,
   EmailDomainCase1765300000000,
+  DashboardInvitePending1765360000000,
 ];

@@ -165,6 +165,7 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
           `| POST /v1/auth/refresh per client address | ${config.RATE_LIMIT_REFRESH_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
           `| failed sign-ins per (account, address) / account / address | ${config.LOGIN_FAILURES_PER_ACCOUNT_IP} / ${config.LOGIN_FAILURES_PER_ACCOUNT} / ${config.LOGIN_FAILURES_PER_IP} per ${config.LOGIN_FAILURE_WINDOW_SECONDS} s | auth/login_throttled |\n` +
           `| dashboard writes / reads per session | ${config.RATE_LIMIT_AUTH_WRITE_MAX} / ${config.RATE_LIMIT_AUTH_READ_MAX} per min | rate_limit/exceeded |\n` +
+          `| dashboard invitation mails per invited address (all tenants) / invitations per tenant | ${config.RATE_LIMIT_INVITES_PER_ADDRESS_PER_HOUR}/hour / ${config.RATE_LIMIT_INVITES_PER_TENANT_PER_DAY}/day | rate_limit/exceeded |\n` +
           `| mails per address and flow (forgot, resend, magic link, email code, step-up) / mail requests per client address | ${config.RATE_LIMIT_EMAIL_PER_ADDRESS} / ${config.RATE_LIMIT_EMAIL_PER_IP} per ${config.RATE_LIMIT_EMAIL_WINDOW_SECONDS} s | rate_limit/exceeded |\n` +
           `| token and code checks (verify-email, reset, magic link and code verification, step-up) per client address | ${config.RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
           `| POST /v1/auth/mfa/verify per client address | ${config.RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +

@@ -80,6 +80,10 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_ANONYMOUS_PER_IP_PER_MIN = 5;
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR = 1000;
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_REFRESH_PER_IP_PER_MIN = 600;
+  /** dashboard invitation mails per invited address, all tenants together, per hour */
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_INVITES_PER_ADDRESS_PER_HOUR = 3;
+  /** dashboard invitations one tenant may send per day */
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_INVITES_PER_TENANT_PER_DAY = 100;
   /** failed logins per (account, client address) pair in the window: blocks only that pair */
   @Transform(toInt) @IsInt() @Min(1) LOGIN_FAILURES_PER_ACCOUNT_IP = 5;
   /** failed logins per account from all addresses in the window */

@@ -17,6 +17,7 @@ import {
 import { DashboardReauthResponseDto, DashboardSessionResponseDto, InviteMemberResponseDto } from './dashboard-auth.response.dto';
 import { AcceptInviteCommand, InviteMemberCommand } from './invites/invite-member.command';
 import { DashboardLoginCommand } from './login/dashboard-login.command';
+import { DashboardLogoutCommand } from './logout/dashboard-logout.command';
 import { DashboardReauthCommand } from './reauth.handler';
 
 @ApiTags('dashboard')
@@ -44,8 +45,8 @@ export class DashboardAuthController {
   @ApiOperation({ summary: 'End the dashboard session server-side' })
   @ApiNoContentResponse({ description: 'the session ended; the cookie is cleared' })
   @ApiProblems(...Problems.dashboardWrite)
-  async logout(@CurrentDashboard() session: DashboardPrincipal, @Res({ passthrough: true }) reply: FastifyReply): Promise<void> {
-    await this.sessions.revoke(session.sessionId);
+  async logout(@CurrentDashboard() session: DashboardPrincipal, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<void> {
+    await this.commandBus.execute(new DashboardLogoutCommand(session, client));
     this.sessions.clearCookie(reply);
   }
 
@@ -69,13 +70,20 @@ export class DashboardAuthController {
   @ApiOkResponse({ type: DashboardReauthResponseDto })
   @ApiProblems(...Problems.dashboardWrite, ...Problems.input, 'auth/invalid_credentials', 'auth/login_throttled')
   reauth(@CurrentDashboard() s: DashboardPrincipal, @Body() body: DashboardReauthRequestDto, @ClientInfo() client: ClientInfoValue): Promise<{ verified_at: string }> {
-    return this.commandBus.execute(new DashboardReauthCommand(s, body.password, client.ip));
+    return this.commandBus.execute(new DashboardReauthCommand(s, body.password, client));
   }
 
   @Post('tenants/:slug/members')
   @HttpCode(201)
   @DashboardAuth({ tenant: true, owner: true, reauth: true })
-  @ApiOperation({ summary: 'Invite a member (owner only); the token is also emailed' })
+  @ApiOperation({
+    summary: 'Invite a member (owner only); the token is also emailed',
+    description:
+      'One pending invitation per (tenant, address): inviting an address again replaces its pending invitation (new token, role and expiry; ' +
+      'the earlier token is refused with 400 invite/invalid). Invitation mails are limited per invited address, all tenants together ' +
+      '(RATE_LIMIT_INVITES_PER_ADDRESS_PER_HOUR, default 3 per hour), and per tenant (RATE_LIMIT_INVITES_PER_TENANT_PER_DAY, default 100 per day): ' +
+      'beyond either, 429 rate_limit/exceeded with Retry-After, nothing is sent. A member already (409) or a refused address (422) counts in neither.',
+  })
   @ApiCreatedResponse({ type: InviteMemberResponseDto })
   @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'member/exists', ...Problems.emailPolicy)
   invite(@Param('slug') _slug: string, @CurrentDashboard() s: DashboardPrincipal, @Body() body: InviteMemberRequestDto): Promise<{ invite_token: string }> {
@@ -95,7 +103,7 @@ export class DashboardAuthController {
   @ApiOkResponse({ type: DashboardSessionResponseDto, headers: { 'Set-Cookie': { description: 'the dashboard session cookie (HttpOnly, SameSite=Lax)', schema: { type: 'string' } } } })
   @ApiProblems(...Problems.input, 'invite/invalid', 'auth/invalid_credentials', 'auth/login_throttled', 'member/exists', ...Problems.emailPolicy, ...Problems.rateLimited)
   async accept(@Body() body: AcceptInviteRequestDto, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<DashboardSessionResponse> {
-    const r = await this.commandBus.execute(new AcceptInviteCommand(body.token, body.password, client.ip));
+    const r = await this.commandBus.execute(new AcceptInviteCommand(body.token, body.password, client));
     this.sessions.setCookie(reply, r.sessionToken);
     return r.body;
   }

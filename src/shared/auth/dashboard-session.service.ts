@@ -62,13 +62,15 @@ export class DashboardSessionService {
     return { userId: r.user_id, email: r.email, sessionId: r.id, csrfToken: r.csrf_token, reauthAt: r.reauth_at, memberships: r.memberships };
   }
 
-  async revoke(sessionId: string): Promise<void> {
-    await this.db.query(`UPDATE dashboard_sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, [sessionId]);
+  /** Ends a live session, in the caller's transaction; false when it had ended already (one winner). */
+  async revoke(q: Queryable, sessionId: string): Promise<boolean> {
+    return (await q.exec(`UPDATE dashboard_sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, [sessionId])).rowCount > 0;
   }
 
-  async markReauthenticated(sessionId: string): Promise<Date> {
-    const [r] = await this.db.query<{ reauth_at: Date }>(`UPDATE dashboard_sessions SET reauth_at = now() WHERE id = $1 RETURNING reauth_at`, [sessionId]);
-    return r.reauth_at;
+  /** Marks a live session re-authenticated now, in the caller's transaction; undefined when it has ended. */
+  async markReauthenticated(q: Queryable, sessionId: string): Promise<Date | undefined> {
+    const [r] = await q.query<{ reauth_at: Date }>(`UPDATE dashboard_sessions SET reauth_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING reauth_at`, [sessionId]);
+    return r?.reauth_at;
   }
 
   setCookie(reply: FastifyReply, token: string): void {

@@ -164,31 +164,28 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
   });
 
   it('the right password on an invitation that then fails (a member already) is not left counted as a failed sign-in', async () => {
-    const email = uniqueEmail('retry');
-    const invite = () => t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email, role: 'member' }).expect(201);
-    // pending invitations for one address, made before it became a member
-    const tokens: string[] = [];
-    for (let i = 0; i < 7; i++) tokens.push((await invite()).body.invite_token);
-    await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: tokens[0], password: STRONG_PASSWORD }).expect(200);
+    const account = await signupTenant(t);
+    const inv = await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email: account.email, role: 'member' }).expect(201);
+    // a member meanwhile (by SQL here: with one pending invitation per address, only a race gets
+    // an account into the tenant between its invitation and the acceptance)
+    await t.db.query(`INSERT INTO tenant_members (tenant_id, user_id, role) VALUES ($1, $2, 'member')`, [owner.tenantId, account.userId]);
     const ip = randomIp();
-    for (const token of tokens.slice(1)) {
-      expect((await t.http().post('/v1/auth/dashboard/invites/accept').set('X-Forwarded-For', ip).send({ token, password: STRONG_PASSWORD }).expect(409)).body.code).toBe('member/exists');
+    for (let i = 0; i < 7; i++) {
+      const res = await t.http().post('/v1/auth/dashboard/invites/accept').set('X-Forwarded-For', ip).send({ token: inv.body.invite_token, password: account.password }).expect(409);
+      expect(res.body.code).toBe('member/exists');
     }
-    await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', ip).send({ email, password: STRONG_PASSWORD }).expect(200);
+    await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', ip).send({ email: account.email, password: account.password }).expect(200);
   });
 
-  it('two pending invitations for one address (member, then owner), both accepted: the second is 409 member/exists, stays unused, and the role is unchanged', async () => {
+  it('an invitation never changes the role of a member: inviting one is 409 member/exists, the role stays', async () => {
     const email = uniqueEmail('twice');
-    const invite = (role: string) => t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email, role }).expect(201);
-    const asMember = await invite('member');
-    const asOwner = await invite('owner');
+    const invite = (role: string) => t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email, role });
+    const asMember = await invite('member').expect(201);
     const first = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: asMember.body.invite_token, password: STRONG_PASSWORD }).expect(200);
     expect(first.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
-    const second = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: asOwner.body.invite_token, password: STRONG_PASSWORD }).expect(409);
-    expect(second.body.code).toBe('member/exists');
-    expect(second.headers['set-cookie']).toBeUndefined();
-    const invites = await t.db.query<{ role: string; used: boolean }>(`SELECT role, accepted_at IS NOT NULL AS used FROM dashboard_invites WHERE email_normalized = $1 ORDER BY role`, [email]);
-    expect(invites).toEqual([{ role: 'member', used: true }, { role: 'owner', used: false }]);
+    expect((await invite('owner').expect(409)).body.code).toBe('member/exists');
+    const invites = await t.db.query<{ role: string; used: boolean }>(`SELECT role, accepted_at IS NOT NULL AS used FROM dashboard_invites WHERE email_normalized = $1`, [email]);
+    expect(invites).toEqual([{ role: 'member', used: true }]);
     const me = await t.http().get('/v1/auth/dashboard/me').set('Cookie', sessionCookie(first.headers['set-cookie'])).expect(200);
     expect(me.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
   });

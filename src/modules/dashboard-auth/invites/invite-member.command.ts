@@ -1,5 +1,5 @@
 import { Command } from '@nestjs/cqrs';
-import { DashboardPrincipal } from '../../../shared/auth/auth-context';
+import { ClientInfoValue, DashboardPrincipal } from '../../../shared/auth/auth-context';
 
 /** An owner invites someone by email with a role; the token is mailed and answered once. */
 export class InviteMemberCommand extends Command<{ invite_token: string }> {
@@ -22,7 +22,7 @@ export class AcceptInviteCommand extends Command<AcceptInviteResult> {
   constructor(
     readonly token: string,
     readonly password: string,
-    readonly ip: string,
+    readonly client: ClientInfoValue,
   ) {
     super();
   }

@@ -5,16 +5,32 @@ import { DashboardSessionService } from '../../../shared/auth/dashboard-session.
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
 import { Db, isUniqueViolation } from '../../../shared/db/db.service';
-import { AppError } from '../../../shared/errors/app-error';
+import { AppError, RateLimitedError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
 import { mailboxSpelling, normalizeEmail } from '../../users/email';
 import { UserEmailPolicy } from '../../users/user-email-policy.service';
+import { DashboardAudit } from '../dashboard-audit.service';
 import { DashboardMembershipsService } from '../dashboard-memberships.service';
 import { AcceptInviteCommand, AcceptInviteResult, InviteMemberCommand } from './invite-member.command';
 import { length } from 'class-validator';
 
+/**
+ * An invitation mails the invited address a token; so that invitations cannot be used to mail
+ * anyone without end (the subject names the tenant, whose name its owner chose):
+ *
+ * - one pending invitation per (tenant, address key): inviting again replaces it (new token, role,
+ *   inviter and expiry; the earlier token stops working) instead of adding another;
+ * - RATE_LIMIT_INVITES_PER_ADDRESS_PER_HOUR invitation mails per address key, all tenants together;
+ * - RATE_LIMIT_INVITES_PER_TENANT_PER_DAY invitations per tenant.
+ *
+ * Both limits are counted (the one rate limiter, Redis) only for an invitation that is about to be
+ * mailed: not for a refused address (422) or a member already (409). The address limit is counted
+ * first: a request it refuses uses up nothing of the tenant's allowance. Beyond either, 429
+ * rate_limit/exceeded with Retry-After, and nothing is written or mailed.
+ */
 @CommandHandler(InviteMemberCommand)
 export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand, { invite_token: string }> {
   constructor(
@@ -23,6 +39,7 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
     private readonly mail: MailService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly emailPolicy: UserEmailPolicy,
+    private readonly limiter: RateLimitService,
   ) {}
 
   async execute(cmd: InviteMemberCommand): Promise<{ invite_token: string }> {
@@ -37,15 +54,22 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
         [tenant.id, email],
       );
       if (member) throw new AppError('member/exists');
+      await this.countMail(tenant.id, email);
       const [t] = await tx.query<{ name: string }>(`SELECT name FROM tenants WHERE id = $1`, [tenant.id]);
-      const [inv] = await tx.query<{ id: string }>(
+      // the pending invitation of this address, if any, is replaced in place (one winner under
+      // concurrent invitations: the row lock of ON CONFLICT); xmax = 0 only on a fresh row
+      const [inv] = await tx.query<{ id: string; created: boolean }>(
         `INSERT INTO dashboard_invites (tenant_id, email, email_normalized, role, token_hash, invited_by, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7)) RETURNING id`,
+         VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+         ON CONFLICT (tenant_id, email_normalized) WHERE accepted_at IS NULL DO UPDATE
+            SET email = EXCLUDED.email, role = EXCLUDED.role, token_hash = EXCLUDED.token_hash, invited_by = EXCLUDED.invited_by,
+                created_at = now(), expires_at = EXCLUDED.expires_at
+         RETURNING id, xmax = 0 AS created`,
         [tenant.id, mailboxSpelling(cmd.email), email, cmd.role, sha256Hex(token), cmd.actor.userId, this.config.INVITE_TTL_SECONDS],
       );
       await this.events.audit(tx, {
         tenantId: tenant.id, type: 'dashboard.member_invited', actorType: 'dashboard_user', actorId: cmd.actor.userId,
-        targetType: 'invite', targetId: inv.id, metadata: { role: cmd.role },
+        targetType: 'invite', targetId: inv.id, metadata: { role: cmd.role, replaced_pending: !inv.created },
       });
       await this.mail.enqueue(tx, {
         tenantId: tenant.id,
@@ -56,6 +80,17 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
       });
       return { invite_token: token };
     });
+  }
+
+  /** One more invitation mail to `emailKey` from `tenantId`, or 429 (see the class comment). */
+  private async countMail(tenantId: string, emailKey: string): Promise<void> {
+    const c = this.config;
+    const results = await this.limiter.hitInOrder([
+      { bucket: 'invite-mail-address', key: `addr:${sha256Hex(emailKey).slice(0, 32)}`, limit: c.RATE_LIMIT_INVITES_PER_ADDRESS_PER_HOUR, windowSeconds: 3600 },
+      { bucket: 'invite-tenant', key: `tenant:${tenantId}`, limit: c.RATE_LIMIT_INVITES_PER_TENANT_PER_DAY, windowSeconds: 86400 },
+    ]);
+    const waits = results.filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);
+    if (waits.length) throw new RateLimitedError(Math.max(...waits));
   }
 }
 
@@ -69,6 +104,7 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
     private readonly memberships: DashboardMembershipsService,
     private readonly throttle: LoginThrottleService,
     private readonly emailPolicy: UserEmailPolicy,
+    private readonly audit: DashboardAudit,
   ) {}
 
   async execute(cmd: AcceptInviteCommand): Promise<AcceptInviteResult> {
@@ -98,13 +134,15 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
     );
     let newHash: string | undefined;
     if (existing) {
-      await this.throttle.attempt('dashboard', inv.email_normalized, cmd.ip);
+      await this.throttle.attempt('dashboard', inv.email_normalized, cmd.client.ip);
       if (!(await this.hasher.verify(existing.password_hash, cmd.password))) {
+        // a password check of the account like a sign-in's (whoever holds the token may guess)
+        await this.audit.signInFailed(inv.email_normalized, existing.id, 'invite_accept', cmd.client);
         throw new AppError('auth/invalid_credentials', 'Enter the password of your existing dashboard account');
       }
       // the right password: its attempt is taken back whatever the acceptance answers next (a
       // member already, a lost race), and the address is known to the failed-login throttle
-      await this.throttle.succeeded('dashboard', inv.email_normalized, cmd.ip);
+      await this.throttle.succeeded('dashboard', inv.email_normalized, cmd.client.ip);
     } else {
       // counted in characters, as every password length is (@Length): an emoji is one, not two
       if (!length(cmd.password, 12, 128))
@@ -112,8 +150,12 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
       newHash = await this.hasher.hash(cmd.password);
     }
     const accepted = await this.db.tx(async (tx) => {
-      // single use: the conditional update has one winner
-      const { rowCount } = await tx.exec(`UPDATE dashboard_invites SET accepted_at = now() WHERE id = $1 AND accepted_at IS NULL`, [inv.id]);
+      // single use: the conditional update has one winner. The token too: a re-invitation replaces
+      // the token of the pending row, and the token read above must not be accepted after that
+      const { rowCount } = await tx.exec(`UPDATE dashboard_invites SET accepted_at = now() WHERE id = $1 AND token_hash = $2 AND accepted_at IS NULL`, [
+        inv.id,
+        sha256Hex(cmd.token),
+      ]);
       if (!rowCount) throw new AppError('invite/invalid');
       let userId = existing?.id;
       if (!userId) {
@@ -143,7 +185,7 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
       return { body: { user: { id: userId, email: existing?.email ?? inv.email }, memberships: await this.memberships.of(tx, userId), csrf_token: s.csrfToken }, sessionToken: s.token };
     });
     // the account was created here with its password: this address is known to the throttle
-    if (!existing) await this.throttle.trustAddress('dashboard', inv.email_normalized, cmd.ip);
+    if (!existing) await this.throttle.trustAddress('dashboard', inv.email_normalized, cmd.client.ip);
     return accepted;
   }
 }

@@ -3,9 +3,9 @@ import { DashboardSessionService } from '../../../shared/auth/dashboard-session.
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
-import { EventsService } from '../../../shared/events/events.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { normalizeEmail } from '../../users/email';
+import { DashboardAudit } from '../dashboard-audit.service';
 import { DashboardMembershipsService } from '../dashboard-memberships.service';
 import { DashboardLoginCommand, DashboardLoginResult } from './dashboard-login.command';
 
@@ -16,20 +16,24 @@ export class DashboardLoginHandler implements ICommandHandler<DashboardLoginComm
     private readonly hasher: PasswordHasher,
     private readonly throttle: LoginThrottleService,
     private readonly sessions: DashboardSessionService,
-    private readonly events: EventsService,
+    private readonly audit: DashboardAudit,
     private readonly memberships: DashboardMembershipsService,
   ) {}
 
   async execute(cmd: DashboardLoginCommand): Promise<DashboardLoginResult> {
     const email = normalizeEmail(cmd.email);
+    const account: { id?: string } = {};
     const user = await this.throttle.judge('dashboard', email, cmd.client.ip, async () => {
       const [u] = await this.db.query<{ id: string; email: string; password_hash: string }>(
         `SELECT id, email, password_hash FROM dashboard_users WHERE email_normalized = $1`,
         [email],
       );
+      account.id = u?.id;
       return (await this.hasher.verifyOrDummy(u?.password_hash, cmd.password)) && u;
     });
     if (!user) {
+      // a password was judged wrong (a throttled attempt never gets here): bounded per account
+      await this.audit.signInFailed(email, account.id, 'login', cmd.client);
       throw new AppError('auth/invalid_credentials');
     }
     const upgraded = await this.hasher.rehashIfNeeded(user.password_hash, cmd.password);
@@ -37,7 +41,7 @@ export class DashboardLoginHandler implements ICommandHandler<DashboardLoginComm
       await tx.query(`UPDATE dashboard_users SET last_login_at = now() WHERE id = $1`, [user.id]);
       if (upgraded)
         await tx.query(`UPDATE dashboard_users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, upgraded, user.password_hash]);
-      await this.events.audit(tx, { tenantId: null, type: 'dashboard.signed_in', actorType: 'dashboard_user', actorId: user.id, targetType: 'dashboard_user', targetId: user.id });
+      await this.audit.signedIn(tx, user.id, cmd.client);
       const s = await this.sessions.create(tx, user.id);
       const memberships = await this.memberships.of(tx, user.id);
       return { body: { user: { id: user.id, email: user.email }, memberships, csrf_token: s.csrfToken }, sessionToken: s.token };
