@@ -7,7 +7,8 @@ const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(;|$)/i;
 /**
  * The parameters of an OAuth request body (application/x-www-form-urlencoded only, RFC 6749
  * section 3.2). An empty value counts as omitted (RFC 6749 section 3.1); a parameter repeated
- * where the RFC allows one value is invalid_request; unrecognized parameters are ignored.
+ * where the RFC allows one value is invalid_request, empty repeats included (`token=X&token=`);
+ * unrecognized parameters are ignored.
  */
 export class FormParams {
   private constructor(private readonly values: ReadonlyMap<string, readonly string[]>) {}
@@ -18,39 +19,35 @@ export class FormParams {
     if (typeof type !== 'string' || !FORM_TYPE.test(type) || !req.body || typeof req.body !== 'object') {
       throw new OAuthError('invalid_request', 'The request body must be application/x-www-form-urlencoded');
     }
-    const map = new Map<string, string[]>();
-    for (const [k, v] of Object.entries(req.body as Record<string, unknown>)) {
-      const list = (Array.isArray(v) ? v : [v]).filter((x): x is string => typeof x === 'string' && x !== '');
-      if (list.length) map.set(k, list);
-    }
-    return new FormParams(map);
+    return FormParams.of(req.body as Record<string, unknown>);
   }
 
-  /** For tests and internal callers. */
-  static of(values: Record<string, string | string[]>): FormParams {
+  /** From parsed values (the body parser's, or a caller's). */
+  static of(values: Record<string, unknown>): FormParams {
     const map = new Map<string, string[]>();
     for (const [k, v] of Object.entries(values)) {
-      const list = (Array.isArray(v) ? v : [v]).filter((x) => x !== '');
+      const list = (Array.isArray(v) ? v : [v]).filter((x): x is string => typeof x === 'string');
       if (list.length) map.set(k, list);
     }
     return new FormParams(map);
   }
 
-  /** A single-valued parameter: undefined when absent, invalid_request when repeated. */
+  /** A single-valued parameter: undefined when absent or empty, invalid_request when repeated. */
   get(name: string): string | undefined {
     const list = this.values.get(name);
     if (!list) return undefined;
     if (list.length > 1) throw new OAuthError('invalid_request', `Parameter ${name} must not be repeated`);
-    return list[0];
+    return list[0] === '' ? undefined : list[0];
   }
 
-  /** A parameter RFC 8693 lets repeat (audience). */
+  /** A parameter RFC 8693 lets repeat (audience): its non-empty values. */
   all(name: string): readonly string[] {
-    return this.values.get(name) ?? [];
+    return (this.values.get(name) ?? []).filter((v) => v !== '');
   }
 
+  /** Whether the parameter has a non-empty value. */
   has(name: string): boolean {
-    return this.values.has(name);
+    return this.all(name).length > 0;
   }
 }
 

@@ -1,5 +1,5 @@
 import { isUtf8 } from 'buffer';
-import { parse as parseQueryString } from 'node:querystring';
+import * as querystring from 'node:querystring';
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../errors/app-error';
 import { OAuthError } from '../errors/oauth-error';
@@ -7,6 +7,9 @@ import { isOAuthPath } from '../errors/problem';
 
 /** The most distinct parameters an OAuth form body may carry (a real request has about ten). */
 export const MAX_FORM_PARAMETERS = 100;
+
+/** querystring's percent-decoder to bytes (public, but missing from @types/node). */
+const unescapeBuffer = (querystring as unknown as { unescapeBuffer(s: string): Buffer }).unescapeBuffer;
 
 /** Only the OAuth endpoints take form (and text) bodies (RFC 6749); everything else is JSON (spec 2). */
 const notJson = () => new AppError('request/unsupported_media_type', 'Request bodies are JSON (application/json)');
@@ -147,7 +150,24 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
     if (!isOAuthPath(req.url)) return done(notJson(), undefined);
     // every parameter (querystring stops at 1,000 by default and drops the rest unsaid); more
     // than any OAuth request has is refused
-    const value = parseQueryString(String(body), undefined, undefined, { maxKeys: 0 });
+    // a form is UTF-8 (the WHATWG urlencoded parser's only encoding): another declared charset, or
+    // percent-encoded bytes that are not UTF-8, are refused, never read with U+FFFD in their place
+    // (two different secrets would become one), as JSON bodies are
+    const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(req.headers['content-type'] ?? '')?.[1];
+    if (charset !== undefined && !/^utf-?8$/i.test(charset)) return done(new OAuthError('invalid_request', 'Form bodies are UTF-8 (charset=utf-8, or none)'), undefined);
+    let notUtf8 = false;
+    const decode = (s: string): string => {
+      try {
+        return decodeURIComponent(s);
+      } catch {
+        // a lone `%` is kept as it is (as every form parser does); undecodable bytes are not
+        const bytes = unescapeBuffer(s);
+        if (!isUtf8(bytes)) notUtf8 = true;
+        return bytes.toString('utf8');
+      }
+    };
+    const value = querystring.parse(String(body), undefined, undefined, { maxKeys: 0, decodeURIComponent: decode });
+    if (notUtf8) return done(new OAuthError('invalid_request', 'The form is not valid UTF-8'), undefined);
     if (Object.keys(value).length > MAX_FORM_PARAMETERS) return done(new OAuthError('invalid_request', `At most ${MAX_FORM_PARAMETERS} parameters are accepted`), undefined);
     if (bodyFault(value)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'), undefined);
     done(null, value);

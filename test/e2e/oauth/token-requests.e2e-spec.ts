@@ -63,6 +63,23 @@ describe('POST /oauth/token: request format and client authentication', () => {
     expectOAuthError(await t.http().post('/oauth/token').type('form').set('Authorization', basic(agent.id, agent.secret)).send(repeated), 400, 'invalid_request');
     const res = await postToken(t, agent, exchangeBody(st, { scope: '', audience: '' })).expect(200);
     expect(res.body.scope).toBe('openid profile email');
+    // an empty repeat is a repeat too: which of the two was meant is not for the server to guess
+    const emptyRepeat = new URLSearchParams([...Object.entries(exchangeBody(await subject())), ['scope', 'openid'], ['scope', '']]).toString();
+    const r = await t.http().post('/oauth/token').type('form').set('Authorization', basic(agent.id, agent.secret)).send(emptyRepeat);
+    expectOAuthError(r, 400, 'invalid_request');
+    expect(r.body.error_description).toMatch(/scope must not be repeated/);
+  });
+
+  it('a form is UTF-8: another charset, or percent-encoded bytes that are not UTF-8, are invalid_request (never read as U+FFFD)', async () => {
+    const body = new URLSearchParams(exchangeBody(await subject())).toString();
+    const send = (type: string, text: string) => t.http().post('/oauth/token').set('Content-Type', type).set('Authorization', basic(agent.id, agent.secret)).send(text);
+    expectOAuthError(await send('application/x-www-form-urlencoded; charset=iso-8859-1', body), 400, 'invalid_request');
+    const bad = await send('application/x-www-form-urlencoded', `${body}&scope=openid%ff`);
+    expectOAuthError(bad, 400, 'invalid_request');
+    expect(bad.body.error_description).toMatch(/UTF-8/);
+    // a lone % is kept as typed (every form parser does), and UTF-8 percent-encodings decode
+    const ok = await send('application/x-www-form-urlencoded; charset="utf-8"', `${body}&unknown=50%&scope=openid%20email`).expect(200);
+    expect(ok.body.scope).toBe('openid email');
   });
 
   it('missing grant_type is invalid_request', async () => {
