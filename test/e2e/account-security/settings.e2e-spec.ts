@@ -13,7 +13,8 @@ describe('account security: tenant security settings and email domains (spec 2.8
   let stranger: DashboardFixture;
 
   beforeAll(async () => {
-    t = await createTestApp();
+    // one owner session makes every write of this file (the per-session limit has its own tests)
+    t = await createTestApp({ RATE_LIMIT_AUTH_WRITE_MAX: '1000' });
     owner = await signupTenant(t);
     stranger = await signupTenant(t);
     const inv = await t
@@ -211,6 +212,15 @@ describe('account security: tenant security settings and email domains (spec 2.8
       expect((await audits('tenant.email_domains_updated')).length).toBeGreaterThanOrEqual(3);
     });
 
+    it('a PUT that changes nothing writes no audit event; a TLD, a punycode or Unicode name and a digit-led label are domains', async () => {
+      expect((await put({ allowlist: ['xn--mnchen-3ya.de', '3com.example'], blocklist: ['ru'] }).expect(200)).body).toEqual({ allowlist: ['münchen.de', '3com.example'], blocklist: ['ru'] });
+      const before = (await audits('tenant.email_domains_updated')).length;
+      await put({ allowlist: ['MÜNCHEN.de', '3com.example'], blocklist: ['.ru.'.slice(1)] }).expect(200);
+      expect((await audits('tenant.email_domains_updated')).length).toBe(before);
+      await put({}).expect(200);
+      expect((await audits('tenant.email_domains_updated')).length).toBe(before + 1);
+    });
+
     it('accepts 100 entries of up to 253 characters', async () => {
       const long = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(58)}.io`;
       expect(long).toHaveLength(253);
@@ -234,6 +244,13 @@ describe('account security: tenant security settings and email domains (spec 2.8
       ['a name IDNA would change (a soft hyphen)', { blocklist: ['evil.com\u00ad'] }, 'blocklist'],
       ['an empty label', { allowlist: ['corp..example.com'] }, 'allowlist'],
       ['a name no host can have', { allowlist: ['exa%mple.com'] }, 'allowlist'],
+      ['a quote in a label', { blocklist: ['ab"c.com'] }, 'blocklist'],
+      ['a wildcard inside a label', { blocklist: ['a*.com'] }, 'blocklist'],
+      ['a wildcard below the leading one', { blocklist: ['*.*.com'] }, 'blocklist'],
+      ['a label starting with a hyphen', { allowlist: ['-a.com'] }, 'allowlist'],
+      ['an underscore', { allowlist: ['a_b.com'] }, 'allowlist'],
+      ['an IP address (no address has a bare IP domain)', { allowlist: ['1.2.3.4'] }, 'allowlist'],
+      ['a domain in both lists', { allowlist: ['x.example'], blocklist: ['X.example'] }, 'blocklist'],
       ['an unknown property', { allowlist: [], denylist: [] }, 'denylist'],
     ])('PUT rejects %s with 400 request/invalid', async (_n, body, field) => {
       const res = await put(body).expect(400);

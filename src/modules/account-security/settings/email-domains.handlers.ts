@@ -41,11 +41,17 @@ export function normalizeDomain(entry: string): string | undefined {
   if (!d || /[\s@/:]/.test(d)) return undefined;
   // a host name as DNS has it: no empty label, each label at most 63 octets, 253 in all (an
   // internationalized name counted in its ASCII form, which domainToASCII also checks)
+  // Each label is a host name's (letters, digits and inner hyphens: RFC 1123; an internationalized
+  // one in its A-label) and the last is not all digits: an entry like `a_b.com`, `*.com` or
+  // `1.2.3.4` can match no address (isEmail takes no bare IP domain) and would be a silent no-op
   const ascii = domainToASCII(d);
-  if (!idnaStable(d) || ascii.length > 253 || ascii.split('.').some((label) => !label || label.length > 63)) return undefined;
+  const labels = ascii.split('.');
+  if (!idnaStable(d) || ascii.length > 253 || labels.some((label) => !HOST_LABEL.test(label)) || /^\d+$/.test(labels[labels.length - 1])) return undefined;
   // stored as addresses' domains are compared: the IDNA Unicode form (an A-label is the same name)
   return canonicalDomain(d);
 }
+
+const HOST_LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
 
 function normalizeList(field: string, list: string[] | undefined, errors: FieldError[]): string[] {
   const out = new Set<string>();
@@ -70,12 +76,18 @@ export class PutEmailDomainsHandler implements ICommandHandler<PutEmailDomainsCo
     const errors: FieldError[] = [];
     const allowlist = normalizeList('allowlist', cmd.body.allowlist, errors);
     const blocklist = normalizeList('blocklist', cmd.body.blocklist, errors);
+    // a domain in both lists would be allowed and blocked at once: which was meant is the owner's call
+    blocklist.forEach((d, i) => {
+      if (allowlist.includes(d)) errors.push({ field: `blocklist.${i}`, message: `${d} is in the allowlist too` });
+    });
     if (errors.length) throw new AppError('request/invalid', 'One or more fields are invalid', { errors });
     return this.db.tx(async (tx) => {
       const [cur] = await tx.query<{ email_allowlist: string[]; email_blocklist: string[] }>(
         `SELECT email_allowlist, email_blocklist FROM tenants WHERE id = $1 FOR UPDATE`,
         [tenantId],
       );
+      // the same lists again change nothing: no update, no audit event
+      if (sameList(cur.email_allowlist, allowlist) && sameList(cur.email_blocklist, blocklist)) return { allowlist, blocklist };
       await tx.query(`UPDATE tenants SET email_allowlist = $2, email_blocklist = $3, updated_at = now() WHERE id = $1`, [tenantId, allowlist, blocklist]);
       await this.events.audit(tx, {
         tenantId,
@@ -90,5 +102,7 @@ export class PutEmailDomainsHandler implements ICommandHandler<PutEmailDomainsCo
     });
   }
 }
+
+const sameList = (a: string[], b: string[]) => a.length === b.length && a.every((d, i) => d === b[i]);
 
 export const EmailDomainsHandlers = [GetEmailDomainsHandler, PutEmailDomainsHandler];
