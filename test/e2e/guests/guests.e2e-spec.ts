@@ -519,6 +519,10 @@ describe('tenant anonymous settings (contract "Tenant settings")', () => {
       [o.tenantId],
     );
     expect(audits.map((a) => a.metadata.confirmed_privileged_role)).toEqual([false, false, true]);
+    // the same settings again (or an empty PATCH) change nothing: 200 with them, no audit event
+    for (const same of [{}, { anonymous_signins_enabled: false, default_user_role: 'admin' }])
+      expect((await patch(same).expect(200)).body).toMatchObject({ anonymous_signins_enabled: false, default_user_role: 'admin' });
+    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'tenant.anonymous_settings_updated' AND tenant_id = $1`, [o.tenantId])).toHaveLength(3);
   });
 
   it('a tenant that never enabled guests changes its default role freely (no guest can get it)', async () => {

@@ -80,6 +80,13 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
           `Guests would get the role "${next.default_user_role}". Send X-Service-Confirm: ${CONFIRM_HEADER_VALUE} to confirm, or set default_user_role to read_only`,
         );
       }
+      // the same settings again change nothing: no update, no audit event, no cache to drop
+      if (
+        next.anonymous_signins_enabled === cur.anonymous_signins_enabled &&
+        next.anonymous_user_ttl_days === cur.anonymous_user_ttl_days &&
+        next.default_user_role === cur.default_user_role
+      )
+        return { ...next, changed: false };
       await tx.query(
         `UPDATE tenants SET anonymous_signins_enabled = $2, anonymous_user_ttl_days = $3, default_user_role = $4,
                 anonymous_ever_enabled = anonymous_ever_enabled OR $2, updated_at = now() WHERE id = $1`,
@@ -96,10 +103,11 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
         // true exactly when this change needed (and carried) X-Service-Confirm
         metadata: { before: { ...cur, anonymous_ever_enabled: undefined }, after: next, confirmed_privileged_role: needsConfirmation },
       });
-      return next;
+      return { ...next, changed: true };
     });
+    const { changed, ...settings } = next;
     // the tenant's API keys carry these settings (guest sign-in reads them from the key)
-    await this.keys.invalidateTenant(this.db, tenantId);
-    return next;
+    if (changed) await this.keys.invalidateTenant(this.db, tenantId);
+    return settings;
   }
 }
