@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'crypto';
+import { randomUUID } from 'crypto';
 import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import Redis from 'ioredis';
@@ -13,7 +13,7 @@ import { EventsService } from '../../../shared/events/events.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { REDIS } from '../../../shared/redis/redis.module';
 import { mailboxSpelling, normalizeEmail } from '../../users/email';
-import { slugify } from '../slug';
+import { slugify, suffixedSlug } from '../slug';
 import { TurnstileService } from '../turnstile.service';
 import { SignupCommand, SignupResponse, SignupResult } from './signup.command';
 
@@ -174,11 +174,6 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     }
     throw new AppError('server/error', 'Could not allocate a tenant slug');
   }
-}
-
-/** A taken slug made unique: the name's slug with a random suffix. */
-function suffixedSlug(base: string): string {
-  return `${base.slice(0, 33)}-${randomBytes(3).toString('hex')}`;
 }
 
 /**
