@@ -136,6 +136,9 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_EMAIL_PER_IP = 30;
   @Transform(toInt) @IsInt() @Min(10) RATE_LIMIT_EMAIL_WINDOW_SECONDS = 900;
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN = 30;
+  /** wrong email codes (sign-in: per address; step-up: per account) from all client addresses in the window, over every code; 429 beyond */
+  @Transform(toInt) @IsInt() @Min(1) EMAIL_CODE_FAILURES_PER_ADDRESS = 10;
+  @Transform(toInt) @IsInt() @Min(10) EMAIL_CODE_FAILURE_WINDOW_SECONDS = 900;
 
   @Transform(toBool) @IsBoolean() @IsOptional() METRICS_ENABLED = true;
   /** when set, GET /metrics answers only `Authorization: Bearer <METRICS_TOKEN>` (Prometheus `authorization` / `bearer_token`) */

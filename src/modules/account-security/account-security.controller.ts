@@ -135,13 +135,14 @@ export class AccountSecurityController {
     'auth/resume_binding_mismatch',
     ...Problems.apiKey,
     'otp/invalid',
+    'auth/login_throttled',
     'email_otp/disabled',
     'mfa/enrollment_required',
     'user/date_of_birth_required',
     ...Problems.emailPolicy,
     ...Problems.rateLimited,
   )
-  verifyEmailOtp(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: UserEmailOtpVerifyRequestDto): Promise<PasswordlessResponse> {
-    return this.commandBus.execute(new VerifyEmailOtpCommand(key, body));
+  verifyEmailOtp(@CurrentApiKey() key: ApiKeyPrincipal, @Body() body: UserEmailOtpVerifyRequestDto, @ClientInfo() client: ClientInfoValue): Promise<PasswordlessResponse> {
+    return this.commandBus.execute(new VerifyEmailOtpCommand(key, body, client));
   }
 }

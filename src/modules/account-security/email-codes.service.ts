@@ -1,8 +1,10 @@
 import { createHmac, randomBytes, randomInt } from 'crypto';
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../../config/config';
 import { EnvelopeCipher } from '../../shared/crypto/envelope-cipher';
 import { safeEqual } from '../../shared/crypto/tokens';
 import { Db, Queryable } from '../../shared/db/db.service';
+import { LoginThrottleService, ThrottleLimits } from '../../shared/rate-limit/login-throttle.service';
 import { EMAIL_OTP_MAX_ATTEMPTS, EMAIL_OTP_TTL_SECONDS } from './account-security.constants';
 
 export interface CodeRow {
@@ -20,6 +22,17 @@ export type CodeTarget =
   | { purpose: 'login'; tenantId: string; emailNormalized: string }
   | { purpose: 'step_up'; tenantId: string; userId: string; sessionId: string };
 
+/**
+ * LoginThrottleService realm and account of a code's wrong guesses, over every code: sign-in codes
+ * per address (known or not, so the count reveals nothing), step-up codes per user (all sessions).
+ * Realms of their own: wrong codes do not block password sign-in, nor the reverse.
+ */
+export function codeThrottleSubject(target: CodeTarget): { realm: string; account: string } {
+  return target.purpose === 'login'
+    ? { realm: `email-code:${target.tenantId}`, account: target.emailNormalized }
+    : { realm: `step-up-code:${target.tenantId}`, account: target.userId };
+}
+
 export interface IssueLoginCode {
   tenantId: string;
   emailNormalized: string;
@@ -34,6 +47,8 @@ export interface IssueLoginCode {
  * KEY_ENCRYPTION_KEY with a per-code salt (a database dump alone does not reveal them), one live
  * code per address (per session for step-up), 10 minutes, and at most 5 evaluations counted by a
  * single conditional UPDATE before any comparison, so parallel guesses cannot exceed the limit.
+ * A new code starts its 5 again, so wrong guesses are also counted per address (per user for
+ * step-up) over every code and client address: see `attempt`.
  */
 @Injectable()
 export class EmailCodes {
@@ -42,8 +57,26 @@ export class EmailCodes {
   constructor(
     private readonly db: Db,
     cipher: EnvelopeCipher,
+    private readonly throttle: LoginThrottleService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {
     this.key = cipher.deriveKey('email-otp');
+  }
+
+  /**
+   * Wrong codes per account from all client addresses (EMAIL_CODE_FAILURES_PER_ADDRESS in
+   * EMAIL_CODE_FAILURE_WINDOW_SECONDS); per (account, address) pair and per address the login
+   * throttle's. The account limit does not apply to an address that signed in with a code before
+   * (`signedIn`): the owner's usual address stays open while an attacker trips it.
+   */
+  private limits(): ThrottleLimits {
+    const c = this.config;
+    return {
+      perAccountIp: c.LOGIN_FAILURES_PER_ACCOUNT_IP,
+      perAccount: c.EMAIL_CODE_FAILURES_PER_ADDRESS,
+      perIp: c.LOGIN_FAILURES_PER_IP,
+      windowSeconds: c.EMAIL_CODE_FAILURE_WINDOW_SECONDS,
+    };
   }
 
   /** A fresh uniformly random 6-digit code with its salt and HMAC. */
@@ -102,12 +135,54 @@ export class EmailCodes {
   }
 
   /**
+   * One check of a code from client address `ip`, counted twice before any comparison:
+   *
+   * 1. per account over every code (LoginThrottleService, atomic in Redis): past the limit the
+   *    check is refused with 429 auth/login_throttled and Retry-After, the code not even looked
+   *    at (a right code stays unused, for when the block ends); a right code takes its count back;
+   * 2. per code (`check`): at most 5, then the code is dead.
+   *
+   * The wrong code that uses up the account's allowance (the last of the window's admitted checks
+   * to be judged, so never before a right one still running) voids the live code(s): they cannot
+   * be guessed once the block ends. Unknown addresses are counted and answered the same way. Answers
+   * the row when the code matches (not yet used: see `consume`), otherwise undefined.
+   */
+  async attempt(target: CodeTarget, code: string, ip: string): Promise<CodeRow | undefined> {
+    const { realm, account } = codeThrottleSubject(target);
+    const limits = this.limits();
+    const row = await this.throttle.judge(realm, account, ip, () => this.check(target, code), { trust: false, limits });
+    if (row) return row;
+    if (await this.throttle.failuresReached(realm, account, limits.perAccount)) await this.void(target);
+    return undefined;
+  }
+
+  /**
+   * The code matched by `attempt` signed its account in (or stepped it up) from `ip`: the address
+   * is known to the account, so the account-wide limit no longer applies to it (its pair's does).
+   */
+  async signedIn(target: CodeTarget, ip: string): Promise<void> {
+    const { realm, account } = codeThrottleSubject(target);
+    await this.throttle.trustAddress(realm, account, ip);
+  }
+
+  /** Voids the account's live codes: its address's sign-in code, or every step-up code of the user. */
+  private async void(target: CodeTarget): Promise<void> {
+    if (target.purpose === 'login') return this.voidLogin(this.db, target);
+    await this.db.query(
+      `UPDATE email_otp_codes SET consumed_at = now()
+        WHERE tenant_id = $1 AND purpose = 'step_up' AND user_id = $2::uuid AND consumed_at IS NULL`,
+      [target.tenantId, target.userId],
+      'email_otp_void_step_up',
+    );
+  }
+
+  /**
    * Counts one attempt on the live code, then compares in constant time. The increment is
    * `attempts = attempts + 1 WHERE attempts < 5 RETURNING`: row locks serialize parallel
    * attempts, so however many arrive at once, at most 5 ever reach the comparison. Answers the
-   * row when the code matches (not yet used: see `consume`), otherwise undefined.
+   * row when the code matches, otherwise undefined.
    */
-  async attempt(target: CodeTarget, code: string): Promise<CodeRow | undefined> {
+  private async check(target: CodeTarget, code: string): Promise<CodeRow | undefined> {
     const where =
       target.purpose === 'login'
         ? `tenant_id = $1 AND purpose = 'login' AND email_normalized = $2`

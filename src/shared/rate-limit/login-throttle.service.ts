@@ -14,6 +14,14 @@ const BUCKET = 'login-fail';
 export const passwordSignInRealm = (tenantId: string): string => `user:${tenantId}`;
 const TRUSTED_TTL_SECONDS = 30 * 86400;
 
+/** A realm's limits: failures per (account, address) pair, per account and per address in the window. */
+export interface ThrottleLimits {
+  perAccountIp: number;
+  perAccount: number;
+  perIp: number;
+  windowSeconds: number;
+}
+
 /**
  * Counts an attempt before it is evaluated, atomically: refused (the longest remaining wait, in
  * ms) when a counter is at its limit, else every counter gains one. KEYS: pair, account and
@@ -61,6 +69,19 @@ end
 return 0`;
 const TAKE_BACK_COMMAND = 'authpLoginTakeBack';
 
+/**
+ * Counts a judged failure of an account beside its attempt counter, expiring with it (so both
+ * describe the same window): answers the judged failures of the window, 0 when the account
+ * counter is gone. KEYS: account counter, judged counter.
+ */
+const JUDGED_SCRIPT = `
+local left = redis.call('PTTL', KEYS[1])
+if left <= 0 then return 0 end
+local n = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], left)
+return n`;
+const JUDGED_COMMAND = 'authpLoginJudged';
+
 type Script = (...args: (string | number)[]) => Promise<number>;
 
 /**
@@ -84,6 +105,7 @@ type Script = (...args: (string | number)[]) => Promise<number>;
 export class LoginThrottleService {
   private readonly attemptCmd: Script;
   private readonly takeBackCmd: Script;
+  private readonly judgedCmd: Script;
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
@@ -94,25 +116,41 @@ export class LoginThrottleService {
     if (!(TAKE_BACK_COMMAND in redis)) redis.defineCommand(TAKE_BACK_COMMAND, { numberOfKeys: 3, lua: TAKE_BACK_SCRIPT });
     this.attemptCmd = (redis as unknown as Record<string, Script>)[ATTEMPT_COMMAND].bind(redis);
     this.takeBackCmd = (redis as unknown as Record<string, Script>)[TAKE_BACK_COMMAND].bind(redis);
+    if (!(JUDGED_COMMAND in redis)) redis.defineCommand(JUDGED_COMMAND, { numberOfKeys: 2, lua: JUDGED_SCRIPT });
+    this.judgedCmd = (redis as unknown as Record<string, Script>)[JUDGED_COMMAND].bind(redis);
+  }
+
+  /** The login throttle's limits (LOGIN_FAILURES_*), the default of every realm. */
+  private loginLimits(): ThrottleLimits {
+    const c = this.config;
+    return { perAccountIp: c.LOGIN_FAILURES_PER_ACCOUNT_IP, perAccount: c.LOGIN_FAILURES_PER_ACCOUNT, perIp: c.LOGIN_FAILURES_PER_IP, windowSeconds: c.LOGIN_FAILURE_WINDOW_SECONDS };
+  }
+
+  private accountSubject(realm: string, account: string): string {
+    return sha256Hex(`${realm}:${account}`).slice(0, 32);
+  }
+
+  private counter(k: string): string {
+    return throttlerKeys(`rl:${k}`, BUCKET).hits;
   }
 
   private keys(realm: string, account: string, ip: string) {
-    const acct = sha256Hex(`${realm}:${account}`).slice(0, 32);
+    const acct = this.accountSubject(realm, account);
     const addr = addressSubject(this.hasher, ip);
-    const counter = (k: string) => throttlerKeys(`rl:${k}`, BUCKET).hits;
-    return { counters: [counter(`pair:${acct}:${addr}`), counter(`acct:${acct}`), counter(`ip:${realm.split(':')[0]}:${addr}`)], trusted: `login-trusted:${acct}`, addr };
+    const counters = [this.counter(`pair:${acct}:${addr}`), this.counter(`acct:${acct}`), this.counter(`ip:${realm.split(':')[0]}:${addr}`)];
+    return { counters, trusted: `login-trusted:${acct}`, addr };
   }
 
   /**
    * Starts an attempt: counts it as a failure, or throws 429 auth/login_throttled (counting
-   * nothing) when it must not even be evaluated. Follow a success with `succeeded`.
+   * nothing) when it must not even be evaluated. Follow a success with `succeeded`. `limits`:
+   * the realm's own (default: the LOGIN_FAILURES_* settings).
    */
-  async attempt(realm: string, account: string, ip: string): Promise<void> {
+  async attempt(realm: string, account: string, ip: string, limits: ThrottleLimits = this.loginLimits()): Promise<void> {
     const k = this.keys(realm, account, ip);
-    const c = this.config;
     let waitMs: number;
     try {
-      waitMs = await this.attemptCmd(...k.counters, k.trusted, c.LOGIN_FAILURES_PER_ACCOUNT_IP, c.LOGIN_FAILURES_PER_ACCOUNT, c.LOGIN_FAILURES_PER_IP, c.LOGIN_FAILURE_WINDOW_SECONDS * 1000, k.addr);
+      waitMs = await this.attemptCmd(...k.counters, k.trusted, limits.perAccountIp, limits.perAccount, limits.perIp, limits.windowSeconds * 1000, k.addr);
     } catch (e) {
       // no answer in REDIS_COMMAND_TIMEOUT_MS (a stalled Redis): the script was sent and may still
       // run once Redis resumes, counting an attempt this request never judged (the caller gets 503).
@@ -140,8 +178,14 @@ export class LoginThrottleService {
    * a timeout) takes its attempt back: an outage never counts the attempts of people typing their
    * right password as failures, nor locks them out after it.
    */
-  async judge<T>(realm: string, account: string, ip: string, check: () => Promise<T | false | undefined>, opts: { trust?: boolean } = {}): Promise<T | undefined> {
-    await this.attempt(realm, account, ip);
+  async judge<T>(
+    realm: string,
+    account: string,
+    ip: string,
+    check: () => Promise<T | false | undefined>,
+    opts: { trust?: boolean; limits?: ThrottleLimits } = {},
+  ): Promise<T | undefined> {
+    await this.attempt(realm, account, ip, opts.limits);
     let verdict: T | false | undefined;
     try {
       verdict = await check();
@@ -152,6 +196,19 @@ export class LoginThrottleService {
     if (!verdict) return undefined;
     await this.succeeded(realm, account, ip, opts);
     return verdict;
+  }
+
+  /**
+   * An attempt `judge` found wrong, for a caller that acts once the account limit is used up (an
+   * email code is voided): counts it among the account's judged failures of the current window and
+   * answers whether they reached `limit`. Then every attempt the account limit let through in the
+   * window was judged wrong, so none of them is still running (a right one in flight would lose
+   * to an action taken on the attempt count alone). Redis unreachable: false.
+   */
+  async failuresReached(realm: string, account: string, limit: number): Promise<boolean> {
+    const hits = this.counter(`acct:${this.accountSubject(realm, account)}`);
+    const judged = hits.replace(/:hits$/, ':judged');
+    return (Number(await this.judgedCmd(hits, judged).catch(() => 0)) || 0) >= limit;
   }
 
   /**

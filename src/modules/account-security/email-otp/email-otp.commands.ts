@@ -20,6 +20,7 @@ export class VerifyEmailOtpCommand extends Command<PasswordlessResponse> {
   constructor(
     readonly apiKey: ApiKeyPrincipal,
     readonly body: UserEmailOtpVerifyRequestDto,
+    readonly client: ClientInfoValue,
   ) {
     super();
   }

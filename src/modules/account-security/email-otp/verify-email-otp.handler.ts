@@ -12,10 +12,11 @@ import { TenantFlags } from '../tenant-flags';
 import { VerifyEmailOtpCommand } from './email-otp.commands';
 
 /**
- * One attempt counted atomically before the comparison (at most 5 per code, then it is dead),
- * constant-time comparison, one winner among parallel correct attempts. An existing account
- * signs in (its address becomes verified); under login_or_create a new address gets a verified
- * account.
+ * One attempt counted atomically before the comparison, per address over every code (429
+ * auth/login_throttled past EMAIL_CODE_FAILURES_PER_ADDRESS in the window, unknown addresses
+ * alike) and per code (at most 5, then it is dead), constant-time comparison, one winner among
+ * parallel correct attempts. An existing account signs in (its address becomes verified); under
+ * login_or_create a new address gets a verified account.
  */
 @CommandHandler(VerifyEmailOtpCommand)
 export class VerifyEmailOtpHandler implements ICommandHandler<VerifyEmailOtpCommand, PasswordlessResponse> {
@@ -31,7 +32,8 @@ export class VerifyEmailOtpHandler implements ICommandHandler<VerifyEmailOtpComm
     const tenantId = cmd.apiKey.tenantId;
     await this.flags.requireEmailOtp(tenantId);
     const email = normalizeEmail(cmd.body.email);
-    const row = await this.codes.attempt({ purpose: 'login', tenantId, emailNormalized: email }, cmd.body.code);
+    const target = { purpose: 'login', tenantId, emailNormalized: email } as const;
+    const row = await this.codes.attempt(target, cmd.body.code, cmd.client.ip);
     if (!row) throw new AppError('otp/invalid');
     assertBinding(row.binding_hash, cmd.body.resume_binding);
     // an account is created here: the tenant's address policy of now applies (it may have changed since the request)
@@ -46,6 +48,7 @@ export class VerifyEmailOtpHandler implements ICommandHandler<VerifyEmailOtpComm
       if (!u) throw new AppError('otp/invalid');
       return u;
     });
+    await this.codes.signedIn(target, cmd.client.ip);
     return this.signIn.finish(user, { key: cmd.apiKey, method: 'email_otp', amr: AMR_EMAIL_OTP, oauthParams: row.oauth_params });
   }
 }

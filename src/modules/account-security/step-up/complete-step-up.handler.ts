@@ -14,7 +14,8 @@ import { TenantFlags } from '../tenant-flags';
  * A step-up link works once, only for the session that asked and the address it was sent to
  * (another session of the same user, another user or tenant: 400 token/invalid, and the link
  * stays usable by its session). A step-up code has the sign-in code's rules: at most 5
- * evaluations counted atomically, constant-time comparison, one winner. Success: a fresh access
+ * evaluations counted atomically, wrong codes also counted per user over every code and session
+ * (429 auth/login_throttled past the limit), constant-time comparison, one winner. Success: a fresh access
  * token of the same session, `amr` plus `email` (link) or `otp` (code), `step_up_at` now.
  */
 @CommandHandler(CompleteStepUpCommand)
@@ -40,9 +41,11 @@ export class CompleteStepUpHandler implements ICommandHandler<CompleteStepUpComm
       if (!used) throw new AppError('token/invalid');
       return this.stepUpTokens.issue(cmd.user, AMR_MAGIC_LINK[0]);
     }
-    const row = await this.codes.attempt({ purpose: 'step_up', tenantId: s.tenantId, userId: s.userId, sessionId: s.sessionId }, cmd.secret);
+    const target = { purpose: 'step_up', tenantId: s.tenantId, userId: s.userId, sessionId: s.sessionId } as const;
+    const row = await this.codes.attempt(target, cmd.secret, cmd.client.ip);
     if (!row) throw new AppError('otp/invalid');
     if (!(await this.db.tx((tx) => this.codes.consume(tx, row.id)))) throw new AppError('otp/invalid');
+    await this.codes.signedIn(target, cmd.client.ip);
     return this.stepUpTokens.issue(cmd.user, AMR_EMAIL_OTP[0]);
   }
 }

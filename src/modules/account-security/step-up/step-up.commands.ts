@@ -24,6 +24,7 @@ export class CompleteStepUpCommand extends Command<StepUpResponseDto> {
     readonly user: UserPrincipal,
     /** the link's token, or the code */
     readonly secret: string,
+    readonly client: ClientInfoValue,
   ) {
     super();
   }
