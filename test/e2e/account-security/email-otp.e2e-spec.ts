@@ -9,6 +9,7 @@ import {
   mailCode,
   MailWorld,
   outboxTo,
+  patchSecurity,
   post,
   register,
   startMailWorld,
@@ -179,6 +180,21 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
     const code = await requestCode(u.email);
     await w.t.db.query(`UPDATE email_otp_codes SET expires_at = now() - interval '1 second' WHERE email_normalized = $1`, [u.email]);
     await verify({ email: u.email, code }).expect(401);
+  });
+
+  it('switching email codes off voids outstanding codes: switched on again, they stay void', async () => {
+    const t2 = await tenantWithKey(w.t, { email_otp_enabled: true });
+    const u = await register(w.t, t2.apiKey);
+    const code = await requestCode(u.email, {}, t2.apiKey);
+    await patchSecurity(w.t, t2, { email_otp_enabled: false }).expect(200);
+    expect((await verify({ email: u.email, code }, t2.apiKey).expect(403)).body.code).toBe('email_otp/disabled');
+    await patchSecurity(w.t, t2, { email_otp_enabled: true }).expect(200);
+    await verify({ email: u.email, code }, t2.apiKey).expect(401);
+    // a code of another tenant is untouched
+    const v = await register(w.t, tenant.apiKey);
+    const kept = await requestCode(v.email);
+    await patchSecurity(w.t, t2, { email_otp_enabled: false }).expect(200);
+    await verify({ email: v.email, code: kept }).expect(200);
   });
 
   it("a code is bound to its tenant: the same address at another tenant's key fails", async () => {

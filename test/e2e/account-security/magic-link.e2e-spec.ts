@@ -291,12 +291,14 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
     expect(c.amr).not.toContain('pwd');
   });
 
-  it('switching magic links off stops outstanding links too', async () => {
+  it('switching magic links off stops outstanding links too, for good: switched on again, they stay void', async () => {
     const t2 = await tenantWithKey(w.t, { magic_link_enabled: true });
     const u = await register(w.t, t2.apiKey);
     await post(w.t, '/v1/auth/magic-link', t2.apiKey, { email: u.email }).expect(202);
     const token = linkToken(await linkMail(u.email), '/magic-link');
     await patchSecurity(w.t, t2, { magic_link_enabled: false }).expect(200);
     expect((await verify({ token }, t2.apiKey).expect(403)).body.code).toBe('magic_link/disabled');
+    await patchSecurity(w.t, t2, { magic_link_enabled: true }).expect(200);
+    expect((await verify({ token }, t2.apiKey).expect(400)).body.code).toBe('token/invalid');
   });
 });

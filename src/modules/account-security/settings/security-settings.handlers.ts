@@ -148,6 +148,16 @@ export class UpdateSecuritySettingsHandler implements ICommandHandler<UpdateSecu
           next.sms_allowed_countries,
         ],
       );
+      // a method switched off voids what it had sent: switched on again, its earlier links and
+      // codes (up to their 15 or 10 minutes) would sign in once more, past the owner's decision
+      if (changes.magic_link_enabled && !next.magic_link_enabled)
+        await tx.query(
+          `UPDATE account_tokens SET used_at = now()
+            WHERE tenant_id = $1 AND kind IN ('magic_link', 'step_up_magic_link') AND used_at IS NULL AND expires_at > now()`,
+          [tenantId],
+        );
+      if (changes.email_otp_enabled && !next.email_otp_enabled)
+        await tx.query(`UPDATE email_otp_codes SET consumed_at = now() WHERE tenant_id = $1 AND consumed_at IS NULL AND expires_at > now()`, [tenantId]);
       const weakening = Object.entries(changes).some(([k, c]) => k in WEAKENING && WEAKENING[k] === c.to);
       const severity: Severity = weakening ? 'medium' : 'info';
       await this.events.audit(tx, {
