@@ -15,6 +15,9 @@ import { MyAgentsGuard } from './my-agents/my-agents.guard';
 import { ListMyAgentsHandler, RestoreMyAgentHandler, RevokeMyAgentHandler } from './my-agents/my-agents.handlers';
 import { OAuthClientsController } from './oauth-clients.controller';
 import { CreateOAuthClientHandler, ListOAuthClientsHandler, RejectAgentClientTypeGuard } from './oauth-clients/oauth-clients.handlers';
+import { GetOAuthClientHandler } from './oauth-clients/get-oauth-client.handler';
+import { RevokeOAuthClientHandler } from './oauth-clients/revoke-oauth-client.handler';
+import { RotateOAuthClientSecretHandler } from './oauth-clients/rotate-oauth-client-secret.handler';
 import { RegisterAgentHandler } from './register-agent/register-agent.handler';
 import { RevokeAgentHandler } from './revoke-agent/revoke-agent.handler';
 import { RotateAgentSecretHandler } from './rotate-agent-secret/rotate-agent-secret.handler';
@@ -47,6 +50,9 @@ import { UpdateAgentHandler } from './update-agent/update-agent.handler';
     RestoreMyAgentHandler,
     CreateOAuthClientHandler,
     ListOAuthClientsHandler,
+    GetOAuthClientHandler,
+    RevokeOAuthClientHandler,
+    RotateOAuthClientSecretHandler,
     RejectAgentClientTypeGuard,
     MyAgentsGuard,
   ],

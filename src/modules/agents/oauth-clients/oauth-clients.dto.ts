@@ -1,8 +1,9 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, ArrayUnique, IsArray, IsIn, IsString, IsUrl, Length, Matches, MaxLength } from 'class-validator';
+import { ArrayMaxSize, ArrayUnique, IsArray, IsIn, IsString, Length, Matches, MaxLength } from 'class-validator';
 import { CursorQuery } from '../../../shared/db/pagination';
 import { Present } from '../../../shared/http/presence';
 import { IsDisplayName } from '../../../shared/http/display-name';
+import { IsRedirectUri } from './redirect-uri';
 
 /** Grant types of legacy (non-agent) OAuth clients; agent grants live on agent clients (spec 5 rule 2). */
 export const OAUTH_CLIENT_GRANT_TYPES = ['authorization_code', 'refresh_token', 'client_credentials'] as const;
@@ -16,9 +17,16 @@ export class CreateOAuthClientRequestDto {
   @IsIn(['public', 'confidential'])
   client_type!: 'public' | 'confidential';
 
-  @ApiPropertyOptional({ type: [String], format: 'uri', maxItems: 20 })
+  @ApiPropertyOptional({
+    type: [String],
+    format: 'uri',
+    maxItems: 20,
+    description:
+      'https; http only on a loopback host (127.0.0.1, [::1], localhost); or a native app private-use scheme named as a reverse domain (com.example.app:/cb). ' +
+      'No fragment (RFC 6749 section 3.1.2), no userinfo (RFC 9700, RFC 8252)',
+  })
   @Present() @IsArray() @ArrayMaxSize(20) @ArrayUnique() @IsString({ each: true }) @MaxLength(2048, { each: true })
-  @IsUrl({ require_protocol: true, require_tld: false, protocols: ['https', 'http'] }, { each: true })
+  @IsRedirectUri({ each: true })
   redirect_uris?: string[];
 
   @ApiPropertyOptional({ type: [String], enum: OAUTH_CLIENT_GRANT_TYPES, default: ['authorization_code'] })
@@ -48,3 +56,29 @@ export class OAuthClientResponse {
 export class CreatedOAuthClientResponse extends OAuthClientResponse {
   @ApiPropertyOptional({ description: 'confidential clients only; shown once, only its SHA-256 is stored' }) client_secret?: string;
 }
+
+/** The oauth_clients columns every answer is built from (never secret_hash). */
+export interface ClientRow {
+  id: string;
+  name: string;
+  client_type: 'public' | 'confidential';
+  redirect_uris: string[];
+  grant_types: string[];
+  scopes: string[];
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+export const OAUTH_CLIENT_COLUMNS = 'id, name, client_type, redirect_uris, grant_types, scopes, created_at, revoked_at';
+
+export const toOAuthClientResponse = (r: ClientRow): OAuthClientResponse => ({
+  id: r.id,
+  client_id: r.id,
+  name: r.name,
+  client_type: r.client_type,
+  redirect_uris: r.redirect_uris,
+  grant_types: r.grant_types,
+  scopes: r.scopes,
+  created_at: r.created_at.toISOString(),
+  revoked_at: r.revoked_at ? r.revoked_at.toISOString() : null,
+});

@@ -7,7 +7,7 @@ import { Db } from '../../../shared/db/db.service';
 import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
-import { CreatedOAuthClientResponse, CreateOAuthClientRequestDto, OAuthClientResponse } from './oauth-clients.dto';
+import { ClientRow, CreatedOAuthClientResponse, CreateOAuthClientRequestDto, OAUTH_CLIENT_COLUMNS, OAuthClientResponse, toOAuthClientResponse } from './oauth-clients.dto';
 
 /**
  * spec 7.4: `client_type: "agent"` on the legacy endpoint is 400 oauth_client/use_agents_endpoint,
@@ -22,31 +22,6 @@ export class RejectAgentClientTypeGuard implements CanActivate {
     return true;
   }
 }
-
-interface ClientRow {
-  id: string;
-  name: string;
-  client_type: string;
-  redirect_uris: string[];
-  grant_types: string[];
-  scopes: string[];
-  created_at: Date;
-  revoked_at: Date | null;
-}
-
-const COLUMNS = 'id, name, client_type, redirect_uris, grant_types, scopes, created_at, revoked_at';
-
-const toResponse = (r: ClientRow): OAuthClientResponse => ({
-  id: r.id,
-  client_id: r.id,
-  name: r.name,
-  client_type: r.client_type,
-  redirect_uris: r.redirect_uris,
-  grant_types: r.grant_types,
-  scopes: r.scopes,
-  created_at: r.created_at.toISOString(),
-  revoked_at: r.revoked_at ? r.revoked_at.toISOString() : null,
-});
 
 export class CreateOAuthClientCommand extends Command<CreatedOAuthClientResponse> {
   constructor(
@@ -75,7 +50,7 @@ export class CreateOAuthClientHandler implements ICommandHandler<CreateOAuthClie
     return this.db.tx(async (tx) => {
       const [row] = await tx.query<ClientRow>(
         `INSERT INTO oauth_clients (tenant_id, name, client_type, redirect_uris, grant_types, scopes, secret_hash)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${COLUMNS}`,
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${OAUTH_CLIENT_COLUMNS}`,
         [tenantId, b.name, b.client_type, b.redirect_uris ?? [], grantTypes, b.scopes ?? [], secret ? sha256Hex(secret) : null],
       );
       await this.events.audit(tx, {
@@ -87,7 +62,7 @@ export class CreateOAuthClientHandler implements ICommandHandler<CreateOAuthClie
         targetId: row.id,
         metadata: { client_type: row.client_type, grant_types: row.grant_types },
       });
-      return secret ? { ...toResponse(row), client_secret: secret } : toResponse(row);
+      return secret ? { ...toOAuthClientResponse(row), client_secret: secret } : toOAuthClientResponse(row);
     });
   }
 }
@@ -111,11 +86,11 @@ export class ListOAuthClientsHandler implements IQueryHandler<ListOAuthClientsQu
     const pos = keysetPosition(q.cursor, list);
     const rows = await this.db
       .query<ClientRow & { created_at_text: string }>(
-        `SELECT ${COLUMNS}, created_at::text AS created_at_text FROM oauth_clients
+        `SELECT ${OAUTH_CLIENT_COLUMNS}, created_at::text AS created_at_text FROM oauth_clients
           WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2::timestamptz, $3::uuid))
           ORDER BY created_at DESC, id DESC LIMIT $4`,
         [q.tenantId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
       );
-    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.id], list);
+    return toPage(rows, q.limit, toOAuthClientResponse, (r) => [r.created_at_text, r.id], list);
   }
 }
