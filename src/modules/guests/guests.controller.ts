@@ -47,7 +47,7 @@ export class GuestsController {
   }
 
   @Patch('v1/auth/dashboard/tenants/:slug/settings/anonymous')
-  @DashboardAuth({ tenant: true, owner: true })
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiHeader({ name: 'X-Service-Confirm', required: false, description: 'privileged-default-role: confirms giving guests a role broader than read_only (see the description)' })
   @ApiOperation({
     summary: 'Update guest sign-in settings (owner)',
@@ -59,7 +59,7 @@ export class GuestsController {
       'and changing the retention need no confirmation.',
   })
   @ApiOkResponse({ type: AnonymousSettingsResponseDto, description: 'the settings after the update' })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'anonymous/confirmation_required')
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'anonymous/confirmation_required')
   patchSettings(
     @CurrentDashboard() s: DashboardPrincipal,
     @Body() body: UpdateAnonymousSettingsDto,

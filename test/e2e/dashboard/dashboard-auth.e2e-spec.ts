@@ -364,6 +364,29 @@ describe('dashboard: re-authentication for credential-minting actions, short idl
     expect((await as('post', `/agents/${agent.id}/rotate-secret`, {}).expect(403)).body.code).toBe('auth/reauth_required');
   });
 
+  it('changing security settings (MFA policy, email domains, passkey domain, guest settings) needs a recent sign-in or reauth too: a stolen session cannot weaken them', async () => {
+    const d = await signupTenant(t);
+    const write = (method: 'patch' | 'put', path: string, body: object) =>
+      t.http()[method](`/v1/auth/dashboard/tenants/${d.slug}/settings/${path}`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).set('X-Forwarded-For', randomIp()).send(body);
+    const changes: ['patch' | 'put', string, object][] = [
+      ['patch', 'security', { mfa_policy: 'required' }],
+      ['put', 'email-domains', { blocklist: ['spam.example'] }],
+      ['put', 'passkey-domain', { passkey_rp_id: 'login.example.com' }],
+      ['patch', 'anonymous', { anonymous_signins_enabled: true, default_user_role: 'read_only' }],
+    ];
+    await t.db.query(`UPDATE dashboard_sessions SET created_at = now() - interval '10 minutes', reauth_at = NULL WHERE user_id = $1`, [d.userId]);
+    const before = await t.db.query(`SELECT mfa_policy, email_blocklist, passkey_rp_id, anonymous_signins_enabled FROM tenants WHERE id = $1`, [d.tenantId]);
+    for (const [method, path, body] of changes) {
+      const r = await write(method, path, body);
+      expect([path, r.status, r.body.code]).toEqual([path, 403, 'auth/reauth_required']);
+    }
+    expect(await t.db.query(`SELECT mfa_policy, email_blocklist, passkey_rp_id, anonymous_signins_enabled FROM tenants WHERE id = $1`, [d.tenantId])).toEqual(before);
+    // reading stays possible; after a reauth the changes go through
+    await t.http().get(`/v1/auth/dashboard/tenants/${d.slug}/settings/security`).set('Cookie', d.cookie).expect(200);
+    await t.http().post('/v1/auth/dashboard/reauth').set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ password: d.password }).expect(200);
+    for (const [method, path, body] of changes) expect([path, (await write(method, path, body)).status]).toEqual([path, 200]);
+  });
+
   it('the session cookie is HttpOnly, SameSite=Lax and Secure outside development (contract)', async () => {
     const res = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp())
       .send({ email: uniqueEmail('owner'), password: STRONG_PASSWORD, tenant_name: 'Cookie Flags', consent_terms: true, consent_privacy: true }).expect(201);

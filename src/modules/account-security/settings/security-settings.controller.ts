@@ -28,10 +28,10 @@ export class SecuritySettingsController {
   }
 
   @Patch('security')
-  @DashboardAuth({ tenant: true, owner: true })
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOkResponse({ type: SecuritySettingsResponse })
   @ApiOperation({ summary: 'Update security settings (owner; spec 2.8, partial, no extra properties)' })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
   patchSecurity(@CurrentDashboard() s: DashboardPrincipal, @Body() body: UpdateSecuritySettingsDto): Promise<SecuritySettingsResponse> {
     return this.commandBus.execute(new UpdateSecuritySettingsCommand(s, body));
   }
@@ -46,10 +46,10 @@ export class SecuritySettingsController {
   }
 
   @Put('email-domains')
-  @DashboardAuth({ tenant: true, owner: true })
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOkResponse({ type: EmailDomainsResponse })
   @ApiOperation({ summary: 'Replace the email domain lists (owner; spec PutEmailDomainsRequest); a domain covers its subdomains' })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
   putEmailDomains(@CurrentDashboard() s: DashboardPrincipal, @Body() body: PutEmailDomainsDto): Promise<EmailDomainsResponse> {
     return this.commandBus.execute(new PutEmailDomainsCommand(s, body));
   }
@@ -64,10 +64,10 @@ export class SecuritySettingsController {
   }
 
   @Put('passkey-domain')
-  @DashboardAuth({ tenant: true, owner: true })
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOkResponse({ type: PasskeyDomainResponse })
   @ApiOperation({ summary: 'Set or clear (null) the relying-party id (owner): a registrable domain or a name under one, never a public suffix or an IP address' })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
   putPasskeyDomain(@CurrentDashboard() s: DashboardPrincipal, @Body() body: PutPasskeyDomainDto): Promise<PasskeyDomainResponse> {
     return this.commandBus.execute(new PutPasskeyDomainCommand(s, body));
   }
