@@ -20,6 +20,7 @@ import { EmailIdn1765100000000 } from './1765100000000-email-idn';
 import { EmailNfkcSpelling1765200000000 } from './1765200000000-email-nfkc-spelling';
 import { EmailDomainCase1765300000000 } from './1765300000000-email-domain-case';
 import { DashboardInvitePending1765360000000 } from './1765360000000-dashboard-invite-pending';
+import { MaintenanceRuns1765400000000 } from './1765400000000-maintenance-runs';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -45,4 +46,5 @@ export const ALL_MIGRATIONS = [
   EmailNfkcSpelling1765200000000,
   EmailDomainCase1765300000000,
   DashboardInvitePending1765360000000,
+  MaintenanceRuns1765400000000,
 ];

@@ -110,6 +110,10 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) @Max(64) ARGON2_MAX_CONCURRENCY = Math.max(1, os.cpus().length);
 
   @Transform(toInt) @IsInt() @Min(1) OUTBOX_POLL_MS = 500;
+  // the hourly sweep (src/shared/maintenance/expired-rows.sweeper.ts) deletes settled outbox rows
+  // (their encrypted link tokens and codes with them) and finished webhook deliveries this old
+  @Transform(toInt) @IsInt() @Min(1) @Max(3650) OUTBOX_RETENTION_DAYS = 7;
+  @Transform(toInt) @IsInt() @Min(1) @Max(3650) WEBHOOK_DELIVERY_RETENTION_DAYS = 30;
   // the worker's queue reconciler (src/shared/outbox/queue-reconciler.ts): how often it re-adds
   // the BullMQ jobs a Redis data loss may have dropped, and how old a relayed row or a pending
   // delivery must be before it is looked at (younger ones are in the normal flow)

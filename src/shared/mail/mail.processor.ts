@@ -8,7 +8,24 @@ import { Db } from '../db/db.service';
 import { mailRetryDelayMs, openOutboxSecret, OutboxJobData, settleOutboxRow } from '../outbox/outbox-job';
 import { MAIL_TOPIC, MailPayload } from './mail.service';
 import { outageLog } from '../redis/outage-log';
+import { isStallFailure, OUTBOX_MAX_STALLED_COUNT, requeueStalled } from '../outbox/stalled-jobs';
 import { isMailTemplate, MailTemplateError, renderMail } from './templates';
+
+/**
+ * SMTP timeouts (ms), well below the worker's shutdown timeout (SHUTDOWN_TIMEOUT_MS, 25 s, in
+ * src/worker.ts): a server that accepts the connection and then hangs fails the attempt (retried
+ * later) instead of keeping the job active past a SIGTERM. Nodemailer's defaults are 2 min to
+ * connect, 30 s for the greeting and 10 min of socket inactivity. A query parameter of SMTP_URL
+ * of the same name (`?socketTimeout=...`) wins.
+ */
+export const SMTP_TIMEOUTS = { connectionTimeout: 5_000, greetingTimeout: 5_000, socketTimeout: 10_000 } as const;
+
+/** SMTP_URL with SMTP_TIMEOUTS as query parameters (nodemailer reads its options from them). */
+export function smtpUrlWithTimeouts(smtpUrl: string): string {
+  const url = new URL(smtpUrl);
+  for (const [k, v] of Object.entries(SMTP_TIMEOUTS)) if (!url.searchParams.has(k)) url.searchParams.set(k, String(v));
+  return url.toString();
+}
 
 /**
  * Sends the emails of the outbox (topic `email`): decrypts the secret fields only here, renders
@@ -16,7 +33,7 @@ import { isMailTemplate, MailTemplateError, renderMail } from './templates';
  * a mail that can never be rendered fails at once. Without SMTP_URL (development and test
  * only; production refuses to start without it) the mail is logged so its link can be clicked.
  */
-@Processor(MAIL_TOPIC, { concurrency: 5, settings: { backoffStrategy: (attemptsMade: number) => mailRetryDelayMs(attemptsMade) } })
+@Processor(MAIL_TOPIC, { concurrency: 5, maxStalledCount: OUTBOX_MAX_STALLED_COUNT, settings: { backoffStrategy: (attemptsMade: number) => mailRetryDelayMs(attemptsMade) } })
 export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
   private readonly log = new Logger(MailProcessor.name);
   private readonly transport?: Transporter;
@@ -28,7 +45,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {
     super();
-    if (config.SMTP_URL) this.transport = createTransport(config.SMTP_URL);
+    if (config.SMTP_URL) this.transport = createTransport(smtpUrlWithTimeouts(config.SMTP_URL));
     this.messageIdDomain = config.EMAIL_FROM.split('@').pop()?.replace(/[^A-Za-z0-9.-]/g, '') || 'localhost';
   }
 
@@ -77,6 +94,13 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
   @OnWorkerEvent('failed')
   onFailed(job: Job<OutboxJobData> | undefined, err: Error): void {
     if (!job) return;
+    // its workers died, the mail did not fail: queued again, the outbox row stays unsettled
+    if (isStallFailure(err)) {
+      void requeueStalled(job, this.log, `mail ${job.data.eventType} (outbox ${job.data.outboxId})`).then((again) => {
+        if (!again && job.attemptsMade >= (job.opts.attempts ?? 1)) void this.settle(job);
+      });
+      return;
+    }
     const final = job.attemptsMade >= (job.opts.attempts ?? 1) || err instanceof UnrecoverableError;
     const line = `mail ${job.data.eventType} (outbox ${job.data.outboxId}) attempt ${job.attemptsMade} failed${final ? ', giving up' : ''}: ${err.message}`;
     if (final) this.log.error(line);

@@ -14,7 +14,9 @@ const MAX_BATCHES_PER_TABLE = 200;
  * One-time and short-lived rows that only ever get refused once expired: what each table's
  * rows look like when nothing can use them any more.
  */
-export function expiredRowRules(config: Pick<AppConfig, 'DASHBOARD_SESSION_IDLE_SECONDS'>): { table: string; expired: string }[] {
+export function expiredRowRules(
+  config: Pick<AppConfig, 'DASHBOARD_SESSION_IDLE_SECONDS' | 'OUTBOX_RETENTION_DAYS' | 'WEBHOOK_DELIVERY_RETENTION_DAYS'>,
+): { table: string; expired: string }[] {
   const gone = (col: string) => `${col} < now() - ${EXPIRED_ROWS_RETENTION}`;
   return [
     { table: 'account_tokens', expired: gone('expires_at') }, // verification, reset, magic-link tokens
@@ -30,6 +32,19 @@ export function expiredRowRules(config: Pick<AppConfig, 'DASHBOARD_SESSION_IDLE_
     {
       table: 'dashboard_sessions',
       expired: `(${gone('absolute_expires_at')} OR ${gone('revoked_at')} OR ${gone(`last_seen_at + make_interval(secs => ${config.DASHBOARD_SESSION_IDLE_SECONDS})`)})`,
+    },
+    // outbox rows whose job settled (sent, delivered or given up) OUTBOX_RETENTION_DAYS ago: their
+    // encrypted link tokens and codes go with them. Far past the queue reconciler's 20-hour window,
+    // so no row it could still re-queue; created_at (BRIN) bounds the scan. Unsettled rows stay.
+    {
+      table: 'outbox',
+      expired: `created_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)}) AND processed_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)})`,
+    },
+    // finished webhook deliveries (the endpoint's delivery log) after WEBHOOK_DELIVERY_RETENTION_DAYS;
+    // pending ones stay whatever their age
+    {
+      table: 'webhook_deliveries',
+      expired: `created_at < now() - make_interval(days => ${Number(config.WEBHOOK_DELIVERY_RETENTION_DAYS)}) AND status <> 'pending'`,
     },
   ];
 }
@@ -67,17 +82,29 @@ export class ExpiredRowsSweeper {
    * any can never continue; access tokens of a deleted session are refused, the bearer guard
    * treats a missing session as ended). Both steps commit together: no session is ever left
    * behind without the token that would have found it.
+   *
+   * Lock order: the tokens' sessions first (SKIP LOCKED), then the tokens, as a refresh and the
+   * guest purge (users, sessions, then tokens by cascade) take them: tokens of a session held
+   * right now are left for the next sweep, and the sweep never deadlocks with the purge.
    */
   private async sweepRefreshTokens(): Promise<Record<string, number>> {
     const deleted = { refresh_tokens: 0, user_sessions: 0 };
     for (let i = 0; i < MAX_BATCHES_PER_TABLE; i++) {
-      const tokens = await this.db.tx(async (tx) => {
-        const gone = await tx.query<{ session_id: string }>(
-          `DELETE FROM refresh_tokens WHERE ctid IN (
-             SELECT ctid FROM refresh_tokens WHERE expires_at < now() - ${EXPIRED_ROWS_RETENTION} LIMIT ${BATCH})
-           RETURNING session_id`,
+      const { candidates, tokens } = await this.db.tx(async (tx) => {
+        const [r] = await tx.query<{ candidates: number; sessions: string[] | null }>(
+          `WITH cand AS (
+             SELECT ctid AS tid, session_id FROM refresh_tokens WHERE expires_at < now() - ${EXPIRED_ROWS_RETENTION} LIMIT ${BATCH}
+           ), held AS (
+             SELECT id FROM user_sessions WHERE id IN (SELECT session_id FROM cand) FOR UPDATE SKIP LOCKED
+           ), gone AS (
+             DELETE FROM refresh_tokens WHERE ctid IN (SELECT tid FROM cand WHERE session_id IN (SELECT id FROM held))
+                AND expires_at < now() - ${EXPIRED_ROWS_RETENTION}
+             RETURNING session_id
+           )
+           SELECT (SELECT count(*)::int FROM cand) AS candidates, (SELECT array_agg(session_id) FROM gone) AS sessions`,
         );
-        const sessions = [...new Set(gone.map((r) => r.session_id))];
+        const gone = r.sessions ?? [];
+        const sessions = [...new Set(gone)];
         if (sessions.length) {
           const { rowCount } = await tx.exec(
             `DELETE FROM user_sessions s WHERE s.id = ANY($1::uuid[])
@@ -86,10 +113,11 @@ export class ExpiredRowsSweeper {
           );
           deleted.user_sessions += rowCount;
         }
-        return gone.length;
+        return { candidates: r.candidates, tokens: gone.length };
       });
       deleted.refresh_tokens += tokens;
-      if (tokens < BATCH) break;
+      // a batch all of whose sessions were held would come back the same: stop until the next sweep
+      if (candidates < BATCH || tokens === 0) break;
     }
     return deleted;
   }

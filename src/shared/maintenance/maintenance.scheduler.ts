@@ -1,10 +1,12 @@
 import { Inject, Injectable, Logger, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { Queue, Worker } from 'bullmq';
+import { DelayedError, Job, JobSchedulerJson, JobsOptions, Queue, Worker } from 'bullmq';
 import { APP_CONFIG, AppConfig } from '../../config/config';
+import { Db } from '../db/db.service';
 import { bullConnection, bullPrefix } from '../outbox/bull-options';
 import { QueueReconciler } from '../outbox/queue-reconciler';
 import { outageLog } from '../redis/outage-log';
+import { maintenanceRunDue, recordMaintenanceRun } from './run-lock';
 
 export const MAINTENANCE_QUEUE = 'maintenance';
 
@@ -15,11 +17,51 @@ export interface MaintenanceJob {
   /** cron pattern, UTC */
   pattern: string;
   run: () => Promise<unknown>;
+  /**
+   * Catch-up: when the job has not completed within this many ms (maintenance_runs), the worker
+   * runs it at once, at start and on every queue reconciler pass (a run that fell due while no
+   * worker was up, or whose schedule was re-created, is not lost).
+   */
+  catchUpAfterMs?: number;
+}
+
+/** Retries of a failed maintenance run: 4 attempts, 1, 2, 4 minutes apart (then the next occurrence). */
+export const MAINTENANCE_JOB_OPTIONS: JobsOptions = {
+  removeOnComplete: 100,
+  removeOnFail: 100,
+  attempts: 4,
+  backoff: { type: 'exponential', delay: 60_000 },
+};
+/**
+ * A job of a name this release does not declare (a newer or older release's, during a rolling
+ * deploy) is put back this long, up to UNKNOWN_JOB_DEFERRALS times, so that a worker that knows
+ * it takes it; it fails only after that (about an hour).
+ */
+export const UNKNOWN_JOB_DELAY_MS = 5 * 60_000;
+export const UNKNOWN_JOB_DEFERRALS = 12;
+
+/** The job id of a job's catch-up run: one at a time however many workers add it. */
+export const catchUpJobId = (name: string) => `catch-up-${name}`;
+
+/** Key-order-independent JSON, to compare the options stored in Redis with the declared ones. */
+function stable(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stable).join(',')}]`;
+  if (v && typeof v === 'object')
+    return `{${Object.keys(v as object)
+      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stable((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  return JSON.stringify(v);
 }
 
 /**
  * Worker-only: the `maintenance` queue, its job schedulers and its one consumer. Modules
- * register their jobs in `onModuleInit`; the schedules are upserted once every module has.
+ * register their jobs in `onModuleInit`; at start, once every module has, a schedule is created
+ * when Redis lacks it and replaced only when its pattern or options changed: an unchanged one is
+ * left alone, since replacing a cron schedule drops its pending run (one that fell due while no
+ * worker was up would be skipped). Schedules on the queue this release does not declare (a job
+ * removed or renamed) are deleted.
  */
 @Injectable()
 export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -31,6 +73,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly moduleRef: ModuleRef,
+    private readonly db: Db,
   ) {}
 
   register(job: MaintenanceJob): void {
@@ -42,22 +85,58 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
     const prefix = bullPrefix(this.config);
     this.queue = new Queue(MAINTENANCE_QUEUE, { connection: bullConnection(this.config), prefix });
     this.queue.on('error', outageLog(this.logger, 'maintenance queue'));
-    for (const job of this.jobs.values()) await this.upsert(job);
+    await this.reconcileSchedules();
     // the worker's queue reconciler re-creates a schedule Redis lost (a restart without
-    // persistence, a flush), instead of waiting for the next worker start
-    this.reconciler()?.register({ name: 'schedules', run: () => this.ensureSchedules() });
-    this.worker = new Worker(
-      MAINTENANCE_QUEUE,
-      async (job) => {
-        const known = this.jobs.get(job.name);
-        // a job this worker does not know (an older or newer release) fails visibly and is retried elsewhere
-        if (!known) throw new Error(`unknown maintenance job ${job.name}`);
-        return known.run();
-      },
-      { connection: bullConnection(this.config), prefix, concurrency: 1 },
-    );
-    this.worker.on('failed', (job, err) => this.logger.error(`maintenance job ${job?.name} failed: ${err.message}`));
+    // persistence, a flush), instead of waiting for the next worker start, and runs an overdue job
+    const reconciler = this.reconciler();
+    reconciler?.register({ name: 'schedules', run: () => this.ensureSchedules() });
+    reconciler?.register({ name: 'maintenance-catch-up', run: () => this.catchUp() });
+    this.worker = new Worker(MAINTENANCE_QUEUE, (job, token) => this.process(job, token), { connection: bullConnection(this.config), prefix, concurrency: 1 });
+    this.worker.on('failed', (job, err) => this.logger.error(`maintenance job ${job?.name} failed (attempt ${job?.attemptsMade}): ${err.message}`));
     this.worker.on('error', outageLog(this.logger, 'maintenance worker'));
+    await this.catchUp().catch((e: Error) => this.logger.warn(`maintenance catch-up: ${e.message}`));
+  }
+
+  private async process(job: Job, token?: string): Promise<unknown> {
+    const known = this.jobs.get(job.name);
+    if (!known) {
+      // another release's job: put back for a worker that knows it, then fail visibly
+      if (token && job.attemptsStarted <= UNKNOWN_JOB_DEFERRALS) {
+        this.logger.warn(`maintenance job ${job.name} is not known to this release: put back for ${UNKNOWN_JOB_DELAY_MS} ms`);
+        await job.moveToDelayed(Date.now() + UNKNOWN_JOB_DELAY_MS, token);
+        throw new DelayedError();
+      }
+      throw new Error(`unknown maintenance job ${job.name}`);
+    }
+    // a catch-up queued by a worker that read maintenance_runs before another's run completed
+    if ((job.data as { catchUp?: boolean })?.catchUp && known.catchUpAfterMs && !(await maintenanceRunDue(this.db, known.name, known.catchUpAfterMs))) {
+      return { skipped: 'ran meanwhile' };
+    }
+    const result = await known.run();
+    await recordMaintenanceRun(this.db, known.name).catch((e: Error) => this.logger.warn(`recording the run of ${known.name}: ${e.message}`));
+    return result;
+  }
+
+  /** At start: create missing schedules, replace changed ones, delete undeclared ones. */
+  private async reconcileSchedules(): Promise<void> {
+    for (const job of this.jobs.values()) {
+      const current = await this.queue!.getJobScheduler(job.schedulerId);
+      if (current && this.matches(current, job)) continue;
+      await this.upsert(job);
+      if (current) this.logger.log(`job schedule ${job.schedulerId} changed: replaced`);
+    }
+    const declared = new Set([...this.jobs.values()].map((j) => j.schedulerId));
+    for (const s of await this.queue!.getJobSchedulers(0, -1)) {
+      const id = s.id ?? s.key;
+      if (declared.has(id) || declared.has(s.key)) continue;
+      await this.queue!.removeJobScheduler(s.key);
+      this.logger.log(`job schedule ${id} (${s.name}) is not declared by this release: removed`);
+    }
+  }
+
+  /** Whether the schedule Redis holds is the declared one (pattern, zone, name, job options). */
+  private matches(s: JobSchedulerJson, job: MaintenanceJob): boolean {
+    return s.pattern === job.pattern && s.tz === 'UTC' && s.name === job.name && stable(s.template?.opts ?? {}) === stable(MAINTENANCE_JOB_OPTIONS);
   }
 
   /** Re-creates the schedules Redis no longer holds; returns how many it re-created. */
@@ -72,8 +151,26 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
     return n;
   }
 
+  /**
+   * Queues a run now of every job with a catch-up whose last completed run is older than its
+   * catchUpAfterMs (under a fixed job id: several workers add one job). Returns how many it queued.
+   */
+  async catchUp(): Promise<number> {
+    let n = 0;
+    for (const job of this.jobs.values()) {
+      if (!this.queue || !job.catchUpAfterMs || !(await maintenanceRunDue(this.db, job.name, job.catchUpAfterMs))) continue;
+      const existing = await this.queue.getJob(catchUpJobId(job.name));
+      if (existing && !(await existing.isCompleted()) && !(await existing.isFailed())) continue;
+      await existing?.remove().catch(() => undefined);
+      await this.queue.add(job.name, { catchUp: true }, { ...MAINTENANCE_JOB_OPTIONS, jobId: catchUpJobId(job.name), removeOnComplete: true, removeOnFail: true });
+      this.logger.warn(`maintenance job ${job.name} has not completed within ${job.catchUpAfterMs} ms: running it now`);
+      n++;
+    }
+    return n;
+  }
+
   private upsert(job: MaintenanceJob): Promise<unknown> {
-    return this.queue!.upsertJobScheduler(job.schedulerId, { pattern: job.pattern, tz: 'UTC' }, { name: job.name, opts: { removeOnComplete: 100, removeOnFail: 100 } });
+    return this.queue!.upsertJobScheduler(job.schedulerId, { pattern: job.pattern, tz: 'UTC' }, { name: job.name, opts: MAINTENANCE_JOB_OPTIONS });
   }
 
   /** The worker's QueueReconciler; absent in a context without the outbox (the CLI). */

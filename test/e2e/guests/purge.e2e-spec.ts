@@ -2,12 +2,16 @@ import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Queue } from 'bullmq';
 import Redis from 'ioredis';
+import { APP_CONFIG, AppConfig } from '../../../src/config/config';
 import { resetConfigForTests } from '../../../src/config/config.module';
 import { GuestsWorkerModule } from '../../../src/modules/guests/guests.module';
 import { GUEST_PURGE_SCHEDULER_ID, GuestPurgeScheduler, MAINTENANCE_QUEUE } from '../../../src/modules/guests/purge/guest-purge.scheduler';
-import { GuestPurgeService } from '../../../src/modules/guests/purge/guest-purge.service';
+import { GuestPurgeService, PurgeAlreadyRunningError } from '../../../src/modules/guests/purge/guest-purge.service';
+import { CliIo, runCli } from '../../../src/cli';
+import { ExpiredRowsSweeper } from '../../../src/shared/maintenance/expired-rows.sweeper';
 import { KernelModule } from '../../../src/shared/kernel.module';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { createIsolatedTestApp } from '../../setup/isolated-db';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 
 /** Inserts `n` guests of a tenant last active `daysAgo` days ago, each with a session and refresh token. */
@@ -137,6 +141,124 @@ describe('guest purge (spec 3.1, 8)', () => {
     expect(second.perTenant.find((x) => x.tenantId === big.id)?.deleted).toBe(3);
     const audits = await t.db.query<{ metadata: { count: number } }>(`SELECT metadata FROM audit_events WHERE tenant_id = $1 AND type = 'guests.purged' ORDER BY created_at`, [big.id]);
     expect(audits.map((a) => a.metadata.count)).toEqual([1000, 3]);
+  });
+});
+
+// on a database of its own: it sweeps expired rows and holds the purge's run lock, which other
+// files on the shared database must not meet
+describe('guest purge: concurrency, failures and retention changes during a run', () => {
+  let t: TestApp & { databaseUrl: string };
+  let purge: GuestPurgeService;
+  beforeAll(async () => {
+    t = await createIsolatedTestApp();
+    purge = t.app.get(GuestPurgeService);
+  }, 60_000);
+  afterAll(() => t.close());
+
+  /** Makes deleting user `id` (or any user of tenant `tenantId`) sleep `seconds` or fail; returns the cleanup. */
+  async function onUserDelete(where: string, body: string): Promise<() => Promise<void>> {
+    const fn = `purge_hook_${Math.random().toString(16).slice(2, 10)}`;
+    await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${body}; RETURN OLD; END $$`);
+    await t.db.query(`CREATE TRIGGER ${fn} BEFORE DELETE ON users FOR EACH ROW WHEN (${where}) EXECUTE FUNCTION ${fn}()`);
+    return async () => {
+      await t.db.query(`DROP TRIGGER ${fn} ON users`);
+      await t.db.query(`DROP FUNCTION ${fn}()`);
+    };
+  }
+  const oneStale = async (tenant: TenantFixture) => (await t.db.query<{ id: string }>(`SELECT id FROM users WHERE tenant_id = $1 AND is_anonymous LIMIT 1`, [tenant.id]))[0].id;
+  const left = async (tenant: TenantFixture) => (await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM users WHERE tenant_id = $1 AND is_anonymous`, [tenant.id]))[0].n;
+
+  it('one run at a time: a second purge (worker or CLI) while one runs deletes nothing and says so', async () => {
+    const big = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(t, big, 1003, 45);
+    const drop = await onUserDelete(`OLD.id = '${await oneStale(big)}'`, 'PERFORM pg_sleep(0.8)');
+    try {
+      const first = purge.runOnce();
+      await new Promise((r) => setTimeout(r, 300));
+      await expect(purge.runOnce()).rejects.toBeInstanceOf(PurgeAlreadyRunningError);
+      const out: string[] = [];
+      const io: CliIo = { out: (l) => out.push(l), err: (l) => out.push(l) };
+      const saved = process.env.DATABASE_URL;
+      process.env.DATABASE_URL = t.databaseUrl;
+      resetConfigForTests();
+      try {
+        expect(await runCli(['guests:purge'], io)).toBe(1);
+      } finally {
+        process.env.DATABASE_URL = saved;
+        resetConfigForTests();
+      }
+      expect(out.join('\n')).toMatch(/a guest purge is already running/);
+      expect((await first).perTenant.find((x) => x.tenantId === big.id)?.deleted).toBe(1000);
+    } finally {
+      await drop();
+    }
+    expect(await left(big)).toBe(3);
+    // once it has finished, the next run goes ahead
+    expect((await purge.runOnce()).perTenant.find((x) => x.tenantId === big.id)?.deleted).toBe(3);
+  });
+
+  it("a tenant whose delete fails is logged and skipped; the run goes on with the other tenants, and the next run takes it", async () => {
+    const broken = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    const fine = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(t, broken, 2, 45);
+    await staleGuests(t, fine, 2, 45);
+    const drop = await onUserDelete(`OLD.tenant_id = '${broken.id}'`, `RAISE EXCEPTION 'disk on fire'`);
+    let r;
+    try {
+      r = await purge.runOnce();
+    } finally {
+      await drop();
+    }
+    expect(r.failedTenants).toContain(broken.id);
+    expect(r.perTenant.find((x) => x.tenantId === fine.id)?.deleted).toBe(2);
+    expect(await left(broken)).toBe(2);
+    expect(await left(fine)).toBe(0);
+    expect((await purge.runOnce()).perTenant.find((x) => x.tenantId === broken.id)?.deleted).toBe(2);
+  });
+
+  it("a tenant's retention raised while the run is under way (before its turn) applies to that tenant", async () => {
+    const a = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    const b = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    const [first, second] = [a, b].sort((x, y) => (x.id < y.id ? -1 : 1)); // the run goes in tenant id order
+    await staleGuests(t, first, 1, 45);
+    await staleGuests(t, second, 2, 45);
+    const drop = await onUserDelete(`OLD.tenant_id = '${first.id}'`, 'PERFORM pg_sleep(0.8)');
+    try {
+      const run = purge.runOnce();
+      await new Promise((r) => setTimeout(r, 300));
+      await t.db.query(`UPDATE tenants SET anonymous_user_ttl_days = 60 WHERE id = $1`, [second.id]);
+      const r = await run;
+      expect(r.perTenant.find((x) => x.tenantId === first.id)?.deleted).toBe(1);
+      expect(r.perTenant.find((x) => x.tenantId === second.id)?.deleted ?? 0).toBe(0);
+    } finally {
+      await drop();
+    }
+    expect(await left(second)).toBe(2);
+  });
+
+  it('the purge and the hourly sweep of expired refresh tokens never deadlock (same lock order)', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    // a stale guest whose refresh token expired two days ago: both jobs want its session and token
+    const [u] = await t.db.query<{ id: string }>(
+      `INSERT INTO users (tenant_id, is_anonymous, last_active_at, created_at) VALUES ($1, true, now() - interval '45 days', now() - interval '45 days') RETURNING id`,
+      [tenant.id],
+    );
+    const [s] = await t.db.query<{ id: string }>(`INSERT INTO user_sessions (tenant_id, user_id) VALUES ($1, $2) RETURNING id`, [tenant.id, u.id]);
+    await t.db.query(`INSERT INTO refresh_tokens (session_id, tenant_id, user_id, secret_hash, expires_at) VALUES ($1, $2, $3, 'x', now() - interval '2 days')`, [s.id, tenant.id, u.id]);
+    // the purge holds the guest and its session, then waits before its cascade reaches the token
+    const drop = await onUserDelete(`OLD.id = '${u.id}'`, 'PERFORM pg_sleep(0.8)');
+    try {
+      const run = purge.runOnce();
+      await new Promise((r) => setTimeout(r, 300));
+      const sweeper = new ExpiredRowsSweeper(t.db, t.app.get<AppConfig>(APP_CONFIG));
+      const [purged, swept] = await Promise.all([run, sweeper.runOnce()]);
+      expect(purged.failedTenants).toEqual([]);
+      expect(purged.perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(1);
+      expect(swept).toBeDefined();
+    } finally {
+      await drop();
+    }
+    expect(await t.db.query(`SELECT 1 FROM refresh_tokens WHERE session_id = $1`, [s.id])).toHaveLength(0);
   });
 });
 

@@ -125,6 +125,46 @@ describe('worker maintenance: expired one-time rows', () => {
     expect(Object.values(again).reduce((a, b) => a + b, 0)).toBe(0);
   });
 
+  it('deletes settled outbox rows (their encrypted secrets with them) past OUTBOX_RETENTION_DAYS and finished webhook deliveries past WEBHOOK_DELIVERY_RETENTION_DAYS', async () => {
+    const db = w.t.db;
+    const tenant = await createTenant(db);
+    const outbox = async (createdDaysAgo: number, processedDaysAgo: number | null) =>
+      (
+        await db.query<{ id: string }>(
+          `INSERT INTO outbox (tenant_id, topic, event_type, payload, secret_enc, created_at, dispatched_at, processed_at)
+           VALUES ($1, 'retention-test', 'retention.test', '{}', 'enc:secret', now() - make_interval(days => $2), now() - make_interval(days => $2),
+                   CASE WHEN $3::int IS NULL THEN NULL ELSE now() - make_interval(days => $3::int) END) RETURNING id::text AS id`,
+          [tenant.id, createdDaysAgo, processedDaysAgo],
+        )
+      )[0].id;
+    const oldSettled = await outbox(8, 8);
+    const recentSettled = await outbox(2, 2);
+    const oldUnsettled = await outbox(8, null);
+    const [ep] = await db.query<{ id: string }>(`INSERT INTO webhook_endpoints (tenant_id, url, events, secret_enc) VALUES ($1, 'https://hooks.example.com/x', '{user.created}', 'enc') RETURNING id`, [tenant.id]);
+    const delivery = async (status: string, daysAgo: number) =>
+      (
+        await db.query<{ id: string }>(
+          `INSERT INTO webhook_deliveries (tenant_id, endpoint_id, outbox_id, message_id, event_type, body, status, created_at)
+           VALUES ($1, $2, (random() * 1e12)::bigint, 'msg', 'user.created', '{}', $3, now() - make_interval(days => $4)) RETURNING id`,
+          [tenant.id, ep.id, status, daysAgo],
+        )
+      )[0].id;
+    const oldDelivered = await delivery('delivered', 31);
+    const oldFailed = await delivery('failed', 31);
+    const oldPending = await delivery('pending', 31);
+    const recentDelivered = await delivery('delivered', 29);
+
+    const r = await w.worker.get(ExpiredRowsSweeper).runOnce();
+    expect(r.outbox).toBeGreaterThanOrEqual(1);
+    expect(r.webhook_deliveries).toBeGreaterThanOrEqual(2);
+    const outboxLeft = (await db.query<{ id: string }>(`SELECT id::text AS id FROM outbox WHERE id = ANY($1::bigint[])`, [[oldSettled, recentSettled, oldUnsettled]])).map((x) => x.id);
+    expect(outboxLeft.sort()).toEqual([recentSettled, oldUnsettled].sort());
+    const deliveriesLeft = (await db.query<{ id: string }>(`SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.id])).map((x) => x.id);
+    expect(deliveriesLeft.sort()).toEqual([oldPending, recentDelivered].sort());
+    expect(deliveriesLeft).not.toContain(oldDelivered);
+    expect(deliveriesLeft).not.toContain(oldFailed);
+  });
+
   it('the worker schedules it hourly beside the daily guest purge (one maintenance queue, fixed ids)', async () => {
     const conn = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
     const queue = new Queue(MAINTENANCE_QUEUE, { connection: conn, prefix: `${process.env.REDIS_KEY_PREFIX}bull` });
@@ -153,7 +193,7 @@ describe('worker maintenance: expired one-time rows', () => {
       process.env.DATABASE_URL = saved;
       resetConfigForTests();
     }
-    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, revoked_access_tokens 1, dashboard_sessions 3$/m);
+    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, revoked_access_tokens 1, dashboard_sessions 3, outbox 0, webhook_deliveries 0$/m);
     expect(await exists('account_tokens', ids.account_tokens.old)).toBe(false);
   });
 });

@@ -3,14 +3,26 @@ import { TokenRevocationService } from '../../../shared/auth/token-revocation.se
 import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
+import { recordMaintenanceRun, withRunLock } from '../../../shared/maintenance/run-lock';
 
 /** spec 8: at most this many guests per tenant per run. */
 export const PURGE_BATCH_PER_TENANT = 1000;
+/** The maintenance job name (maintenance_runs) and advisory lock of the purge. */
+export const GUEST_PURGE_RUN = 'guests-purge';
 
 export interface PurgeRunResult {
   tenants: number;
   deleted: number;
   perTenant: { tenantId: string; deleted: number }[];
+  /** tenants whose delete failed this run (logged; the next run takes them again) */
+  failedTenants: string[];
+}
+
+/** Another purge (the worker's, or another CLI run) holds the run lock: this one did nothing. */
+export class PurgeAlreadyRunningError extends Error {
+  constructor() {
+    super('a guest purge is already running (the worker or another CLI run); nothing was deleted, try again once it has finished');
+  }
 }
 
 /**
@@ -19,6 +31,11 @@ export interface PurgeRunResult {
  * A claimed user is never deleted: the delete re-checks is_anonymous under the row lock, and a
  * guest being claimed or refreshed right now (its user row or session row locked) is skipped
  * (SKIP LOCKED on both, so the purge never waits on a lock and never deadlocks with them).
+ * Locks are taken users, then sessions, then (by cascade) refresh tokens: the hourly sweep of
+ * expired refresh tokens takes sessions before tokens too (ExpiredRowsSweeper), so the two never
+ * deadlock. One run at a time (a session advisory lock across the run, worker and CLI alike), so
+ * concurrent runs never add up past the per-run cap. A tenant whose delete fails is logged and
+ * left to the next run; the other tenants go on.
  */
 @Injectable()
 export class GuestPurgeService {
@@ -31,52 +48,77 @@ export class GuestPurgeService {
     private readonly revocation: TokenRevocationService,
   ) {}
 
+  /** One run; throws PurgeAlreadyRunningError when another run holds the lock. */
   async runOnce(): Promise<PurgeRunResult> {
-    const tenants = await this.db.query<{ id: string; ttl: number }>(
-      `SELECT t.id, t.anonymous_user_ttl_days AS ttl FROM tenants t
+    const r = await withRunLock(this.db, GUEST_PURGE_RUN, () => this.run());
+    if (!r.acquired) throw new PurgeAlreadyRunningError();
+    return r.result;
+  }
+
+  private async run(): Promise<PurgeRunResult> {
+    const tenants = await this.db.query<{ id: string }>(
+      `SELECT t.id FROM tenants t
         WHERE EXISTS (SELECT 1 FROM users u WHERE u.tenant_id = t.id AND u.is_anonymous
-                        AND u.last_active_at < now() - make_interval(days => t.anonymous_user_ttl_days))`,
+                        AND u.last_active_at < now() - make_interval(days => t.anonymous_user_ttl_days))
+        ORDER BY t.id`,
     );
     const perTenant: PurgeRunResult['perTenant'] = [];
+    const failedTenants: string[] = [];
     for (const t of tenants) {
-      const { ids, sids } = await this.db.tx(async (tx) => {
-        const [r] = await tx.query<{ n: number; ids: string[]; sids: string[] }>(
-          `WITH victims AS (
-             SELECT id FROM users
-              WHERE tenant_id = $1 AND is_anonymous AND last_active_at < now() - make_interval(days => $2)
-              ORDER BY last_active_at LIMIT $3 FOR UPDATE SKIP LOCKED
-           ), held AS (
-             -- their sessions too, before the cascade reaches them: a claim or a refresh takes the
-             -- session lock first, so a guest whose session is held right now is in use and skipped
-             -- (waiting for it would deadlock with a claim that then waits for the user row)
-             SELECT id, user_id FROM user_sessions WHERE user_id IN (SELECT id FROM victims) FOR UPDATE SKIP LOCKED
-           ), d AS (
-             DELETE FROM users u WHERE u.id IN (SELECT id FROM victims) AND u.is_anonymous
-                AND NOT EXISTS (SELECT 1 FROM user_sessions s WHERE s.user_id = u.id AND s.id NOT IN (SELECT id FROM held))
-             RETURNING u.id
-           )
-           SELECT count(*)::int AS n, coalesce(array_agg(id), '{}') AS ids,
-                  coalesce((SELECT array_agg(h.id) FROM held h WHERE h.user_id IN (SELECT id FROM d)), '{}') AS sids FROM d`,
-          [t.id, t.ttl, PURGE_BATCH_PER_TENANT],
-        );
-        if (r.n > 0) {
-          await this.events.audit(tx, {
-            tenantId: t.id,
-            type: 'guests.purged',
-            actorType: 'system',
-            metadata: { count: r.n, retention_days: t.ttl, batch_limit: PURGE_BATCH_PER_TENANT },
-          });
-        }
-        return { ids: r.ids, sids: r.sids };
-      });
-      // a purged guest's access tokens then fail on every bearer route, as those of any ended
-      // session do (the session state cached by the revocation check), and at GET /me (its profile)
-      await this.revocation.markSessionsRevoked(sids);
-      await this.profiles.invalidate(ids);
-      perTenant.push({ tenantId: t.id, deleted: ids.length });
+      try {
+        perTenant.push({ tenantId: t.id, deleted: await this.purgeTenant(t.id) });
+      } catch (err) {
+        failedTenants.push(t.id);
+        this.logger.error(`guest purge of tenant ${t.id} failed (the next run takes it again): ${err instanceof Error ? err.message : err}`);
+      }
     }
     const total = perTenant.reduce((a, b) => a + b.deleted, 0);
-    this.logger.log(`guest purge: ${total} guests deleted across ${perTenant.length} tenants`);
-    return { tenants: perTenant.length, deleted: total, perTenant };
+    this.logger.log(`guest purge: ${total} guests deleted across ${perTenant.length} tenants${failedTenants.length ? `, ${failedTenants.length} failed` : ''}`);
+    // nothing went through (PostgreSQL away ...): fail, so the job's attempts retry it
+    if (failedTenants.length && !perTenant.length) throw new Error(`guest purge failed for every tenant (${failedTenants.length})`);
+    await recordMaintenanceRun(this.db, GUEST_PURGE_RUN).catch((e: Error) => this.logger.warn(`recording the purge run: ${e.message}`));
+    return { tenants: perTenant.length, deleted: total, perTenant, failedTenants };
+  }
+
+  /** One tenant's batch in one transaction; its retention is read in the same statement (a change made during the run applies). */
+  private async purgeTenant(tenantId: string): Promise<number> {
+    const { ids, sids } = await this.db.tx(async (tx) => {
+      const [r] = await tx.query<{ n: number; ids: string[]; sids: string[]; ttl: number }>(
+        `WITH t AS (
+           SELECT anonymous_user_ttl_days AS ttl FROM tenants WHERE id = $1
+         ), victims AS (
+           SELECT u.id FROM users u, t
+            WHERE u.tenant_id = $1 AND u.is_anonymous AND u.last_active_at < now() - make_interval(days => t.ttl)
+            ORDER BY u.last_active_at LIMIT $2 FOR UPDATE OF u SKIP LOCKED
+         ), held AS (
+           -- their sessions too, before the cascade reaches them: a claim or a refresh takes the
+           -- session lock first, so a guest whose session is held right now is in use and skipped
+           -- (waiting for it would deadlock with a claim that then waits for the user row)
+           SELECT id, user_id FROM user_sessions WHERE user_id IN (SELECT id FROM victims) FOR UPDATE SKIP LOCKED
+         ), d AS (
+           DELETE FROM users u WHERE u.id IN (SELECT id FROM victims) AND u.is_anonymous
+              AND NOT EXISTS (SELECT 1 FROM user_sessions s WHERE s.user_id = u.id AND s.id NOT IN (SELECT id FROM held))
+           RETURNING u.id
+         )
+         SELECT count(*)::int AS n, coalesce(array_agg(id), '{}') AS ids,
+                coalesce((SELECT array_agg(h.id) FROM held h WHERE h.user_id IN (SELECT id FROM d)), '{}') AS sids,
+                (SELECT ttl FROM t) AS ttl FROM d`,
+        [tenantId, PURGE_BATCH_PER_TENANT],
+      );
+      if (r.n > 0) {
+        await this.events.audit(tx, {
+          tenantId,
+          type: 'guests.purged',
+          actorType: 'system',
+          metadata: { count: r.n, retention_days: r.ttl, batch_limit: PURGE_BATCH_PER_TENANT },
+        });
+      }
+      return { ids: r.ids, sids: r.sids };
+    });
+    // a purged guest's access tokens then fail on every bearer route, as those of any ended
+    // session do (the session state cached by the revocation check), and at GET /me (its profile)
+    await this.revocation.markSessionsRevoked(sids);
+    await this.profiles.invalidate(ids);
+    return ids.length;
   }
 }
