@@ -24,7 +24,7 @@ export class ApiKeysController {
   @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOperation({ summary: 'Create an API key (owner); `key` is shown once, only its hash is stored' })
   @ApiCreatedResponse({ type: CreatedApiKeyResponseDto })
-  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'api_key/limit_reached')
   create(@CurrentDashboard() s: DashboardPrincipal, @Body() body: CreateApiKeyRequestDto): Promise<Omit<ApiKeyResponse, 'revoked_at'> & { key: string }> {
     return this.commandBus.execute(new CreateApiKeyCommand(s, body.name));
   }

@@ -10,6 +10,12 @@ import { ApiKeyResponse } from './api-keys.dto';
 
 /** Keys look like `authp_<43 base64url chars>` (256 bits); `prefix` identifies one in lists. */
 export const API_KEY_PREFIX = 'authp_';
+/**
+ * Live (not revoked) API keys a tenant may hold: far more than backends and environments need, few
+ * enough that the per-tenant cache invalidation (every key) stays cheap and a stolen session
+ * cannot mint keys without end.
+ */
+export const MAX_ACTIVE_API_KEYS_PER_TENANT = 50;
 
 interface KeyRow {
   id: string;
@@ -27,7 +33,10 @@ const toResponse = (r: KeyRow): ApiKeyResponse => ({
   revoked_at: r.revoked_at ? r.revoked_at.toISOString() : null,
 });
 
-export class CreateApiKeyCommand extends Command<ApiKeyResponse & { key: string }> {
+/** contract: 201 {id, name, key, prefix, created_at} (a new key is never revoked) */
+export type CreatedApiKey = Omit<ApiKeyResponse, 'revoked_at'> & { key: string };
+
+export class CreateApiKeyCommand extends Command<CreatedApiKey> {
   constructor(readonly actor: DashboardPrincipal, readonly name: string) {
     super();
   }
@@ -37,11 +46,16 @@ export class CreateApiKeyCommand extends Command<ApiKeyResponse & { key: string 
 export class CreateApiKeyHandler implements ICommandHandler<CreateApiKeyCommand> {
   constructor(private readonly db: Db, private readonly events: EventsService) {}
 
-  async execute(cmd: CreateApiKeyCommand): Promise<ApiKeyResponse & { key: string }> {
+  async execute(cmd: CreateApiKeyCommand): Promise<CreatedApiKey> {
     const tenantId = cmd.actor.tenant!.id;
     const key = `${API_KEY_PREFIX}${randomToken()}`;
     const prefix = key.slice(0, API_KEY_PREFIX.length + 8);
     return this.db.tx(async (tx) => {
+      // one creation at a time per tenant, so parallel requests cannot pass the count together
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('api_keys:' || $1::text, 0))`, [tenantId]);
+      const [{ n }] = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL`, [tenantId]);
+      if (n >= MAX_ACTIVE_API_KEYS_PER_TENANT)
+        throw new AppError('api_key/limit_reached', `A tenant may have at most ${MAX_ACTIVE_API_KEYS_PER_TENANT} live API keys; revoke one first`);
       const [row] = await tx.query<KeyRow>(
         `INSERT INTO api_keys (tenant_id, name, prefix, key_hash, created_by) VALUES ($1, $2, $3, $4, $5)
          RETURNING id, name, prefix, created_at, revoked_at`,
@@ -49,7 +63,7 @@ export class CreateApiKeyHandler implements ICommandHandler<CreateApiKeyCommand>
       );
       await this.events.audit(tx, { tenantId, type: 'api_key.created', actorType: 'dashboard_user', actorId: cmd.actor.userId, targetType: 'api_key', targetId: row.id, metadata: { prefix } });
       const { revoked_at: _r, ...rest } = toResponse(row);
-      return { ...rest, key, revoked_at: null };
+      return { ...rest, key };
     });
   }
 }

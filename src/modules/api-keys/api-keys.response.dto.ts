@@ -1,4 +1,4 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, OmitType } from '@nestjs/swagger';
 import { ApiKeyResponse } from './api-keys.dto';
 
 // OpenAPI documentation of the API key answers; the handlers answer the interfaces.
@@ -12,7 +12,7 @@ export class ApiKeyResponseDto implements ApiKeyResponse {
 }
 
 /** 201: the record plus the key itself, shown once (only its hash is stored). */
-export class CreatedApiKeyResponseDto extends ApiKeyResponseDto {
+export class CreatedApiKeyResponseDto extends OmitType(ApiKeyResponseDto, ['revoked_at'] as const) {
   @ApiProperty({ description: 'shown once; send as X-API-Key' }) key!: string;
 }
 

@@ -29,6 +29,7 @@ export const ERROR_CATALOG = {
   'member/exists': { status: 409, title: 'This person is already a member' },
   'invite/invalid': { status: 400, title: 'The invitation is invalid or expired' },
   'api_key/not_found': { status: 404, title: 'API key not found' },
+  'api_key/limit_reached': { status: 409, title: 'The tenant has the maximum number of live API keys' },
   'user/email_exists': { status: 409, title: 'An account with this email already exists' },
   'user/not_found': { status: 404, title: 'User not found' },
   'user/date_of_birth_required': { status: 400, title: 'A date of birth is required' },

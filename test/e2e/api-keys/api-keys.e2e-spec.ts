@@ -18,7 +18,7 @@ describe('API keys (contract "Onboarding and the dashboard")', () => {
 
   it('creates a key shown once, stores only its hash, lists it without the key', async () => {
     const res = await t.http().post(url(a)).set('Cookie', a.cookie).set('X-CSRF-Token', a.csrf).send({ name: 'backend' }).expect(201);
-    expect(res.body).toEqual({ id: expect.any(String), name: 'backend', key: expect.stringMatching(/^authp_[A-Za-z0-9_-]{43}$/), prefix: res.body.key.slice(0, 14), created_at: expect.any(String), revoked_at: null });
+    expect(res.body).toEqual({ id: expect.any(String), name: 'backend', key: expect.stringMatching(/^authp_[A-Za-z0-9_-]{43}$/), prefix: res.body.key.slice(0, 14), created_at: expect.any(String) });
     const [row] = await t.db.query<Record<string, unknown>>(`SELECT * FROM api_keys WHERE id = $1`, [res.body.id]);
     expect(Object.values(row).map(String)).not.toContain(res.body.key);
     const list = await t.http().get(url(a)).set('Cookie', a.cookie).expect(200);
@@ -27,6 +27,20 @@ describe('API keys (contract "Onboarding and the dashboard")', () => {
     expect(item).toEqual({ id: res.body.id, name: 'backend', prefix: res.body.prefix, created_at: res.body.created_at, revoked_at: null });
     expect(JSON.stringify(list.body)).not.toContain(res.body.key);
     await register(res.body.key).expect(201);
+  });
+
+  it('a tenant holds at most 50 live keys (409 api_key/limit_reached, nothing created, even in parallel); revoking one makes room', async () => {
+    const d = await signupTenant(t);
+    const create = (name: string) => t.http().post(url(d)).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).set('X-Forwarded-For', randomIp()).send({ name });
+    for (let i = 0; i < 45; i++) await create(`k${i}`).expect(201);
+    const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => create(`p${i}`)));
+    expect(burst.map((r) => r.status).sort()).toEqual([...Array(5).fill(201), ...Array(5).fill(409)]);
+    expect(burst.find((r) => r.status === 409)!.body.code).toBe('api_key/limit_reached');
+    expect(await t.db.query(`SELECT 1 FROM api_keys WHERE tenant_id = $1`, [d.tenantId])).toHaveLength(50);
+    const [first] = await t.db.query<{ id: string }>(`SELECT id FROM api_keys WHERE tenant_id = $1 LIMIT 1`, [d.tenantId]);
+    await t.http().delete(`${url(d)}/${first.id}`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).expect(200);
+    await create('after-revoke').expect(201);
+    await create('one-too-many').expect(409);
   });
 
   it('rejects a bad name', async () => {
