@@ -128,6 +128,13 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1000) WEBHOOK_LOCK_MS = 30000;
   @Transform(toInt) @IsInt() @Min(1) @Max(100) WEBHOOK_CONCURRENCY = 10;
   @Transform(toInt) @IsInt() @Min(1) @Max(100) WEBHOOK_CONCURRENCY_PER_TENANT = 3;
+  // DNS servers webhook host names are resolved with (c-ares, not /etc/hosts): comma-separated
+  // `ip`, `ip:port` or `[ipv6]:port`; empty: the system's (resolv.conf)
+  @IsString()
+  @Matches(/^\s*((\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?|\[[0-9a-fA-F:.]+\](:\d{1,5})?|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)\s*(,\s*|$))*$/, {
+    message: 'WEBHOOK_DNS_SERVERS must be a comma-separated list of ip, ip:port or [ipv6]:port',
+  })
+  WEBHOOK_DNS_SERVERS = '';
 
   // TOTP MFA (src/modules/mfa): POST /v1/auth/mfa/verify per client address; MFA enrollment-only token lifetime
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN = 30;

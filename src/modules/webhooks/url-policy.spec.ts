@@ -35,6 +35,23 @@ describe('webhook URL policy', () => {
     ['224.0.0.1', 'reserved'],
     ['255.255.255.255', 'reserved'],
     ['2001:db8::1', 'reserved'],
+    ['3fff::1', 'reserved'], // documentation (RFC 9637)
+    ['3fff:fff:ffff::1', 'reserved'],
+    ['2001:2::1', 'reserved'], // benchmarking
+    ['2001:2:0:ffff::1', 'reserved'],
+    ['2001:10::1', 'reserved'], // ORCHID
+    ['2001:1f:ffff::1', 'reserved'],
+    ['2001:20::1', 'reserved'], // ORCHIDv2
+    ['2001:2f:ffff::1', 'reserved'],
+    ['5f00::1', 'reserved'], // SRv6 SIDs
+    ['5f00:ffff::1', 'reserved'],
+    ['100:0:0:1::1', 'reserved'], // dummy prefix (RFC 9780)
+    ['100:0:0:1:ffff:ffff:ffff:ffff', 'reserved'],
+    ['3fff:1000::1', 'public'], // just past 3fff::/20
+    ['2001:3::1', 'public'], // just past 2001:2::/48 ... and 2001::/32
+    ['2001:30::1', 'public'], // just past 2001:20::/28
+    ['5f01::1', 'public'],
+    ['100:0:0:2::1', 'public'],
     ['93.184.216.34', 'public'],
     ['172.32.0.1', 'public'],
     ['2606:4700::1111', 'public'],
@@ -62,6 +79,9 @@ describe('webhook URL policy', () => {
     ['https://nowhere.invalid/in', fails, 'does not resolve'],
     ['https://user:pw@hooks.example.com/in', resolvesTo('93.184.216.34'), 'credentials'],
     ['https://hooks.example.com/in#frag', resolvesTo('93.184.216.34'), 'fragment'],
+    // an empty fragment leaves url.hash '' but the `#` in the stored URL
+    ['https://hooks.example.com/in#', resolvesTo('93.184.216.34'), 'fragment'],
+    ['https://93.184.216.34/#', undefined, 'fragment'],
     ['https://hooks.example.com:0/in', resolvesTo('93.184.216.34'), 'port 0'],
     ['https://hooks.example.com:00000/in', resolvesTo('93.184.216.34'), 'port 0'],
     ['ftp://hooks.example.com/in', resolvesTo('93.184.216.34'), 'absolute http(s) URL'],
@@ -79,6 +99,7 @@ describe('webhook URL policy', () => {
     await expect(validateWebhookUrl('http://hooks.example.com/in', dev, resolvesTo('93.184.216.34'))).rejects.toThrow('must use https');
     await expect(validateWebhookUrl('http://10.0.0.1/in', dev)).rejects.toThrow('must not resolve');
     await expect(validateWebhookUrl('https://169.254.169.254/', dev)).rejects.toThrow('must not resolve');
+    await expect(validateWebhookUrl('http://127.0.0.1:41269/#', dev)).rejects.toThrow('must not contain a fragment');
   });
 
   it('displays URLs without their query string', () => {

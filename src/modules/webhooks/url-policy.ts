@@ -11,10 +11,13 @@ import type { AppConfig } from '../../config/config';
  */
 export interface WebhookUrlPolicy {
   allowLoopback: boolean;
+  /** DNS servers host names are resolved with (WEBHOOK_DNS_SERVERS); empty: the system's (resolv.conf) */
+  dnsServers?: readonly string[];
 }
 
-export function urlPolicyFor(config: Pick<AppConfig, 'isProduction'>): WebhookUrlPolicy {
-  return { allowLoopback: !config.isProduction };
+export function urlPolicyFor(config: Pick<AppConfig, 'isProduction'> & Partial<Pick<AppConfig, 'WEBHOOK_DNS_SERVERS'>>): WebhookUrlPolicy {
+  const dnsServers = (config.WEBHOOK_DNS_SERVERS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  return { allowLoopback: !config.isProduction, ...(dnsServers.length ? { dnsServers } : {}) };
 }
 
 export type AddressClass = 'public' | 'loopback' | 'private' | 'link_local' | 'reserved';
@@ -22,6 +25,19 @@ export type AddressClass = 'public' | 'loopback' | 'private' | 'link_local' | 'r
 /** A URL or address the policy refuses; `message` is safe to show and to log (no addresses). */
 export class WebhookUrlError extends Error {
   readonly code = 'EWEBHOOKURL';
+}
+
+/**
+ * The host name could not be checked: its DNS lookup did not end in time (`timeout`) or failed
+ * otherwise (a server error or refusal, not "no such name"). Refused like any unresolvable host.
+ */
+export class WebhookDnsError extends WebhookUrlError {
+  constructor(
+    readonly reason: 'timeout' | 'failed',
+    readonly timeoutMs: number,
+  ) {
+    super(reason === 'timeout' ? `host did not resolve within ${timeoutMs} ms` : 'host does not resolve (dns lookup failed)');
+  }
 }
 
 export const MAX_URL_LENGTH = 2048;
@@ -50,6 +66,12 @@ const ranges: [AddressClass, string, number, 'ipv4' | 'ipv6'][] = [
   ['reserved', '100::', 64, 'ipv6'], // discard
   ['reserved', '2001::', 32, 'ipv6'], // Teredo
   ['reserved', '2001:db8::', 32, 'ipv6'], // documentation
+  ['reserved', '3fff::', 20, 'ipv6'], // documentation (RFC 9637)
+  ['reserved', '2001:2::', 48, 'ipv6'], // benchmarking (RFC 5180)
+  ['reserved', '2001:10::', 28, 'ipv6'], // ORCHID (RFC 4843, deprecated)
+  ['reserved', '2001:20::', 28, 'ipv6'], // ORCHIDv2 (RFC 7343)
+  ['reserved', '5f00::', 16, 'ipv6'], // SRv6 SIDs (RFC 9602)
+  ['reserved', '100:0:0:1::', 64, 'ipv6'], // dummy prefix (RFC 9780)
   ['reserved', 'ff00::', 8, 'ipv6'], // multicast
 ];
 
@@ -148,20 +170,108 @@ export function parseWebhookUrl(raw: string, policy: WebhookUrlPolicy): URL {
   return url;
 }
 
-/** Resolves every address of a host name. */
-export type LookupAll = (hostname: string) => Promise<dns.LookupAddress[]>;
+/** How long a lookup may take and what ends it early (an attempt's deadline). */
+export interface LookupContext {
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** DNS servers to ask (WebhookUrlPolicy.dnsServers); unset: the system's */
+  servers?: readonly string[];
+}
 
-const systemLookupAll: LookupAll = (hostname) => dns.promises.lookup(hostname, { all: true, verbatim: true });
+/** Resolves every address of a host name; rejects with WebhookDnsError when it cannot tell. */
+export type LookupAll = (hostname: string, ctx: LookupContext) => Promise<dns.LookupAddress[]>;
+
+/** How long a lookup at registration may take. */
+export const REGISTRATION_DNS_TIMEOUT_MS = 3000;
+
+/** DNS answers meaning "this name has no address of that family" (not a failure to find out). */
+const NO_ADDRESS = new Set(['ENODATA', 'ENOTFOUND', 'NOTFOUND', 'ENONAME']);
+
+/**
+ * A and AAAA records of a host name through c-ares (dns.Resolver): network I/O on the event loop,
+ * not getaddrinfo on libuv's small thread pool, where a name whose DNS never answers would hold a
+ * thread and make every other lookup of the process (the database's, Redis', SMTP's) wait behind
+ * it. One resolver per lookup, cancelled at the deadline or when `signal` aborts, so no query
+ * outlives its attempt. Both families must answer (or say "none"): every record is checked.
+ * Does not read /etc/hosts.
+ */
+export const publicLookupAll: LookupAll = async (hostname, ctx) => {
+  // c-ares doubles the timeout on each retry: timeout + 2 x timeout fits the budget
+  const resolver = new dns.promises.Resolver({ timeout: Math.max(50, Math.floor(ctx.timeoutMs / 3)), tries: 2 });
+  if (ctx.servers?.length) resolver.setServers([...ctx.servers]);
+  let timedOut = false;
+  const cancel = () => {
+    timedOut = true;
+    resolver.cancel();
+  };
+  const timer = setTimeout(cancel, ctx.timeoutMs);
+  ctx.signal?.addEventListener('abort', cancel, { once: true });
+  try {
+    if (ctx.signal?.aborted) cancel();
+    const answers = await Promise.allSettled([resolver.resolve4(hostname), resolver.resolve6(hostname)]);
+    const addresses: dns.LookupAddress[] = [];
+    for (const [i, a] of answers.entries()) {
+      if (a.status === 'fulfilled') addresses.push(...a.value.map((address) => ({ address, family: i === 0 ? 4 : 6 })));
+      else {
+        const code = String((a.reason as NodeJS.ErrnoException)?.code ?? '');
+        if (timedOut || code === 'ETIMEOUT' || code === 'ECANCELLED') throw new WebhookDnsError('timeout', ctx.timeoutMs);
+        if (!NO_ADDRESS.has(code)) throw new WebhookDnsError('failed', ctx.timeoutMs);
+      }
+    }
+    return addresses;
+  } finally {
+    clearTimeout(timer);
+    ctx.signal?.removeEventListener('abort', cancel);
+  }
+};
+
+/**
+ * The operating system's resolver (getaddrinfo, /etc/hosts first), for `localhost` names only,
+ * and only where loopback is allowed (development, test). It cannot be cancelled: its answer
+ * is awaited no longer than the budget.
+ */
+const systemLookupAll: LookupAll = (hostname, ctx) =>
+  new Promise((resolve, reject) => {
+    const fail = () => reject(new WebhookDnsError('timeout', ctx.timeoutMs));
+    const timer = setTimeout(fail, ctx.timeoutMs);
+    ctx.signal?.addEventListener('abort', fail, { once: true });
+    dns.promises.lookup(hostname, { all: true, verbatim: true }).then(resolve, reject).finally(() => {
+      clearTimeout(timer);
+      ctx.signal?.removeEventListener('abort', fail);
+    });
+  });
+
+/** `localhost` and names under it, loopback by definition (RFC 6761 6.3). */
+export function isLocalhostName(host: string): boolean {
+  return /(^|\.)localhost\.?$/i.test(host);
+}
+
+/** c-ares for every name, but the system's resolver for `localhost` names (loopback allowed, checked before). */
+export const defaultLookupAll: LookupAll = (hostname, ctx) => (isLocalhostName(hostname) ? systemLookupAll : publicLookupAll)(hostname, ctx);
+
+export interface ResolveOptions {
+  /** how addresses are found (default: c-ares, or the system for `localhost` names where allowed) */
+  lookupAll?: LookupAll;
+  /** how long the lookup may take (default REGISTRATION_DNS_TIMEOUT_MS) */
+  timeoutMs?: number;
+  /** ends the lookup early (cancelled) */
+  signal?: AbortSignal;
+}
 
 /** Every address the URL's host resolves to, checked against the policy. */
-export async function resolveAndCheck(url: URL, policy: WebhookUrlPolicy, lookupAll: LookupAll = systemLookupAll): Promise<dns.LookupAddress[]> {
+export async function resolveAndCheck(url: URL, policy: WebhookUrlPolicy, opts: ResolveOptions = {}): Promise<dns.LookupAddress[]> {
   const host = hostOf(url);
   let addresses: dns.LookupAddress[];
   if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
   else {
+    // loopback whatever a DNS server says: refused without asking one where loopback is
+    if (isLocalhostName(host) && !policy.allowLoopback) throw new WebhookUrlError(NOT_ALLOWED);
+    const lookupAll = opts.lookupAll ?? defaultLookupAll;
+    const timeoutMs = opts.timeoutMs ?? REGISTRATION_DNS_TIMEOUT_MS;
     try {
-      addresses = await lookupAll(host);
-    } catch {
+      addresses = await lookupAll(host, { timeoutMs, signal: opts.signal, servers: policy.dnsServers });
+    } catch (err) {
+      if (err instanceof WebhookUrlError) throw err;
       throw new WebhookUrlError('host does not resolve');
     }
   }
@@ -170,30 +280,28 @@ export async function resolveAndCheck(url: URL, policy: WebhookUrlPolicy, lookup
 }
 
 /** Full check at registration: syntax, scheme and every resolved address. Returns the URL. */
-export async function validateWebhookUrl(raw: string, policy: WebhookUrlPolicy, lookupAll?: LookupAll): Promise<URL> {
+export async function validateWebhookUrl(raw: string, policy: WebhookUrlPolicy, lookupAll?: LookupAll, opts: Omit<ResolveOptions, 'lookupAll'> = {}): Promise<URL> {
   const url = parseWebhookUrl(raw, policy);
+  // at registration only (an endpoint stored before this rule still gets its deliveries; the
+  // fragment is never sent): a bare `#` leaves url.hash empty but is kept in the stored form
+  if (url.href.includes('#')) throw new WebhookUrlError('must not contain a fragment');
   // at registration only (an endpoint stored before this rule still gets its deliveries): the
   // form stored, answered and requested is percent-encoded, where an emoji takes 12 characters
   if (url.href.length > MAX_URL_LENGTH) throw new WebhookUrlError(`must be at most ${MAX_URL_LENGTH} characters once percent-encoded (as stored)`);
-  await resolveAndCheck(url, policy, lookupAll);
+  await resolveAndCheck(url, policy, { ...opts, lookupAll });
   return url;
 }
 
 /**
- * A `lookup` for http(s).request that resolves the host, refuses it unless every address is
- * allowed, and hands the checked addresses to the socket (no second resolution to rebind).
+ * A `lookup` for http(s).request that hands the socket the addresses already checked (no
+ * second resolution a DNS rebinding could answer differently).
  */
-export function guardedLookup(url: URL, policy: WebhookUrlPolicy, lookupAll: LookupAll = systemLookupAll): LookupFunction {
+export function pinnedLookup(addresses: dns.LookupAddress[]): LookupFunction {
   return ((_hostname: string, options: dns.LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void) => {
-    resolveAndCheck(url, policy, lookupAll).then(
-      (addresses) => {
-        const wanted = options?.family === 4 || options?.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
-        if (!wanted.length) return callback(Object.assign(new Error('host does not resolve'), { code: 'ENOTFOUND' }), '', 0);
-        if (options?.all) return callback(null, wanted);
-        callback(null, wanted[0].address, wanted[0].family);
-      },
-      (err: Error) => callback(err as NodeJS.ErrnoException, '', 0),
-    );
+    const wanted = options?.family === 4 || options?.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
+    if (!wanted.length) return callback(Object.assign(new Error('host does not resolve'), { code: 'ENOTFOUND' }), '', 0);
+    if (options?.all) return callback(null, wanted);
+    callback(null, wanted[0].address, wanted[0].family);
   }) as LookupFunction;
 }
 

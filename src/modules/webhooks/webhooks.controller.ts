@@ -1,11 +1,13 @@
 import { Body, Controller, Delete, Get, HttpCode, Post, Query } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { EnvSchema } from '../../config/config';
 import { CurrentDashboard, DashboardPrincipal } from '../../shared/auth/auth-context';
 import { DashboardAuth } from '../../shared/auth/dashboard.guard';
 import { Page } from '../../shared/db/pagination';
 import { ApiPageResponse, ApiProblems, Problems } from '../../shared/http/api-docs';
 import { UuidParam } from '../../shared/http/uuid-param';
+import { retryDelayMs, retrySpanMs } from './backoff';
 import { CreateWebhookCommand } from './create-webhook/create-webhook.command';
 import { CreateWebhookRequestDto } from './create-webhook/create-webhook.request.dto';
 import { DeleteWebhookCommand } from './delete-webhook/delete-webhook.command';
@@ -15,18 +17,38 @@ import { ListDeliveriesQuery } from './list-deliveries/list-deliveries.query';
 import { ListDeliveriesQueryDto } from './list-deliveries/list-deliveries.request.dto';
 import { ListWebhooksQuery } from './list-webhooks/list-webhooks.query';
 import { ListWebhooksQueryDto } from './list-webhooks/list-webhooks.request.dto';
+import { REGISTRATION_DNS_TIMEOUT_MS } from './url-policy';
 import { CreatedWebhookEndpointResponse, WebhookDeliveryResponse, WebhookEndpointResponse } from './webhook-endpoint.entity';
 import { WebhookDeliveryResponseDto } from './webhooks.response.dto';
 
 /** An unknown, malformed or other tenant's endpoint id: the same 404. */
 const EndpointId = () => UuidParam('id', 'webhook/not_found');
 
-const DELIVERY_DOC =
-  'Deliveries follow Standard Webhooks: POST of `{type, timestamp, data}` with headers `webhook-id` (the same on every retry), ' +
-  '`webhook-timestamp` (seconds, of the attempt) and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, ' +
-  'keyed with the base64-decoded part of the secret after `whsec_`). At least once; 2xx within 10 s is a delivery; otherwise ' +
-  'retried 14 times after 5 s, 30 s, 2 min, 5 min, 15 min, 30 min, 1 h, 2 h, 3 h, 4 h, 5 h, 6 h, 6 h, 6 h (about 34 h). ' +
-  'Redirects are not followed. An endpoint whose last 5 deliveries all failed every attempt is disabled and the owners are emailed.';
+/** 5000 -> "5 s", 120000 -> "2 min", 3600000 -> "1 h". */
+function duration(ms: number): string {
+  if (ms >= 3_600_000 && ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} min`;
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+}
+
+/** The delivery rules in terms of the settings, with their defaults (the deployment may change them). */
+function deliveryDoc(): string {
+  const d = new EnvSchema();
+  const delays = Array.from({ length: d.WEBHOOK_MAX_ATTEMPTS - 1 }, (_, i) => duration(retryDelayMs(i + 1, d.WEBHOOK_BACKOFF_BASE_MS)));
+  return (
+    'Deliveries follow Standard Webhooks: POST of `{type, timestamp, data}` with headers `webhook-id` (the same on every retry), ' +
+    '`webhook-timestamp` (seconds, of the attempt) and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, ' +
+    'keyed with the base64-decoded part of the secret after `whsec_`). At least once; a 2xx within WEBHOOK_TIMEOUT_MS ' +
+    `(default ${duration(d.WEBHOOK_TIMEOUT_MS)}, DNS lookup included) is a delivery; otherwise it is retried until WEBHOOK_MAX_ATTEMPTS attempts ` +
+    `(default ${d.WEBHOOK_MAX_ATTEMPTS}) were made, with growing delays in units of WEBHOOK_BACKOFF_BASE_MS (defaults: ` +
+    `${delays.join(', ')}; about ${Math.round(retrySpanMs(d.WEBHOOK_MAX_ATTEMPTS, d.WEBHOOK_BACKOFF_BASE_MS) / 3_600_000)} h). ` +
+    'Redirects are not followed. An endpoint whose last WEBHOOK_DISABLE_AFTER_FAILED_DELIVERIES deliveries ' +
+    `(default ${d.WEBHOOK_DISABLE_AFTER_FAILED_DELIVERIES}) all failed every attempt is disabled and the owners are emailed. ` +
+    `The host name must resolve within ${REGISTRATION_DNS_TIMEOUT_MS / 1000} s at registration (400 on \`url\` otherwise).`
+  );
+}
+
+const DELIVERY_DOC = deliveryDoc();
 
 @ApiTags('webhooks')
 @Controller('v1/auth/dashboard/tenants/:slug/webhooks')

@@ -116,6 +116,7 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
       ['unresolvable host', { url: 'https://no-such-host.invalid/x', events: ['agent.revoked'] }, 'url'],
       ['credentials in the url', { url: 'https://user:pw@93.184.216.34/x', events: ['agent.revoked'] }, 'url'],
       ['fragment', { url: 'https://93.184.216.34/x#frag', events: ['agent.revoked'] }, 'url'],
+      ['empty fragment', { url: 'http://127.0.0.1:41269/#', events: ['agent.revoked'] }, 'url'],
       ['port 0', { url: 'https://93.184.216.34:0/x', events: ['agent.revoked'] }, 'url'],
       ['missing events', { url: HOOK }, 'events'],
       ['empty events', { url: HOOK, events: [] }, 'events'],

@@ -2,6 +2,7 @@ import { INestApplicationContext } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import { loadConfig } from '../../../src/config/config';
 import { WebhookDeliveryWorker } from '../../../src/modules/webhooks/deliver/webhook-delivery.worker';
+import { WebhookTenantSlots } from '../../../src/modules/webhooks/deliver/tenant-slots';
 import { FanOutWebhookEventCommand } from '../../../src/modules/webhooks/fan-out/fan-out-event.command';
 import { EventsService } from '../../../src/shared/events/events.service';
 import { OutboxJobData } from '../../../src/shared/outbox/outbox-job';
@@ -287,6 +288,43 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
     for (const id of hung) await t.http().delete(`${base(noisy.slug)}/${id}`).set('Cookie', noisy.cookie).set('X-CSRF-Token', noisy.csrf).expect(204);
     rx.dropHeld();
   }, 60_000);
+
+  it('next_attempt_at of a pending delivery: set when it is created, moved when its job waits for a tenant slot', async () => {
+    const d = await signupTenant(t);
+    const path = rx.path();
+    const ep = await createEndpoint(d, { url: rx.url(path), events: ['agent.revoked'] });
+    // the tenant's every slot is taken: the job waits (2-4 s) without an attempt
+    const slots = worker!.get(WebhookTenantSlots);
+    const held = ['held-1', 'held-2', 'held-3'];
+    for (const id of held) expect(await slots.acquire(d.tenantId, id)).toBe(true);
+    try {
+      await emit(d.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-0000000000e1' });
+      const row = () => t.db.query<{ created_at: Date; next_attempt_at: Date | null; attempts: number }>(`SELECT created_at, next_attempt_at, attempts FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.id]);
+      const [created] = await eventually(async () => ((await row()).length ? row() : undefined), 10_000, 'the delivery row');
+      expect(created.attempts).toBe(0);
+      expect(created.next_attempt_at).not.toBeNull();
+      // postponed: its next attempt 2-4 s after the wait began, shown in the log
+      const [postponed] = await eventually(
+        async () => {
+          const r = await row();
+          return r[0].next_attempt_at && r[0].next_attempt_at.getTime() - created.created_at.getTime() >= 1500 ? r : undefined;
+        },
+        10_000,
+        'next_attempt_at to move',
+      );
+      expect(postponed.attempts).toBe(0);
+      const [{ ahead_ms }] = await t.db.query<{ ahead_ms: number }>(`SELECT extract(epoch FROM next_attempt_at - now()) * 1000 AS ahead_ms FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.id]);
+      expect(Number(ahead_ms)).toBeGreaterThan(0);
+      expect(Number(ahead_ms)).toBeLessThanOrEqual(4000);
+      const [shown] = (await deliveries(d, ep.id)).data;
+      expect(shown).toMatchObject({ status: 'pending', attempts: 0, next_attempt_at: postponed.next_attempt_at!.toISOString() });
+      expect(rx.on(path)).toHaveLength(0);
+    } finally {
+      for (const id of held) await slots.release(d.tenantId, id);
+    }
+    const [done] = await settled(d, ep.id);
+    expect(done).toMatchObject({ status: 'delivered', attempts: 1, next_attempt_at: null });
+  }, 30_000);
 
   it('gives up on an attempt after the timeout (10 s by default, 1 s here) and retries it; all attempts timing out fail the delivery', async () => {
     expect(loadConfig({ NODE_ENV: 'test' }).WEBHOOK_TIMEOUT_MS).toBe(10_000);

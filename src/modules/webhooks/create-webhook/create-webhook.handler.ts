@@ -7,14 +7,26 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError, FieldError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { generateWebhookSecret } from '../signature';
-import { displayUrl, urlPolicyFor, validateWebhookUrl, WebhookUrlError } from '../url-policy';
+import { defaultLookupAll, displayUrl, LookupAll, REGISTRATION_DNS_TIMEOUT_MS, urlPolicyFor, validateWebhookUrl, WebhookDnsError, WebhookUrlError } from '../url-policy';
 import { CreatedWebhookEndpointResponse, ENDPOINT_COLUMNS, toEndpointResponse, WebhookEndpointRow } from '../webhook-endpoint.entity';
 import { ALL_EVENTS, MAX_ENDPOINTS_PER_TENANT } from '../webhook-events';
 import { secretAad } from '../webhook-secret';
 import { CreateWebhookCommand } from './create-webhook.command';
+import { LookupGate } from './lookup-gate';
+
+/**
+ * DNS lookups one tenant may run at once at registration (per API process): a tenant registering
+ * host names whose DNS never answers holds at most this many resolvers, each for at most
+ * REGISTRATION_DNS_TIMEOUT_MS; its further registrations wait for a turn within that same time.
+ */
+export const REGISTRATION_LOOKUPS_PER_TENANT = 2;
+
+const timedOut = () => new WebhookDnsError('timeout', REGISTRATION_DNS_TIMEOUT_MS);
 
 @CommandHandler(CreateWebhookCommand)
 export class CreateWebhookHandler implements ICommandHandler<CreateWebhookCommand> {
+  private readonly lookups = new LookupGate(REGISTRATION_LOOKUPS_PER_TENANT);
+
   constructor(
     private readonly db: Db,
     private readonly events: EventsService,
@@ -29,7 +41,18 @@ export class CreateWebhookHandler implements ICommandHandler<CreateWebhookComman
     if (events.includes(ALL_EVENTS) && events.length > 1) errors.push({ field: 'events', message: `"${ALL_EVENTS}" must be the only entry of events` });
     let url: URL | undefined;
     try {
-      url = await validateWebhookUrl(cmd.body.url, urlPolicyFor(this.config));
+      // waiting for a turn counts against the lookup's time limit
+      const deadline = Date.now() + REGISTRATION_DNS_TIMEOUT_MS;
+      const gated: LookupAll = (host, ctx) =>
+        this.lookups.run(
+          tenantId,
+          Math.max(1, deadline - Date.now()),
+          (timeoutMs) => defaultLookupAll(host, { ...ctx, timeoutMs }).catch((e: unknown) => Promise.reject(e instanceof WebhookDnsError && e.reason === 'timeout' ? timedOut() : e)),
+          () => {
+            throw timedOut();
+          },
+        );
+      url = await validateWebhookUrl(cmd.body.url, urlPolicyFor(this.config), gated, { timeoutMs: REGISTRATION_DNS_TIMEOUT_MS });
     } catch (err) {
       if (!(err instanceof WebhookUrlError)) throw err;
       errors.push({ field: 'url', message: `url ${err.message}` });

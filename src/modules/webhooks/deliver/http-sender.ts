@@ -1,7 +1,6 @@
 import * as http from 'http';
 import * as https from 'https';
-import { isIP } from 'net';
-import { guardedLookup, hostOf, LookupAll, parseWebhookUrl, resolveAndCheck, WebhookUrlError, WebhookUrlPolicy } from '../url-policy';
+import { LookupAll, parseWebhookUrl, pinnedLookup, resolveAndCheck, WebhookDnsError, WebhookUrlError, WebhookUrlPolicy } from '../url-policy';
 
 /** The outcome of one attempt: a status code when the receiver answered, else an error. */
 export interface SendResult {
@@ -14,7 +13,7 @@ export interface SendResult {
 export interface SendOptions {
   timeoutMs: number;
   policy: WebhookUrlPolicy;
-  /** resolver of every address of a host (default: dns.lookup with all: true) */
+  /** resolver of every address of a host (default: c-ares A + AAAA, see url-policy.ts) */
   lookupAll?: LookupAll;
 }
 
@@ -25,6 +24,7 @@ class AttemptTimeout extends Error {}
 /** Maps a network error to a log-safe description (Node's messages carry addresses). */
 export function describeError(err: unknown, timeoutMs: number): string {
   if (err instanceof AttemptTimeout) return `timeout after ${timeoutMs} ms`;
+  if (err instanceof WebhookDnsError) return err.reason === 'timeout' ? `dns lookup timed out after ${err.timeoutMs} ms` : 'dns lookup failed';
   if (err instanceof WebhookUrlError) return `url ${err.message}`;
   const code = String((err as NodeJS.ErrnoException)?.code ?? '');
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'dns lookup failed';
@@ -37,19 +37,26 @@ export function describeError(err: unknown, timeoutMs: number): string {
 }
 
 /**
- * POSTs one webhook attempt: the URL is checked against the policy again and the connection
- * goes to the addresses that were checked; no redirects are followed (3xx is a failure); the
- * attempt ends when the response headers arrive or after `timeoutMs`. 2xx is a delivery.
+ * POSTs one webhook attempt: the URL is checked against the policy again (the host resolved, every
+ * address checked) and the connection goes to the addresses that were checked; no redirects are
+ * followed (3xx is a failure). `timeoutMs` bounds the whole attempt, from the DNS lookup to the
+ * response headers; a lookup still running then is cancelled, so nothing of the attempt outlives
+ * it (the tenant's delivery slot is held until here). 2xx is a delivery.
  */
 export async function postWebhook(rawUrl: string, body: string, headers: Record<string, string>, opts: SendOptions): Promise<SendResult> {
+  const deadline = Date.now() + opts.timeoutMs;
+  const expired = new AbortController();
+  const expiry = setTimeout(() => expired.abort(), opts.timeoutMs);
   let url: URL;
+  let addresses: Awaited<ReturnType<typeof resolveAndCheck>>;
   try {
     url = parseWebhookUrl(rawUrl, opts.policy);
-    // IP literals never reach `lookup`: check them here
-    if (isIP(hostOf(url))) await resolveAndCheck(url, opts.policy);
+    addresses = await resolveAndCheck(url, opts.policy, { lookupAll: opts.lookupAll, timeoutMs: opts.timeoutMs, signal: expired.signal });
   } catch (err) {
+    clearTimeout(expiry);
     return { ok: false, statusCode: null, error: describeError(err, opts.timeoutMs) };
   }
+  clearTimeout(expiry);
   const client = url.protocol === 'https:' ? https : http;
   return new Promise<SendResult>((resolve) => {
     let settled = false;
@@ -64,7 +71,7 @@ export async function postWebhook(rawUrl: string, body: string, headers: Record<
       {
         method: 'POST',
         agent: false,
-        lookup: guardedLookup(url, opts.policy, opts.lookupAll),
+        lookup: pinnedLookup(addresses),
         headers: {
           'content-type': 'application/json',
           'content-length': String(Buffer.byteLength(body)),
@@ -86,7 +93,7 @@ export async function postWebhook(rawUrl: string, body: string, headers: Record<
         finish({ ok, statusCode: status, error: ok ? null : `HTTP ${status}` });
       },
     );
-    const timer = setTimeout(() => req.destroy(new AttemptTimeout()), opts.timeoutMs);
+    const timer = setTimeout(() => req.destroy(new AttemptTimeout()), Math.max(0, deadline - Date.now()));
     req.on('error', (err) => finish({ ok: false, statusCode: null, error: describeError(err, opts.timeoutMs) }));
     req.end(body);
   });

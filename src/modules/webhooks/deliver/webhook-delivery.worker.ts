@@ -62,7 +62,11 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
     // one slot per run of the job: a stalled job run again elsewhere holds its own
     const jobId = `${job.id ?? job.data.deliveryId}:${token ?? ''}`;
     // the tenant has WEBHOOK_CONCURRENCY_PER_TENANT deliveries in flight: wait without using an attempt
-    if (tenantId && !(await this.slots.acquire(tenantId, jobId))) await this.postpone(job, 2000 + Math.floor(Math.random() * 2000), token);
+    if (tenantId && !(await this.slots.acquire(tenantId, jobId))) {
+      const waitMs = 2000 + Math.floor(Math.random() * 2000);
+      await this.showNextAttempt(job.data.deliveryId, waitMs);
+      await this.postpone(job, waitMs, token);
+    }
     try {
       const made = job.attemptsMade + 1;
       const result = await this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId, made + attemptOffset(job.data), made >= (job.opts.attempts ?? 1)));
@@ -77,6 +81,20 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
   private async postpone(job: Job<DeliveryJobData>, ms: number, token?: string): Promise<never> {
     await job.moveToDelayed(Date.now() + ms, token);
     throw new DelayedError();
+  }
+
+  /**
+   * The delivery log's next_attempt_at follows a job waiting for a tenant slot. Not while another
+   * job of the delivery holds its lease: that one records the outcome and the next attempt.
+   */
+  private async showNextAttempt(deliveryId: string, inMs: number): Promise<void> {
+    await this.db
+      .query(
+        `UPDATE webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2::double precision / 1000)
+          WHERE id = $1 AND status = 'pending' AND (sending_until IS NULL OR sending_until <= now())`,
+        [deliveryId, inMs],
+      )
+      .catch((e: Error) => this.log.warn(`webhook delivery ${deliveryId}: recording its next attempt: ${e.message}`));
   }
 
   /** The tenant of a delivery whose job predates DeliveryJobData.tenantId. */

@@ -42,8 +42,8 @@ export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookE
             AND (agent_client_id IS NULL OR agent_client_id::text = $4::text)
        ), settled AS (${SETTLE_OUTBOX_SQL('$5')}
        ), inserted AS (
-         INSERT INTO webhook_deliveries (tenant_id, endpoint_id, outbox_id, message_id, event_type, body)
-         SELECT $1, t.id, $5, 'msg_' || replace(gen_random_uuid()::text, '-', ''), $3, $6 FROM targets t
+         INSERT INTO webhook_deliveries (tenant_id, endpoint_id, outbox_id, message_id, event_type, body, next_attempt_at)
+         SELECT $1, t.id, $5, 'msg_' || replace(gen_random_uuid()::text, '-', ''), $3, $6, now() FROM targets t
          ON CONFLICT ON CONSTRAINT webhook_deliveries_event_endpoint_key DO NOTHING
          RETURNING id, endpoint_id
        )
