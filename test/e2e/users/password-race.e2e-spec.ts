@@ -30,7 +30,8 @@ describe('a password sign-in racing a change of that password', () => {
       // a statement of the sign-in waits for the changed row
       waiter: async () => {
         for (let i = 0; i < 400; i++) {
-          const [r] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> $1`, [pid]);
+          // blocked by this transaction itself: another test file's lock wait must not count
+          const [r] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND $1 = ANY(pg_blocking_pids(pid))`, [pid]);
           if (r.n > 0) return;
           await new Promise((res) => setTimeout(res, 25));
         }
