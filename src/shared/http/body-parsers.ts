@@ -146,27 +146,31 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
       done(null, value);
     });
   });
-  fastify.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit }, (req, body, done) => {
+  fastify.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer', bodyLimit }, (req, body, done) => {
     if (!isOAuthPath(req.url)) return done(notJson(), undefined);
-    // every parameter (querystring stops at 1,000 by default and drops the rest unsaid); more
-    // than any OAuth request has is refused
-    // a form is UTF-8 (the WHATWG urlencoded parser's only encoding): another declared charset, or
-    // percent-encoded bytes that are not UTF-8, are refused, never read with U+FFFD in their place
-    // (two different secrets would become one), as JSON bodies are
+    // a form is UTF-8 (the WHATWG urlencoded parser's only encoding): another declared charset,
+    // raw bytes or percent-encoded bytes that are not UTF-8 are refused, never read with U+FFFD in
+    // their place (two different secrets would become one), as JSON bodies are
     const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(req.headers['content-type'] ?? '')?.[1];
     if (charset !== undefined && !/^utf-?8$/i.test(charset)) return done(new OAuthError('invalid_request', 'Form bodies are UTF-8 (charset=utf-8, or none)'), undefined);
+    const bytes = body as Buffer;
+    if (!isUtf8(bytes)) return done(new OAuthError('invalid_request', 'The form is not valid UTF-8'), undefined);
     let notUtf8 = false;
     const decode = (s: string): string => {
       try {
         return decodeURIComponent(s);
       } catch {
-        // a lone `%` is kept as it is (as every form parser does); undecodable bytes are not
-        const bytes = unescapeBuffer(s);
-        if (!isUtf8(bytes)) notUtf8 = true;
-        return bytes.toString('utf8');
+        // a lone `%` is kept as it is (as every form parser does); percent-encoded bytes that are
+        // not UTF-8 are refused. Raw non-ASCII characters are percent-encoded first: the byte
+        // decoder would otherwise cut each to one byte (`Ł%` read as `A%`)
+        const decoded = unescapeBuffer(s.replace(/[\u0080-\u{10ffff}]+/gu, (c) => encodeURIComponent(c)));
+        if (!isUtf8(decoded)) notUtf8 = true;
+        return decoded.toString('utf8');
       }
     };
-    const value = querystring.parse(String(body), undefined, undefined, { maxKeys: 0, decodeURIComponent: decode });
+    // every parameter (querystring stops at 1,000 by default and drops the rest unsaid); more
+    // than any OAuth request has is refused
+    const value = querystring.parse(bytes.toString('utf8'), undefined, undefined, { maxKeys: 0, decodeURIComponent: decode });
     if (notUtf8) return done(new OAuthError('invalid_request', 'The form is not valid UTF-8'), undefined);
     if (Object.keys(value).length > MAX_FORM_PARAMETERS) return done(new OAuthError('invalid_request', `At most ${MAX_FORM_PARAMETERS} parameters are accepted`), undefined);
     if (bodyFault(value)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'), undefined);

@@ -80,6 +80,25 @@ describe('POST /oauth/token: request format and client authentication', () => {
     // a lone % is kept as typed (every form parser does), and UTF-8 percent-encodings decode
     const ok = await send('application/x-www-form-urlencoded; charset="utf-8"', `${body}&unknown=50%&scope=openid%20email`).expect(200);
     expect(ok.body.scope).toBe('openid email');
+    // a raw byte that is not UTF-8 is refused too, even in a parameter the server ignores (not read as U+FFFD)
+    const raw = await t
+      .http()
+      .post('/oauth/token')
+      .set('Content-Type', 'application/x-www-form-urlencoded')
+      .set('Authorization', basic(agent.id, agent.secret))
+      .send(Buffer.concat([Buffer.from(`${body}&note=`), Buffer.from([0xff])]));
+    expectOAuthError(raw, 400, 'invalid_request');
+  });
+
+  it('a raw non-ASCII character beside a lone % keeps its value (Ł% is not read as A%)', async () => {
+    // scope is checked against the agent's allowlist: a value changed on the way would be another scope
+    const body = new URLSearchParams(exchangeBody(await subject())).toString();
+    const res = await t.http().post('/oauth/token').set('Content-Type', 'application/x-www-form-urlencoded').set('Authorization', basic(agent.id, agent.secret)).send(`${body}&scope=Ł%`);
+    expectOAuthError(res, 400, 'invalid_scope');
+    // read as `A%` it would be a well-formed scope the agent lacks ("None of the requested scopes...")
+    expect(res.body.error_description).toBe('The scope parameter is malformed');
+    const ok = await t.http().post('/oauth/token').set('Content-Type', 'application/x-www-form-urlencoded').set('Authorization', basic(agent.id, agent.secret)).send(`${body}&é%=x&scope=openid`).expect(200);
+    expect(ok.body.scope).toBe('openid');
   });
 
   it('missing grant_type is invalid_request', async () => {
