@@ -27,6 +27,12 @@ describe('loadConfig', () => {
     ).not.toThrow();
   });
 
+  it('TURNSTILE_HOSTNAMES: host names only, lower-cased', () => {
+    expect(loadConfig({ NODE_ENV: 'development', TURNSTILE_HOSTNAMES: 'App.Example.com, www.example.com' }).turnstileHostnames).toEqual(['app.example.com', 'www.example.com']);
+    for (const bad of ['https://app.example.com', 'app.example.com:443', 'app.example.com/signup', 'a_b.example', '-x.example'])
+      expect(() => loadConfig({ NODE_ENV: 'development', TURNSTILE_HOSTNAMES: bad })).toThrow(/TURNSTILE_HOSTNAMES/);
+  });
+
   it('rejects malformed values', () => {
     expect(() => loadConfig({ PORT: 'abc' })).toThrow(/PORT/);
     expect(() => loadConfig({ KEY_ENCRYPTION_KEY: Buffer.alloc(16).toString('base64') + 'xxxxxxxxxxxxxxxxxxxx' })).toThrow(/KEY_ENCRYPTION_KEY/);

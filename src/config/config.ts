@@ -94,8 +94,12 @@ export class EnvSchema {
 
   @IsOptional() @IsString() TURNSTILE_SECRET?: string;
   @IsUrl({ require_tld: false }) TURNSTILE_SITEVERIFY_URL = 'https://challenges.cloudflare.com/turnstile/v0/siteverify';
-  /** hostnames the challenge must have been solved on (siteverify's `hostname`); empty = any */
-  @IsString() TURNSTILE_HOSTNAMES = '';
+  /** hostnames the sign-up challenge must have been solved on (siteverify's `hostname`), comma-separated; empty = any */
+  @IsString()
+  @Matches(/^\s*([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\s*(,\s*|$))*$/, {
+    message: 'TURNSTILE_HOSTNAMES must be a comma-separated list of host names (no scheme, port or path)',
+  })
+  TURNSTILE_HOSTNAMES = '';
 
   // OWASP's 7 MiB / t=5 / p=1 row (see OWASP_ARGON2ID_ROWS): the same defense as 19 MiB / t=2, and
   // about 1.5x the verifies per second on this kind of host (its memory fits the CPU caches better)

@@ -12,7 +12,12 @@ export class TurnstileService {
     return Boolean(this.config.TURNSTILE_SECRET);
   }
 
-  async verify(token: string | undefined, ip: string): Promise<void> {
+  /**
+   * `hostnames`: where the widget must have been solved (siteverify's `hostname`); none = any.
+   * Tenant sign-up passes TURNSTILE_HOSTNAMES (the platform's pages); a tenant's email-code captcha
+   * is solved on the tenant's own site, so it passes none.
+   */
+  async verify(token: string | undefined, ip: string, hostnames: readonly string[] = []): Promise<void> {
     if (!this.enabled) return;
     if (!token) throw new AppError('onboarding/bot_check_failed', 'turnstile_token is required');
     let ok = false;
@@ -28,22 +33,21 @@ export class TurnstileService {
       // an error status is siteverify failing, not the token: unavailable (503), whatever its body
       if (!res.ok) throw new Error(`siteverify answered HTTP ${res.status}`);
       const json = JSON.parse(await cappedText(res, MAX_ANSWER_BYTES)) as { success?: boolean; hostname?: unknown } | null;
-      ok = json?.success === true && this.solvedOnOurHost(json.hostname);
+      ok = json?.success === true && solvedOn(json.hostname, hostnames);
     } catch (e) {
       this.logger.warn(`siteverify unreachable: ${(e as Error).message}`);
       throw new AppError('server/unavailable', 'The bot challenge could not be verified; try again');
     }
     if (!ok) throw new AppError('onboarding/bot_check_failed');
   }
+}
 
-  /**
-   * A token solved on another site that uses the same (public) site key is no proof for ours:
-   * with TURNSTILE_HOSTNAMES set, siteverify's `hostname` must be one of them (Cloudflare's advice).
-   */
-  private solvedOnOurHost(hostname: unknown): boolean {
-    const allowed = this.config.turnstileHostnames;
-    return allowed.length === 0 || (typeof hostname === 'string' && allowed.includes(hostname.toLowerCase()));
-  }
+/**
+ * A token solved on another site that uses the same (public) site key is no proof for ours: with
+ * `allowed` hostnames, siteverify's `hostname` must be one of them (Cloudflare's advice).
+ */
+function solvedOn(hostname: unknown, allowed: readonly string[]): boolean {
+  return allowed.length === 0 || (typeof hostname === 'string' && allowed.includes(hostname.toLowerCase()));
 }
 
 /** Siteverify answers are a few hundred bytes; a larger one is not read to its end. */

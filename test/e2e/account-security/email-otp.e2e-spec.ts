@@ -311,7 +311,8 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
           const p = new URLSearchParams(body);
           calls.push(p);
           res.setHeader('content-type', 'application/json');
-          res.end(JSON.stringify({ success: p.get('secret') === 'test-turnstile-secret' && p.get('response') === 'good-token' }));
+          // solved on the tenant's own site, not on the platform's sign-up pages
+          res.end(JSON.stringify({ success: p.get('secret') === 'test-turnstile-secret' && p.get('response') === 'good-token', hostname: 'shop.tenant.example' }));
         });
       });
       await new Promise<void>((r) => siteverify.listen(0, '127.0.0.1', () => r()));
@@ -322,7 +323,8 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
     afterAll(() => new Promise<void>((r) => siteverify.close(() => r())));
 
     it('missing or failing token: 400 captcha/failed and no mail; a good token passes (checked against siteverify with the client address)', async () => {
-      const app = await w.extraApp({ TURNSTILE_SECRET: 'test-turnstile-secret', TURNSTILE_SITEVERIFY_URL: url });
+      // TURNSTILE_HOSTNAMES names the platform's sign-up pages: it does not apply to a tenant's captcha
+      const app = await w.extraApp({ TURNSTILE_SECRET: 'test-turnstile-secret', TURNSTILE_SITEVERIFY_URL: url, TURNSTILE_HOSTNAMES: 'signup.platform.example' });
       const u = await register(w.t, captcha.apiKey);
       const ip = randomIp();
       const send = (extra: object) => post(app, '/v1/auth/email-otp', captcha.apiKey, { email: u.email, ...extra }, ip);

@@ -32,7 +32,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
   ) {}
 
   async execute({ body, client }: SignupCommand): Promise<SignupResult> {
-    await this.turnstile.verify(body.turnstile_token, client.ip);
+    await this.turnstile.verify(body.turnstile_token, client.ip, this.config.turnstileHostnames);
     if (body.website && body.website.trim() !== '') return this.decoy(body, client.ip);
     if (!body.idempotency_key) {
       const passwordHash = await this.hasher.hash(body.password);
