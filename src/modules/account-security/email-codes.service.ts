@@ -142,18 +142,15 @@ export class EmailCodes {
    *    at (a right code stays unused, for when the block ends); a right code takes its count back;
    * 2. per code (`check`): at most 5, then the code is dead.
    *
-   * The wrong code that uses up the account's allowance (the last of the window's admitted checks
-   * to be judged, so never before a right one still running) voids the live code(s): they cannot
-   * be guessed once the block ends. Unknown addresses are counted and answered the same way. Answers
-   * the row when the code matches (not yet used: see `consume`), otherwise undefined.
+   * A wrong code never voids the live code, not even the one that starts the block: addresses
+   * trusted for the account (`signedIn`) are still checked during it, so the owner's right code
+   * may be in flight beside it (README "Wrong codes per address"). Unknown addresses are counted
+   * and answered the same way. Answers the row when the code matches (not yet used: see
+   * `consume`), otherwise undefined.
    */
   async attempt(target: CodeTarget, code: string, ip: string): Promise<CodeRow | undefined> {
     const { realm, account } = codeThrottleSubject(target);
-    const limits = this.limits();
-    const row = await this.throttle.judge(realm, account, ip, () => this.check(target, code), { trust: false, limits });
-    if (row) return row;
-    if (await this.throttle.failuresReached(realm, account, limits.perAccount)) await this.void(target);
-    return undefined;
+    return this.throttle.judge(realm, account, ip, () => this.check(target, code), { trust: false, limits: this.limits() });
   }
 
   /**
@@ -163,17 +160,6 @@ export class EmailCodes {
   async signedIn(target: CodeTarget, ip: string): Promise<void> {
     const { realm, account } = codeThrottleSubject(target);
     await this.throttle.trustAddress(realm, account, ip);
-  }
-
-  /** Voids the account's live codes: its address's sign-in code, or every step-up code of the user. */
-  private async void(target: CodeTarget): Promise<void> {
-    if (target.purpose === 'login') return this.voidLogin(this.db, target);
-    await this.db.query(
-      `UPDATE email_otp_codes SET consumed_at = now()
-        WHERE tenant_id = $1 AND purpose = 'step_up' AND user_id = $2::uuid AND consumed_at IS NULL`,
-      [target.tenantId, target.userId],
-      'email_otp_void_step_up',
-    );
   }
 
   /**

@@ -69,19 +69,6 @@ end
 return 0`;
 const TAKE_BACK_COMMAND = 'authpLoginTakeBack';
 
-/**
- * Counts a judged failure of an account beside its attempt counter, expiring with it (so both
- * describe the same window): answers the judged failures of the window, 0 when the account
- * counter is gone. KEYS: account counter, judged counter.
- */
-const JUDGED_SCRIPT = `
-local left = redis.call('PTTL', KEYS[1])
-if left <= 0 then return 0 end
-local n = redis.call('INCR', KEYS[2])
-redis.call('PEXPIRE', KEYS[2], left)
-return n`;
-const JUDGED_COMMAND = 'authpLoginJudged';
-
 type Script = (...args: (string | number)[]) => Promise<number>;
 
 /**
@@ -105,7 +92,6 @@ type Script = (...args: (string | number)[]) => Promise<number>;
 export class LoginThrottleService {
   private readonly attemptCmd: Script;
   private readonly takeBackCmd: Script;
-  private readonly judgedCmd: Script;
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
@@ -116,8 +102,6 @@ export class LoginThrottleService {
     if (!(TAKE_BACK_COMMAND in redis)) redis.defineCommand(TAKE_BACK_COMMAND, { numberOfKeys: 3, lua: TAKE_BACK_SCRIPT });
     this.attemptCmd = (redis as unknown as Record<string, Script>)[ATTEMPT_COMMAND].bind(redis);
     this.takeBackCmd = (redis as unknown as Record<string, Script>)[TAKE_BACK_COMMAND].bind(redis);
-    if (!(JUDGED_COMMAND in redis)) redis.defineCommand(JUDGED_COMMAND, { numberOfKeys: 2, lua: JUDGED_SCRIPT });
-    this.judgedCmd = (redis as unknown as Record<string, Script>)[JUDGED_COMMAND].bind(redis);
   }
 
   /** The login throttle's limits (LOGIN_FAILURES_*), the default of every realm. */
@@ -196,19 +180,6 @@ export class LoginThrottleService {
     if (!verdict) return undefined;
     await this.succeeded(realm, account, ip, opts);
     return verdict;
-  }
-
-  /**
-   * An attempt `judge` found wrong, for a caller that acts once the account limit is used up (an
-   * email code is voided): counts it among the account's judged failures of the current window and
-   * answers whether they reached `limit`. Then every attempt the account limit let through in the
-   * window was judged wrong, so none of them is still running (a right one in flight would lose
-   * to an action taken on the attempt count alone). Redis unreachable: false.
-   */
-  async failuresReached(realm: string, account: string, limit: number): Promise<boolean> {
-    const hits = this.counter(`acct:${this.accountSubject(realm, account)}`);
-    const judged = hits.replace(/:hits$/, ':judged');
-    return (Number(await this.judgedCmd(hits, judged).catch(() => 0)) || 0) >= limit;
   }
 
   /**
