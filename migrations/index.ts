@@ -21,6 +21,7 @@ import { EmailNfkcSpelling1765200000000 } from './1765200000000-email-nfkc-spell
 import { EmailDomainCase1765300000000 } from './1765300000000-email-domain-case';
 import { DashboardInvitePending1765360000000 } from './1765360000000-dashboard-invite-pending';
 import { MaintenanceRuns1765400000000 } from './1765400000000-maintenance-runs';
+import { MaintenanceRunLease1765500000000 } from './1765500000000-maintenance-run-lease';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -47,4 +48,5 @@ export const ALL_MIGRATIONS = [
   EmailDomainCase1765300000000,
   DashboardInvitePending1765360000000,
   MaintenanceRuns1765400000000,
+  MaintenanceRunLease1765500000000,
 ];

@@ -8,7 +8,7 @@ import { Db } from '../db/db.service';
 import { mailRetryDelayMs, openOutboxSecret, OutboxJobData, settleOutboxRow } from '../outbox/outbox-job';
 import { MAIL_TOPIC, MailPayload } from './mail.service';
 import { outageLog } from '../redis/outage-log';
-import { isStallFailure, OUTBOX_MAX_STALLED_COUNT, requeueStalled } from '../outbox/stalled-jobs';
+import { OUTBOX_MAX_STALLED_COUNT, outboxJobFailed } from '../outbox/stalled-jobs';
 import { isMailTemplate, MailTemplateError, renderMail } from './templates';
 
 /**
@@ -91,21 +91,10 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     await settleOutboxRow(this.db, job.data.outboxId).catch((e: Error) => this.log.warn(`settling outbox ${job.data.outboxId}: ${e.message}`));
   }
 
+  /** A mail given up (out of attempts, never renderable, or killing its workers) is settled. */
   @OnWorkerEvent('failed')
   onFailed(job: Job<OutboxJobData> | undefined, err: Error): void {
-    if (!job) return;
-    // its workers died, the mail did not fail: queued again, the outbox row stays unsettled
-    if (isStallFailure(err)) {
-      void requeueStalled(job, this.log, `mail ${job.data.eventType} (outbox ${job.data.outboxId})`).then((again) => {
-        if (!again && job.attemptsMade >= (job.opts.attempts ?? 1)) void this.settle(job);
-      });
-      return;
-    }
-    const final = job.attemptsMade >= (job.opts.attempts ?? 1) || err instanceof UnrecoverableError;
-    const line = `mail ${job.data.eventType} (outbox ${job.data.outboxId}) attempt ${job.attemptsMade} failed${final ? ', giving up' : ''}: ${err.message}`;
-    if (final) this.log.error(line);
-    else this.log.warn(line);
-    if (final) void this.settle(job);
+    if (job && outboxJobFailed(job, err, this.log, `mail ${job.data.eventType}`)) void this.settle(job);
   }
 
   private readonly outage = outageLog(this.log, 'mail worker');

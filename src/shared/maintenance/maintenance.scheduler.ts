@@ -6,7 +6,7 @@ import { Db } from '../db/db.service';
 import { bullConnection, bullPrefix } from '../outbox/bull-options';
 import { QueueReconciler } from '../outbox/queue-reconciler';
 import { outageLog } from '../redis/outage-log';
-import { maintenanceRunDue, recordMaintenanceRun } from './run-lock';
+import { maintenanceRunDue } from './run-lock';
 
 export const MAINTENANCE_QUEUE = 'maintenance';
 
@@ -20,7 +20,10 @@ export interface MaintenanceJob {
   /**
    * Catch-up: when the job has not completed within this many ms (maintenance_runs), the worker
    * runs it at once, at start and on every queue reconciler pass (a run that fell due while no
-   * worker was up, or whose schedule was re-created, is not lost).
+   * worker was up, or whose schedule was re-created, is not lost). Longer than the schedule's
+   * period, so that a pass landing while the day's run is still under way queues no other. Such
+   * a job records its own completed runs (withRunLease: a CLI run counts, a run skipped because
+   * another held the lease does not).
    */
   catchUpAfterMs?: number;
 }
@@ -61,7 +64,9 @@ function stable(v: unknown): string {
  * when Redis lacks it and replaced only when its pattern or options changed: an unchanged one is
  * left alone, since replacing a cron schedule drops its pending run (one that fell due while no
  * worker was up would be skipped). Schedules on the queue this release does not declare (a job
- * removed or renamed) are deleted.
+ * removed or renamed) are deleted, at start and on every queue reconciler pass: during a rolling
+ * deploy a worker of the other release re-creates its own on its passes, and the last such worker
+ * gone, the next pass removes them for good.
  */
 @Injectable()
 export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -112,9 +117,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
     if ((job.data as { catchUp?: boolean })?.catchUp && known.catchUpAfterMs && !(await maintenanceRunDue(this.db, known.name, known.catchUpAfterMs))) {
       return { skipped: 'ran meanwhile' };
     }
-    const result = await known.run();
-    await recordMaintenanceRun(this.db, known.name).catch((e: Error) => this.logger.warn(`recording the run of ${known.name}: ${e.message}`));
-    return result;
+    return known.run();
   }
 
   /** At start: create missing schedules, replace changed ones, delete undeclared ones. */
@@ -125,13 +128,21 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
       await this.upsert(job);
       if (current) this.logger.log(`job schedule ${job.schedulerId} changed: replaced`);
     }
+    await this.removeUndeclared();
+  }
+
+  /** Deletes the schedules on the queue this release does not declare; returns how many. */
+  private async removeUndeclared(): Promise<number> {
     const declared = new Set([...this.jobs.values()].map((j) => j.schedulerId));
+    let n = 0;
     for (const s of await this.queue!.getJobSchedulers(0, -1)) {
       const id = s.id ?? s.key;
       if (declared.has(id) || declared.has(s.key)) continue;
       await this.queue!.removeJobScheduler(s.key);
       this.logger.log(`job schedule ${id} (${s.name}) is not declared by this release: removed`);
+      n++;
     }
+    return n;
   }
 
   /** Whether the schedule Redis holds is the declared one (pattern, zone, name, job options). */
@@ -139,16 +150,21 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
     return s.pattern === job.pattern && s.tz === 'UTC' && s.name === job.name && stable(s.template?.opts ?? {}) === stable(MAINTENANCE_JOB_OPTIONS);
   }
 
-  /** Re-creates the schedules Redis no longer holds; returns how many it re-created. */
+  /**
+   * Every reconciler pass: re-creates the schedules Redis no longer holds and deletes undeclared
+   * ones (another release's: its workers re-create them until they are gone); returns how many
+   * it changed.
+   */
   async ensureSchedules(): Promise<number> {
+    if (!this.queue) return 0;
     let n = 0;
     for (const job of this.jobs.values()) {
-      if (!this.queue || (await this.queue.getJobScheduler(job.schedulerId))) continue;
+      if (await this.queue.getJobScheduler(job.schedulerId)) continue;
       await this.upsert(job);
       this.logger.warn(`job schedule ${job.schedulerId} was missing from Redis: re-created`);
       n++;
     }
-    return n;
+    return n + (await this.removeUndeclared());
   }
 
   /**

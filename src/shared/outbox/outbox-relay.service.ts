@@ -6,7 +6,6 @@ import { Db } from '../db/db.service';
 import { bullConnection, bullPrefix } from './bull-options';
 import { outageLog } from '../redis/outage-log';
 import { jobOptionsFor, OutboxJobData, outboxJobId } from './outbox-job';
-import { STALLED_FAILURE } from './stalled-jobs';
 
 /** Rows per relay transaction; a full batch is followed at once by the next one. */
 export const OUTBOX_BATCH_SIZE = 100;
@@ -116,25 +115,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       );
       if (!rows.length) return total;
       await this.addJobs(rows);
-      await this.retryStallFailed(rows);
       total += rows.length;
       after = String(rows[rows.length - 1].id);
-    }
-  }
-
-  /**
-   * A job BullMQ failed because its workers kept dying (STALLED_FAILURE) whose processor could not
-   * queue it again (Redis away at that moment) is still in the failed set under its id, so the
-   * re-add above was a no-op: it is retried here. Jobs that failed for any other reason settled
-   * their row and are not seen here.
-   */
-  private async retryStallFailed(rows: OutboxRow[]): Promise<void> {
-    for (const r of rows) {
-      const job = await this.queue(r.topic).getJob(outboxJobId(r.id, r.created_at));
-      if (job?.failedReason === STALLED_FAILURE && (await job.isFailed())) {
-        await job.retry('failed');
-        this.log.warn(`outbox ${r.id}: its job had failed after its workers died; queued again`);
-      }
     }
   }
 

@@ -1,10 +1,14 @@
 import type { Logger } from '@nestjs/common';
-import type { Job } from 'bullmq';
+import { type Job, UnrecoverableError } from 'bullmq';
+import type { OutboxJobData } from './outbox-job';
 
 /**
  * How many times an outbox job may stall (its worker died or was killed mid-job, so its lock
  * expired) before BullMQ fails it. BullMQ's default is 1: two worker deaths in a row (a deploy,
- * then an OOM kill) would fail a mail for good. The webhook delivery worker uses 5 as well.
+ * then an OOM kill) would fail a mail for good. The webhook delivery worker uses 5 as well. A job
+ * that stalls more than that is given up like any other final failure: it keeps killing its
+ * workers (BullMQ keeps its stall count across a retry, so queueing it again would cost a worker
+ * per attempt from then on).
  */
 export const OUTBOX_MAX_STALLED_COUNT = 5;
 
@@ -17,19 +21,17 @@ export function isStallFailure(err: Error | undefined | null): boolean {
 }
 
 /**
- * A job failed by stalling is not given up: it goes back to the queue (same id), as long as it
- * has attempts left (a job that keeps killing its worker ends after its attempts). Returns false
- * when it is out of attempts or the retry failed (Redis away): the queue reconciler then retries
- * it (redispatchUnsettled), since its outbox row stays unsettled.
+ * The `failed` handler of an outbox consumer: logs the attempt and returns whether the job is
+ * given up (out of attempts, unrecoverable, or stalled past OUTBOX_MAX_STALLED_COUNT, which
+ * BullMQ fails as unrecoverable), in which case the caller settles its outbox row so the queue
+ * reconciler does not queue it again.
  */
-export async function requeueStalled(job: Job, log: Logger, what: string): Promise<boolean> {
-  if (job.attemptsMade >= (job.opts.attempts ?? 1)) return false;
-  try {
-    await job.retry('failed');
-    log.warn(`${what}: its workers died ${OUTBOX_MAX_STALLED_COUNT}+ times in a row; queued again (attempt ${job.attemptsMade})`);
-    return true;
-  } catch (e) {
-    log.warn(`${what}: queueing it again after its workers died failed (the queue reconciler will): ${e instanceof Error ? e.message : e}`);
-    return false;
-  }
+export function outboxJobFailed(job: Job<OutboxJobData>, err: Error, log: Logger, what: string): boolean {
+  const stalled = isStallFailure(err);
+  const final = stalled || err instanceof UnrecoverableError || err.name === 'UnrecoverableError' || job.attemptsMade >= (job.opts.attempts ?? 1);
+  const why = stalled ? `its workers died more than ${OUTBOX_MAX_STALLED_COUNT} times in a row` : err.message;
+  const line = `${what} (outbox ${job.data.outboxId}) attempt ${job.attemptsMade} failed${final ? ', giving up' : ''}: ${why}`;
+  if (final) log.error(line);
+  else log.warn(line);
+  return final;
 }

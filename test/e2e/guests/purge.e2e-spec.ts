@@ -6,9 +6,10 @@ import { APP_CONFIG, AppConfig } from '../../../src/config/config';
 import { resetConfigForTests } from '../../../src/config/config.module';
 import { GuestsWorkerModule } from '../../../src/modules/guests/guests.module';
 import { GUEST_PURGE_SCHEDULER_ID, GuestPurgeScheduler, MAINTENANCE_QUEUE } from '../../../src/modules/guests/purge/guest-purge.scheduler';
-import { GuestPurgeService, PurgeAlreadyRunningError } from '../../../src/modules/guests/purge/guest-purge.service';
+import { GUEST_PURGE_RUN, GuestPurgeService, PurgeAlreadyRunningError } from '../../../src/modules/guests/purge/guest-purge.service';
 import { CliIo, runCli } from '../../../src/cli';
 import { ExpiredRowsSweeper } from '../../../src/shared/maintenance/expired-rows.sweeper';
+import { RunLeaseLostError } from '../../../src/shared/maintenance/run-lock';
 import { KernelModule } from '../../../src/shared/kernel.module';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createIsolatedTestApp } from '../../setup/isolated-db';
@@ -144,7 +145,7 @@ describe('guest purge (spec 3.1, 8)', () => {
   });
 });
 
-// on a database of its own: it sweeps expired rows and holds the purge's run lock, which other
+// on a database of its own: it sweeps expired rows and holds the purge's lease, which other
 // files on the shared database must not meet
 describe('guest purge: concurrency, failures and retention changes during a run', () => {
   let t: TestApp & { databaseUrl: string };
@@ -167,6 +168,21 @@ describe('guest purge: concurrency, failures and retention changes during a run'
   }
   const oneStale = async (tenant: TenantFixture) => (await t.db.query<{ id: string }>(`SELECT id FROM users WHERE tenant_id = $1 AND is_anonymous LIMIT 1`, [tenant.id]))[0].id;
   const left = async (tenant: TenantFixture) => (await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM users WHERE tenant_id = $1 AND is_anonymous`, [tenant.id]))[0].n;
+  const runRow = async () =>
+    (await t.db.query<{ holder: string | null; running_until: Date | null; last_completed_at: Date | null }>(`SELECT holder, running_until, last_completed_at FROM maintenance_runs WHERE job = $1`, [GUEST_PURGE_RUN]))[0];
+  async function cliPurge(): Promise<{ code: number; out: string }> {
+    const out: string[] = [];
+    const io: CliIo = { out: (l) => out.push(l), err: (l) => out.push(l) };
+    const saved = process.env.DATABASE_URL;
+    process.env.DATABASE_URL = t.databaseUrl;
+    resetConfigForTests();
+    try {
+      return { code: await runCli(['guests:purge'], io), out: out.join('\n') };
+    } finally {
+      process.env.DATABASE_URL = saved;
+      resetConfigForTests();
+    }
+  }
 
   it('one run at a time: a second purge (worker or CLI) while one runs deletes nothing and says so', async () => {
     const big = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
@@ -176,18 +192,9 @@ describe('guest purge: concurrency, failures and retention changes during a run'
       const first = purge.runOnce();
       await new Promise((r) => setTimeout(r, 300));
       await expect(purge.runOnce()).rejects.toBeInstanceOf(PurgeAlreadyRunningError);
-      const out: string[] = [];
-      const io: CliIo = { out: (l) => out.push(l), err: (l) => out.push(l) };
-      const saved = process.env.DATABASE_URL;
-      process.env.DATABASE_URL = t.databaseUrl;
-      resetConfigForTests();
-      try {
-        expect(await runCli(['guests:purge'], io)).toBe(1);
-      } finally {
-        process.env.DATABASE_URL = saved;
-        resetConfigForTests();
-      }
-      expect(out.join('\n')).toMatch(/a guest purge is already running/);
+      const cli = await cliPurge();
+      expect(cli.code).toBe(1);
+      expect(cli.out).toMatch(/a guest purge is already running/);
       expect((await first).perTenant.find((x) => x.tenantId === big.id)?.deleted).toBe(1000);
     } finally {
       await drop();
@@ -195,6 +202,59 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     expect(await left(big)).toBe(3);
     // once it has finished, the next run goes ahead
     expect((await purge.runOnce()).perTenant.find((x) => x.tenantId === big.id)?.deleted).toBe(3);
+  });
+
+  it('the run lock is a lease row, not connection state (a transaction-mode pooler may run each statement on another server connection): a live lease refuses the run, an expired one (its holder died) is taken over, a finished run releases it and records its completion', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(t, tenant, 2, 45);
+    await t.db.query(
+      `INSERT INTO maintenance_runs (job, last_completed_at, holder, running_until) VALUES ($1, now() - interval '3 days', 'dead-worker', now() + interval '1 minute')
+       ON CONFLICT (job) DO UPDATE SET last_completed_at = EXCLUDED.last_completed_at, holder = EXCLUDED.holder, running_until = EXCLUDED.running_until`,
+      [GUEST_PURGE_RUN],
+    );
+    const before = (await runRow()).last_completed_at!;
+    await expect(purge.runOnce()).rejects.toBeInstanceOf(PurgeAlreadyRunningError);
+    const cli = await cliPurge();
+    expect(cli.code).toBe(1);
+    expect(cli.out).toMatch(/a guest purge is already running/);
+    expect(await left(tenant)).toBe(2);
+    expect(await runRow()).toMatchObject({ holder: 'dead-worker', last_completed_at: before });
+    // the holder died: its lease runs out and the next run takes it over
+    await t.db.query(`UPDATE maintenance_runs SET running_until = now() - interval '1 second' WHERE job = $1`, [GUEST_PURGE_RUN]);
+    expect((await purge.runOnce()).perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(2);
+    const row = await runRow();
+    expect(row).toMatchObject({ holder: null, running_until: null });
+    expect(Date.now() - row.last_completed_at!.getTime()).toBeLessThan(60_000);
+  });
+
+  it('the lease is held in the row while the run goes on, renewed after each tenant; a run whose lease another took over (it expired) stops and records nothing', async () => {
+    const a = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    const b = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    const [first, second] = [a, b].sort((x, y) => (x.id < y.id ? -1 : 1)); // the run goes in tenant id order
+    await staleGuests(t, first, 1, 45);
+    await staleGuests(t, second, 2, 45);
+    const before = (await runRow())?.last_completed_at ?? null;
+    const drop = await onUserDelete(`OLD.tenant_id = '${first.id}'`, 'PERFORM pg_sleep(0.8)');
+    try {
+      const run = purge.runOnce();
+      run.catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 300));
+      const held = await runRow();
+      expect(held.holder).toEqual(expect.any(String));
+      expect(held.running_until!.getTime()).toBeGreaterThan(Date.now());
+      // and nothing tied to a server connection (a session advisory lock would stay with the
+      // connection a transaction-mode pooler happened to hand out)
+      expect(await t.db.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)).toHaveLength(0);
+      // as if its lease had run out and another run had taken it
+      await t.db.query(`UPDATE maintenance_runs SET holder = 'other-run', running_until = now() + interval '1 minute' WHERE job = $1`, [GUEST_PURGE_RUN]);
+      await expect(run).rejects.toBeInstanceOf(RunLeaseLostError);
+    } finally {
+      await drop();
+    }
+    expect(await left(first)).toBe(0); // the tenant in progress finished
+    expect(await left(second)).toBe(2); // the rest is the other run's
+    expect(await runRow()).toMatchObject({ holder: 'other-run', last_completed_at: before });
+    await t.db.query(`UPDATE maintenance_runs SET holder = NULL, running_until = NULL WHERE job = $1`, [GUEST_PURGE_RUN]);
   });
 
   it("a tenant whose delete fails is logged and skipped; the run goes on with the other tenants, and the next run takes it", async () => {

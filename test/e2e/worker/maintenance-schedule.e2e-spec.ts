@@ -1,9 +1,10 @@
 import { INestApplicationContext } from '@nestjs/common';
 import { Queue } from 'bullmq';
-import { GUEST_PURGE_JOB, GUEST_PURGE_PATTERN, GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
+import { GUEST_PURGE_CATCH_UP_AFTER_MS, GUEST_PURGE_JOB, GUEST_PURGE_PATTERN, GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
 import { EXPIRED_ROWS_SCHEDULER_ID } from '../../../src/shared/maintenance/expired-rows.sweeper';
-import { MAINTENANCE_QUEUE } from '../../../src/shared/maintenance/maintenance.scheduler';
+import { catchUpJobId, MAINTENANCE_QUEUE, MaintenanceScheduler } from '../../../src/shared/maintenance/maintenance.scheduler';
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
+import { QueueReconciler } from '../../../src/shared/outbox/queue-reconciler';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { createTestApp, TestApp } from '../../setup/app';
 import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
@@ -12,9 +13,10 @@ import { eventually, sleep } from '../webhooks/webhook-helpers';
 
 /**
  * The maintenance schedules across worker restarts: a run that fell due while no worker was up
- * is not dropped by the next start, a purge that has not completed for a day runs at once (once
- * however many workers start), schedules this release does not declare are removed, a job of
- * another release is put back rather than failed.
+ * is not dropped by the next start, a purge that has not completed for 26 hours runs at once
+ * (once however many workers start, recorded once), a run skipped because another holds the
+ * purge's lease is not recorded, schedules this release does not declare are removed (at start
+ * and on every reconciler pass), a job of another release is put back rather than failed.
  */
 describe('worker maintenance: schedules across restarts', () => {
   let isolated: IsolatedDatabase;
@@ -43,7 +45,16 @@ describe('worker maintenance: schedules across restarts', () => {
   }
   const guestsLeft = async (tenant: TenantFixture) =>
     (await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM users WHERE tenant_id = $1 AND is_anonymous`, [tenant.id]))[0].n;
-  const lastPurge = async () => (await t.db.query<{ at: Date }>(`SELECT last_completed_at AS at FROM maintenance_runs WHERE job = $1`, [GUEST_PURGE_JOB]))[0]?.at;
+  const lastPurge = async () => (await t.db.query<{ at: Date | null }>(`SELECT last_completed_at AS at FROM maintenance_runs WHERE job = $1`, [GUEST_PURGE_JOB]))[0]?.at;
+  /** Sets the purge's last completed run `hours` ago. */
+  const purgedHoursAgo = (hours: number) =>
+    t.db.query(
+      `INSERT INTO maintenance_runs (job, last_completed_at) VALUES ($1, now() - make_interval(hours => $2))
+       ON CONFLICT (job) DO UPDATE SET last_completed_at = EXCLUDED.last_completed_at, running_until = NULL, holder = NULL`,
+      [GUEST_PURGE_JOB, hours],
+    );
+  /** Resolves once the catch-up job has run (or was never queued); it is removed when it completes. */
+  const catchUpDone = () => eventually(async () => !(await queue.getJob(catchUpJobId(GUEST_PURGE_JOB))), 15_000, 'the catch-up job to finish');
 
   beforeAll(async () => {
     isolated = await createIsolatedDatabase();
@@ -60,15 +71,25 @@ describe('worker maintenance: schedules across restarts', () => {
     await isolated?.drop();
   });
 
-  it('a worker that finds no purge completed within a day runs one at once, once however many workers start', async () => {
+  it('a worker that finds no purge completed within 26 hours runs one at once, once however many workers start, recorded once', async () => {
     const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
     await staleGuests(tenant, 1003);
-    await t.db.query(`INSERT INTO maintenance_runs (job, last_completed_at) VALUES ($1, now() - interval '25 hours')
-                      ON CONFLICT (job) DO UPDATE SET last_completed_at = EXCLUDED.last_completed_at`, [GUEST_PURGE_JOB]);
+    await purgedHoursAgo(27);
+    // every write of a completed run
+    await t.db.query(`CREATE TABLE IF NOT EXISTS test_run_records (job text, at timestamptz)`);
+    await t.db.query(`TRUNCATE test_run_records`);
+    await t.db.query(`CREATE OR REPLACE FUNCTION test_run_record() RETURNS trigger LANGUAGE plpgsql AS $$
+                      BEGIN INSERT INTO test_run_records VALUES (NEW.job, NEW.last_completed_at); RETURN NEW; END $$`);
+    await t.db.query(`CREATE OR REPLACE TRIGGER test_run_record AFTER INSERT OR UPDATE OF last_completed_at ON maintenance_runs FOR EACH ROW
+                      WHEN (NEW.last_completed_at IS NOT NULL) EXECUTE FUNCTION test_run_record()`);
     await Promise.all([start(), start()]);
     await eventually(async () => (await guestsLeft(tenant)) === 3, 15_000, 'the catch-up purge');
-    expect(await lastPurge()).toBeInstanceOf(Date);
-    expect(Date.now() - (await lastPurge()).getTime()).toBeLessThan(60_000);
+    // recorded once the run has finished (sessions marked ended, profiles invalidated), not as its deletes commit
+    const at = await eventually(async () => {
+      const last = await lastPurge();
+      return last && Date.now() - last.getTime() < 60_000 && last;
+    }, 10_000, 'the catch-up purge to be recorded');
+    expect(at).toBeInstanceOf(Date);
     // one run, not one per worker (a second would take the last 3), and no second one at the next start
     await sleep(1000);
     await start();
@@ -76,11 +97,47 @@ describe('worker maintenance: schedules across restarts', () => {
     expect(await guestsLeft(tenant)).toBe(3);
     const audits = await t.db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'guests.purged'`, [tenant.id]);
     expect(audits).toHaveLength(1);
+    expect(await t.db.query(`SELECT 1 FROM test_run_records WHERE job = $1`, [GUEST_PURGE_JOB])).toHaveLength(1);
+    await t.db.query(`DROP TRIGGER test_run_record ON maintenance_runs`);
     // the daily schedule is still there, next at 02:30 UTC
     const s = await queue.getJobScheduler(GUEST_PURGE_SCHEDULER_ID);
     expect(s?.pattern).toBe(GUEST_PURGE_PATTERN);
     expect(new Date(s!.next!).getUTCHours()).toBe(2);
   }, 60_000);
+
+  it('a purge completed 25 hours ago (today\'s 02:30 run still under way) queues no catch-up', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(tenant, 2);
+    await purgedHoursAgo(25);
+    const before = await lastPurge();
+    const w = await start();
+    expect(await w.get(MaintenanceScheduler).catchUp()).toBe(0);
+    await sleep(1000);
+    expect(await guestsLeft(tenant)).toBe(2);
+    expect(await lastPurge()).toEqual(before);
+    expect(GUEST_PURGE_CATCH_UP_AFTER_MS).toBe(26 * 3600_000);
+  }, 30_000);
+
+  it('a catch-up skipped because another run holds the lease is not recorded as a completed run; it runs once the lease is gone', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(tenant, 2);
+    await purgedHoursAgo(27);
+    const before = await lastPurge();
+    // a CLI run (or another worker's) under way, on whatever connection
+    await t.db.query(`UPDATE maintenance_runs SET holder = 'cli-elsewhere', running_until = now() + interval '1 hour' WHERE job = $1`, [GUEST_PURGE_JOB]);
+    const w = await start();
+    await catchUpDone();
+    expect(await guestsLeft(tenant)).toBe(2);
+    expect(await lastPurge()).toEqual(before);
+    // still due: the next reconciler pass queues it again, and once the lease is gone it runs
+    await t.db.query(`UPDATE maintenance_runs SET running_until = now() - interval '1 second' WHERE job = $1`, [GUEST_PURGE_JOB]);
+    expect(await w.get(MaintenanceScheduler).catchUp()).toBe(1);
+    await eventually(async () => (await guestsLeft(tenant)) === 0, 15_000, 'the catch-up purge');
+    await eventually(async () => {
+      const last = await lastPurge();
+      return last && Date.now() - last.getTime() < 60_000;
+    }, 10_000, 'the catch-up purge to be recorded');
+  }, 40_000);
 
   it('a scheduled run that fell due while no worker was up runs when one starts (the start does not replace the schedule)', async () => {
     await start();
@@ -112,6 +169,16 @@ describe('worker maintenance: schedules across restarts', () => {
       expect(opts?.attempts).toBeGreaterThan(1);
       expect(opts?.backoff).toBeDefined();
     }
+  }, 30_000);
+
+  it('a schedule another release re-creates during a rolling deploy (its reconciler pass) is removed again by the next pass', async () => {
+    const w = await start();
+    // an old worker's pass puts back the schedule its release declares
+    await queue.upsertJobScheduler('retired-job-daily', { pattern: '0 3 * * *', tz: 'UTC' }, { name: 'retired-job' });
+    await w.get(QueueReconciler).runOnce();
+    const ids = (await queue.getJobSchedulers(0, -1)).map((s) => s.id ?? s.key).sort();
+    expect(ids).toEqual([EXPIRED_ROWS_SCHEDULER_ID, GUEST_PURGE_SCHEDULER_ID].sort());
+    expect((await queue.getDelayed()).filter((j) => j.name === 'retired-job')).toHaveLength(0);
   }, 30_000);
 
   it('a maintenance job of a name this release does not know (another release) is put back, not failed', async () => {

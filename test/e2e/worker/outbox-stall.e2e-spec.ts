@@ -7,6 +7,8 @@ import { MailProcessor, SMTP_TIMEOUTS } from '../../../src/shared/mail/mail.proc
 import { MailService } from '../../../src/shared/mail/mail.service';
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
 import { outboxJobId } from '../../../src/shared/outbox/outbox-job';
+import { QueueReconciler } from '../../../src/shared/outbox/queue-reconciler';
+import { OUTBOX_MAX_STALLED_COUNT, STALLED_FAILURE } from '../../../src/shared/outbox/stalled-jobs';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { uniqueEmail } from '../../setup/app';
 import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
@@ -21,9 +23,10 @@ const SHUTDOWN_TIMEOUT_MS = 25_000;
 
 /**
  * A mail job whose worker dies (killed mid-send, lock expired) is not given up: BullMQ retries it
- * after up to 5 stalls, and a job failed by stalling is queued again instead of settling its
- * outbox row. The dying worker is a BullMQ worker of the test's that takes the job and is then
- * closed without finishing it; the stall check is the real mail worker's own (its maxStalledCount).
+ * after up to 5 stalls. One that kills its workers more often than that is given up like any
+ * final failure (failed, outbox row settled), never queued again. The dying worker is a BullMQ
+ * worker of the test's that takes the job and is then closed without finishing it; the stall
+ * check is the real mail worker's own (its maxStalledCount).
  */
 describe('worker: outbox jobs whose workers die', () => {
   let isolated: IsolatedDatabase;
@@ -102,17 +105,22 @@ describe('worker: outbox jobs whose workers die', () => {
     await eventually(() => settled(outboxId), 5_000, 'the outbox row to be settled');
   }, 60_000);
 
-  it('a mail failed by stalling more than that is queued again, not given up; its outbox row settles only once sent', async () => {
+  it('a mail whose workers die more than that is given up once: failed, its outbox row settled, never queued again (a poison job costs 6 workers, not 6 per attempt)', async () => {
     await pauseMailWorker();
     const to = uniqueEmail('stalled-often');
     const { jobId, outboxId } = await queueMail(to);
-    for (let i = 0; i < 6; i++) await dieWith(jobId);
-    expect(await settled(outboxId)).toBeNull();
+    for (let i = 0; i <= OUTBOX_MAX_STALLED_COUNT; i++) await dieWith(jobId);
     mailWorker().resume();
-    await smtp.waitFor((m) => m.to.includes(to), 10_000);
-    await eventually(() => settled(outboxId), 5_000, 'the outbox row to be settled');
+    await eventually(async () => (await email.getJobState(jobId)) === 'failed', 10_000, 'the job to fail');
+    const at = await eventually(() => settled(outboxId), 5_000, 'the outbox row to be settled');
     const job = (await email.getJob(jobId)) as Job;
-    expect(await job.getState()).toBe('completed');
+    expect(job.failedReason).toBe(STALLED_FAILURE);
+    // neither the failed handler nor the queue reconciler puts it back
+    await worker.get(QueueReconciler).runOnce();
+    await sleep(1000);
+    expect(await email.getJobState(jobId)).toBe('failed');
+    expect(smtp.messages.filter((m) => m.to.includes(to))).toHaveLength(0);
+    expect(await settled(outboxId)).toEqual(at);
   }, 60_000);
 
   it('SMTP timeouts stay below the worker shutdown timeout', () => {

@@ -7,8 +7,12 @@ export { MAINTENANCE_QUEUE } from '../../../shared/maintenance/maintenance.sched
 export const GUEST_PURGE_SCHEDULER_ID = 'guests-purge-daily';
 export const GUEST_PURGE_PATTERN = '30 2 * * *'; // spec 8: daily 02:30 UTC
 export const GUEST_PURGE_JOB = 'guests-purge';
-/** A worker that finds no purge completed within this long runs one at once (a missed 02:30). */
-export const GUEST_PURGE_CATCH_UP_AFTER_MS = 24 * 3600 * 1000;
+/**
+ * A worker that finds no purge completed within this long runs one at once (a missed 02:30):
+ * two hours over the day, so that a reconciler pass landing after yesterday's completion + 24 h,
+ * while today's run is still under way, queues no needless catch-up.
+ */
+export const GUEST_PURGE_CATCH_UP_AFTER_MS = 26 * 3600 * 1000;
 
 /** Worker-only: the daily purge as a maintenance job (BullMQ job scheduler), with its catch-up. */
 @Injectable()
@@ -30,7 +34,11 @@ export class GuestPurgeScheduler implements OnModuleInit {
     });
   }
 
-  /** A run while another (a CLI run, another worker's catch-up) is in progress leaves the work to it. */
+  /**
+   * A run while another (a CLI run, another worker's catch-up) is in progress leaves the work to
+   * it; only a run that ran is recorded (by GuestPurgeService, as it releases its lease), so a
+   * skipped one never hides a missed day from the catch-up.
+   */
   private async runScheduled(): Promise<unknown> {
     try {
       return await this.purge.runOnce();

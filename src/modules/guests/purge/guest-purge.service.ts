@@ -3,12 +3,17 @@ import { TokenRevocationService } from '../../../shared/auth/token-revocation.se
 import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
-import { recordMaintenanceRun, withRunLock } from '../../../shared/maintenance/run-lock';
+import { withRunLease } from '../../../shared/maintenance/run-lock';
 
 /** spec 8: at most this many guests per tenant per run. */
 export const PURGE_BATCH_PER_TENANT = 1000;
-/** The maintenance job name (maintenance_runs) and advisory lock of the purge. */
+/** The maintenance job name of the purge (its row of maintenance_runs: lease and last completed run). */
 export const GUEST_PURGE_RUN = 'guests-purge';
+/**
+ * The run's lease, renewed after each tenant: far above one tenant's batch (about 0.5 s, 5 s
+ * without fresh statistics), and how long a run whose process died blocks the next one.
+ */
+export const GUEST_PURGE_LEASE_MS = 5 * 60_000;
 
 export interface PurgeRunResult {
   tenants: number;
@@ -18,7 +23,7 @@ export interface PurgeRunResult {
   failedTenants: string[];
 }
 
-/** Another purge (the worker's, or another CLI run) holds the run lock: this one did nothing. */
+/** Another purge (the worker's, or another CLI run) holds the run's lease: this one did nothing. */
 export class PurgeAlreadyRunningError extends Error {
   constructor() {
     super('a guest purge is already running (the worker or another CLI run); nothing was deleted, try again once it has finished');
@@ -33,9 +38,11 @@ export class PurgeAlreadyRunningError extends Error {
  * (SKIP LOCKED on both, so the purge never waits on a lock and never deadlocks with them).
  * Locks are taken users, then sessions, then (by cascade) refresh tokens: the hourly sweep of
  * expired refresh tokens takes sessions before tokens too (ExpiredRowsSweeper), so the two never
- * deadlock. One run at a time (a session advisory lock across the run, worker and CLI alike), so
- * concurrent runs never add up past the per-run cap. A tenant whose delete fails is logged and
- * left to the next run; the other tenants go on.
+ * deadlock. One run at a time, worker and CLI alike (a lease row in maintenance_runs, renewed
+ * after each tenant: no session state, so it holds through a transaction-mode pooler), so
+ * concurrent runs never add up past the per-run cap; a completed run is recorded there as it
+ * releases the lease. A tenant whose delete fails is logged and left to the next run; the other
+ * tenants go on.
  */
 @Injectable()
 export class GuestPurgeService {
@@ -48,14 +55,14 @@ export class GuestPurgeService {
     private readonly revocation: TokenRevocationService,
   ) {}
 
-  /** One run; throws PurgeAlreadyRunningError when another run holds the lock. */
+  /** One run, recorded in maintenance_runs once completed; throws PurgeAlreadyRunningError when another run holds the lease. */
   async runOnce(): Promise<PurgeRunResult> {
-    const r = await withRunLock(this.db, GUEST_PURGE_RUN, () => this.run());
+    const r = await withRunLease(this.db, GUEST_PURGE_RUN, GUEST_PURGE_LEASE_MS, (renew) => this.run(renew), this.logger);
     if (!r.acquired) throw new PurgeAlreadyRunningError();
     return r.result;
   }
 
-  private async run(): Promise<PurgeRunResult> {
+  private async run(renew: () => Promise<void>): Promise<PurgeRunResult> {
     const tenants = await this.db.query<{ id: string }>(
       `SELECT t.id FROM tenants t
         WHERE EXISTS (SELECT 1 FROM users u WHERE u.tenant_id = t.id AND u.is_anonymous
@@ -71,12 +78,13 @@ export class GuestPurgeService {
         failedTenants.push(t.id);
         this.logger.error(`guest purge of tenant ${t.id} failed (the next run takes it again): ${err instanceof Error ? err.message : err}`);
       }
+      // still ours (a run that lost its lease stops here: another run has taken over)
+      await renew();
     }
     const total = perTenant.reduce((a, b) => a + b.deleted, 0);
     this.logger.log(`guest purge: ${total} guests deleted across ${perTenant.length} tenants${failedTenants.length ? `, ${failedTenants.length} failed` : ''}`);
     // nothing went through (PostgreSQL away ...): fail, so the job's attempts retry it
     if (failedTenants.length && !perTenant.length) throw new Error(`guest purge failed for every tenant (${failedTenants.length})`);
-    await recordMaintenanceRun(this.db, GUEST_PURGE_RUN).catch((e: Error) => this.logger.warn(`recording the purge run: ${e.message}`));
     return { tenants: perTenant.length, deleted: total, perTenant, failedTenants };
   }
 

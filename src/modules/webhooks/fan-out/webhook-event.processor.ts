@@ -5,7 +5,7 @@ import { Job } from 'bullmq';
 import { Db } from '../../../shared/db/db.service';
 import { OutboxJobData, settleOutboxRow } from '../../../shared/outbox/outbox-job';
 import { outageLog } from '../../../shared/redis/outage-log';
-import { isStallFailure, OUTBOX_MAX_STALLED_COUNT, requeueStalled } from '../../../shared/outbox/stalled-jobs';
+import { OUTBOX_MAX_STALLED_COUNT, outboxJobFailed } from '../../../shared/outbox/stalled-jobs';
 import { WEBHOOK_TOPIC } from '../webhook-events';
 import { FanOutWebhookEventCommand } from './fan-out-event.command';
 
@@ -25,19 +25,10 @@ export class WebhookEventProcessor extends WorkerHost {
     return this.commandBus.execute(new FanOutWebhookEventCommand(job.data));
   }
 
+  /** Given up for good (out of attempts, or killing its workers): settled, so the queue reconciler does not queue it again. */
   @OnWorkerEvent('failed')
   onFailed(job: Job<OutboxJobData> | undefined, err: Error): void {
-    if (!job) return;
-    this.log.warn(`webhook fan-out of ${job.data.eventType} (outbox ${job.data.outboxId}) attempt ${job.attemptsMade} failed: ${err.message}`);
-    // its workers died, the fan-out did not fail: queued again, the outbox row stays unsettled
-    if (isStallFailure(err)) {
-      void requeueStalled(job, this.log, `webhook fan-out of ${job.data.eventType} (outbox ${job.data.outboxId})`).then((again) => {
-        if (!again && job.attemptsMade >= (job.opts.attempts ?? 1)) void this.settle(job);
-      });
-      return;
-    }
-    // given up for good: settled, so the queue reconciler does not queue it again
-    if (job.attemptsMade >= (job.opts.attempts ?? 1)) void this.settle(job);
+    if (job && outboxJobFailed(job, err, this.log, `webhook fan-out of ${job.data.eventType}`)) void this.settle(job);
   }
 
   private settle(job: Job<OutboxJobData>): Promise<void> {
