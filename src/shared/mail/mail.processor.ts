@@ -54,6 +54,10 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     if (typeof to !== 'string' || !to || !isMailTemplate(template)) {
       throw new UnrecoverableError(`outbox ${job.data.outboxId}: not a mail (template ${String(template)})`);
     }
+    // an address with a second @ (a quoted local part, stored before they were refused) is read
+    // differently by mail software: nodemailer sends "x@evil.com"@a.com to x@evil.com@a.com. Never
+    // sent, rather than sent to a mailbox that may be someone else's
+    if (to.indexOf('@') !== to.lastIndexOf('@')) throw new UnrecoverableError(`outbox ${job.data.outboxId}: the recipient address is ambiguous (a quoted local part); not sent`);
     const secret = openOutboxSecret(this.cipher, job.data) ?? {};
     let mail;
     try {

@@ -188,6 +188,18 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(await redis.hget(await jobKey('not-consumed', other), 'name')).toBe('thing.happened');
   });
 
+  it('never sends to an ambiguous stored address (a quoted local part with an @): given up at once, nothing reaches SMTP', async () => {
+    const events = worker.get(EventsService);
+    const local = uniqueEmail('quoted').split('@')[0];
+    const to = `"${local}@evil.example"@example.com`;
+    await db.tx((tx) => events.outbox(tx, { tenantId: tenant.id, topic: 'email', eventType: 'email.password_reset', payload: { to, template: 'password_reset', data: {} } }));
+    const [row] = await db.query<{ id: string }>(`SELECT id FROM outbox WHERE payload->>'to' = $1`, [to]);
+    const failed = await waitForJob('email', row.id);
+    expect(failed.failedReason).toMatch(/ambiguous/);
+    expect(failed.atm).toBe('1');
+    expect(smtp.messages.some((m) => m.to.some((r) => r.includes(local)))).toBe(false);
+  });
+
   it('after PostgreSQL went back in time (a restore, a lagging replica) a row that gets an id again is still sent, though Redis holds the old job of that id', async () => {
     const first = uniqueEmail('before-restore');
     await send({ to: first, template: 'password_reset', secret: { token: 'before-restore-token' } });
