@@ -7,6 +7,7 @@ export const ERROR_CATALOG = {
   'request/malformed_json': { status: 400, title: 'The request body is not valid JSON' },
   'request/unsupported_media_type': { status: 415, title: 'Unsupported content type' },
   'request/too_large': { status: 413, title: 'The request body is too large' },
+  'request/uri_too_long': { status: 414, title: 'A path segment is too long' },
   'request/not_found': { status: 404, title: 'Not found' },
   'request/method_not_allowed': { status: 405, title: 'Method not allowed' },
   'request/invalid_cursor': { status: 400, title: 'The pagination cursor is invalid' },

@@ -120,7 +120,7 @@ function fromFrameworkError(err: { statusCode?: number; code?: string; message?:
     return new AppError('request/malformed_json');
   if (status === 404) return new AppError('request/not_found');
   if (err.code === 'FST_ERR_BAD_URL') return new AppError('request/invalid', 'The URL is not valid (a malformed percent-encoding)');
-  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return new AppError('request/invalid', 'A path segment is too long', { status: 414 });
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return new AppError('request/uri_too_long', 'A path segment is longer than 2,048 characters');
   if (err.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return new AppError('request/invalid', 'Invalid Content-Length');
   // the client went away before its body arrived (Node's request 'aborted': no syscall, unlike a
   // socket error of PostgreSQL or Redis, which is a server fault): its fault, nobody reads the answer

@@ -315,7 +315,7 @@ describe('input hardening: odd bodies, characters and requests', () => {
       expectInvalid(r);
     }
     const long = await t.http().get(`/v1/auth/dashboard/tenants/${'a'.repeat(9000)}/api-keys`);
-    expectInvalid(long, 414);
+    expectInvalid(long, 414, 'request/uri_too_long');
   });
 
   const sendRaw = async (request: string | Buffer): Promise<string> => {
