@@ -1,4 +1,5 @@
 import { ArgumentMetadata, Injectable, Param, ParseUUIDPipe } from '@nestjs/common';
+import { ApiParam } from '@nestjs/swagger';
 import { AppError } from '../errors/app-error';
 import { ErrorCode } from '../errors/error-codes';
 
@@ -14,5 +15,10 @@ class CanonicalUuidPipe extends ParseUUIDPipe {
  * A path id that must be a UUID. A malformed id answers the same 404 (with the resource's code)
  * as an unknown id or another tenant's: one body for all three, nothing to tell them apart.
  */
-export const UuidParam = (name: string, notFound: ErrorCode = 'request/not_found') =>
-  Param(name, new CanonicalUuidPipe({ exceptionFactory: () => new AppError(notFound) }));
+export const UuidParam =
+  (name: string, notFound: ErrorCode = 'request/not_found'): ParameterDecorator =>
+  (target, key, index) => {
+    Param(name, new CanonicalUuidPipe({ exceptionFactory: () => new AppError(notFound) }))(target, key, index);
+    // documented as a UUID in the OpenAPI document (the route's own parameter, not a plain string)
+    if (key !== undefined) ApiParam({ name, type: String, format: 'uuid' })(target, key, Object.getOwnPropertyDescriptor(target, key)!);
+  };

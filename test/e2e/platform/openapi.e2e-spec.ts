@@ -243,6 +243,18 @@ describe('platform: the OpenAPI document', () => {
     expect(resolve(form).additionalProperties).toBeUndefined();
   });
 
+  it('documents every id path parameter (agents, OAuth clients, API keys, webhooks) as a UUID, once per operation', () => {
+    const ids: string[] = [];
+    for (const [path, , op] of operations()) {
+      for (const name of [...path.matchAll(/\{(agentId|agentClientId|clientId|id)\}/g)].map((m) => m[1])) {
+        const params = (op.parameters ?? []).filter((p) => p.in === 'path' && p.name === name);
+        ids.push(`${path} ${name} ${params.length} ${params[0]?.schema?.format}`);
+      }
+    }
+    expect(ids.length).toBeGreaterThanOrEqual(17);
+    for (const id of ids) expect(id).toMatch(/ 1 uuid$/);
+  });
+
   it('types the agent text fields as strings and documents 413 and 415 where a body is taken', () => {
     const agent = doc.components.schemas.RegisterAgentRequestDto.properties!;
     for (const f of ['description', 'agent_class', 'logo_url']) expect([f, agent[f].type]).toEqual([f, 'string']);
