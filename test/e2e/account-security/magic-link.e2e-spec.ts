@@ -42,7 +42,7 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
     tenant = await tenantWithKey(w.t, { magic_link_enabled: true });
     other = await tenantWithKey(w.t, { magic_link_enabled: true });
     clientId = await createClient(tenant, [REDIRECT]);
-    // a native app's private-use scheme (RFC 8252 7.1); the dashboard endpoint takes http(s) only
+    // a native app's private-use scheme (RFC 8252 7.1), added as a client registered before such schemes were accepted
     await w.t.db.query(`UPDATE oauth_clients SET redirect_uris = redirect_uris || '{com.example.app:/oauth}'::text[] WHERE id = $1`, [clientId]);
     otherClientId = await createClient(other, [REDIRECT]);
   });
@@ -196,6 +196,17 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
       await w.t.db.query(`UPDATE oauth_clients SET revoked_at = now() WHERE id = $1`, [revoked]);
       const u = await register(w.t, tenant.apiKey);
       expect((await request({ email: u.email, oauth_params: params({ client_id: revoked }) }).expect(400)).body.code).toBe('oauth_params/invalid_redirect_uri');
+    });
+
+    it("revoking a client ends the sign-ins under way for it (links mailed with its authorization request); another client's go on", async () => {
+      const doomed = await createClient(tenant, [REDIRECT]);
+      const u = await register(w.t, tenant.apiKey);
+      const link = await requestToken(u.email, { oauth_params: params({ client_id: doomed }) });
+      const v = await register(w.t, tenant.apiKey);
+      const kept = await requestToken(v.email, { oauth_params: params() });
+      await w.t.http().delete(`/v1/auth/dashboard/tenants/${tenant.slug}/oauth-clients/${doomed}`).set('Cookie', tenant.cookie).set('X-CSRF-Token', tenant.csrf).expect(200);
+      expect((await verify({ token: link }).expect(400)).body.code).toBe('token/invalid');
+      expect((await verify({ token: kept }).expect(200)).body.oauth_params).toEqual(params());
     });
 
     it.each([

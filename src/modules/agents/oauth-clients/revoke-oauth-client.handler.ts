@@ -29,6 +29,14 @@ export class RevokeOAuthClientHandler implements ICommandHandler<RevokeOAuthClie
       );
       // a repeat (or a racing loser): 200 with the existing revoked_at, no second event
       if (!won) return toOAuthClientResponse(await findTenantOAuthClient(tx, tenantId, cmd.clientId));
+      // sign-ins already under way for this client (a magic link or an email code mailed with its
+      // authorization request, an MFA challenge after one) would hand its redirect_uri back once
+      // completed: they end with it (the user asks again, without the revoked client)
+      const params = [tenantId, won.id];
+      const live = `tenant_id = $1 AND oauth_params->>'client_id' = $2 AND expires_at > now()`;
+      await tx.query(`UPDATE account_tokens SET used_at = now() WHERE ${live} AND used_at IS NULL`, params);
+      await tx.query(`UPDATE email_otp_codes SET consumed_at = now() WHERE ${live} AND consumed_at IS NULL`, params);
+      await tx.query(`UPDATE mfa_challenges SET used_at = now() WHERE ${live} AND used_at IS NULL`, params);
       await this.events.audit(tx, {
         tenantId,
         type: 'oauth_client.revoked',
