@@ -1,4 +1,4 @@
-import { DEV_KEY_ENCRYPTION_KEY, loadConfig, meetsOwaspArgon2id, OWASP_ARGON2ID_ROWS } from './config';
+import { DEV_KEY_ENCRYPTION_KEY, loadConfig, meetsOwaspArgon2id, OWASP_ARGON2ID_ROWS, parseDnsServers } from './config';
 
 describe('loadConfig', () => {
   const kek = Buffer.alloc(32, 1).toString('base64');
@@ -70,5 +70,58 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ NODE_ENV: 'production', ARGON2_MEMORY_KIB: '4096', ARGON2_TIME_COST: '3' })).toThrow(/below every OWASP/);
     // tests may set any cost
     expect(() => loadConfig({ NODE_ENV: 'test', ARGON2_MEMORY_KIB: '1024', ARGON2_TIME_COST: '1' })).not.toThrow();
+  });
+
+  describe('WEBHOOK_DNS_SERVERS', () => {
+    it('is parsed once into webhookDnsServers (trimmed, empty entries dropped); empty: the system servers', () => {
+      expect(loadConfig({ NODE_ENV: 'development' }).webhookDnsServers).toEqual([]);
+      expect(loadConfig({ NODE_ENV: 'development', WEBHOOK_DNS_SERVERS: ' 1.1.1.1 , 8.8.8.8:5353,,[2606:4700::1111]:53, [::1], 2001:4860:4860::8888 ' }).webhookDnsServers).toEqual([
+        '1.1.1.1',
+        '8.8.8.8:5353',
+        '[2606:4700::1111]:53',
+        '[::1]',
+        '2001:4860:4860::8888',
+      ]);
+      for (const ok of ['127.0.0.1:1', '127.0.0.1:65535', '::1', '[::1]:53']) expect(parseDnsServers(ok)).toEqual({ servers: [ok], problems: [] });
+    });
+
+    // 1.1.1.1:0 passed the old pattern and then aborted the process (a C++ assertion in
+    // setServers) at the first webhook lookup; the others made every lookup throw
+    it.each([
+      '1.1.1.1:0',
+      '[::1]:0',
+      '1.1.1.1:65536',
+      '1.1.1.1:99999',
+      '1.1.1.1:',
+      '1.1.1.1:53:53',
+      '1.1.1.1:+53',
+      '[::1]:',
+      '[::1]53',
+      '[1.1.1.1]:53',
+      '999.1.1.1',
+      '1.1.1',
+      ':',
+      '::::::::',
+      'dns.google',
+      '8.8.8.8, 999.1.1.1',
+    ])('refuses %j at boot, naming WEBHOOK_DNS_SERVERS', (bad) => {
+      expect(() => loadConfig({ NODE_ENV: 'development', WEBHOOK_DNS_SERVERS: bad })).toThrow(/WEBHOOK_DNS_SERVERS: "[^"]+" is not valid/);
+      expect(parseDnsServers(bad).problems).toHaveLength(1);
+    });
+
+    it('lists every bad entry among the other problems', () => {
+      const err = (() => {
+        try {
+          loadConfig({ NODE_ENV: 'development', PORT: 'abc', WEBHOOK_DNS_SERVERS: '1.1.1.1:0, 8.8.8.8, :' });
+        } catch (e) {
+          return (e as Error).message;
+        }
+        return '';
+      })();
+      expect(err).toMatch(/PORT/);
+      expect(err).toContain('"1.1.1.1:0" is not valid');
+      expect(err).toContain('":" is not valid');
+      expect(err).not.toContain('"8.8.8.8"');
+    });
   });
 });

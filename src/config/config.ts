@@ -2,7 +2,9 @@ import 'reflect-metadata';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { Resolver } from 'dns';
 import * as dotenv from 'dotenv';
+import { isIP } from 'net';
 import { plainToInstance, Transform } from 'class-transformer';
 import {
   IsBoolean,
@@ -133,12 +135,9 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) @Max(100) WEBHOOK_CONCURRENCY = 10;
   @Transform(toInt) @IsInt() @Min(1) @Max(100) WEBHOOK_CONCURRENCY_PER_TENANT = 3;
   // DNS servers webhook host names are resolved with (c-ares, not /etc/hosts): comma-separated
-  // `ip`, `ip:port` or `[ipv6]:port`; empty: the system's (resolv.conf)
-  @IsString()
-  @Matches(/^\s*((\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?|\[[0-9a-fA-F:.]+\](:\d{1,5})?|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*)\s*(,\s*|$))*$/, {
-    message: 'WEBHOOK_DNS_SERVERS must be a comma-separated list of ip, ip:port or [ipv6]:port',
-  })
-  WEBHOOK_DNS_SERVERS = '';
+  // `ip`, `ipv4:port`, `[ipv6]` or `[ipv6]:port`; empty: the system's (resolv.conf). Each entry is
+  // parsed by parseDnsServers and the list tried on a dns.Resolver at boot (loadConfig)
+  @IsString() WEBHOOK_DNS_SERVERS = '';
 
   // TOTP MFA (src/modules/mfa): POST /v1/auth/mfa/verify per client address; MFA enrollment-only token lifetime
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN = 30;
@@ -169,6 +168,8 @@ export type AppConfig = Readonly<
     keyEncryptionKey: Buffer;
     corsOrigins: string[];
     turnstileHostnames: string[];
+    /** WEBHOOK_DNS_SERVERS parsed and checked (parseDnsServers); empty: the system's servers */
+    webhookDnsServers: string[];
   }
 >;
 
@@ -197,6 +198,41 @@ export function meetsOwaspArgon2id(memoryKib: number, timeCost: number): boolean
   return OWASP_ARGON2ID_ROWS.some(([m, t]) => memoryKib >= m && timeCost >= t);
 }
 
+const DNS_SERVERS_FORM = 'WEBHOOK_DNS_SERVERS must be a comma-separated list of ip, ipv4:port, [ipv6] or [ipv6]:port (port 1-65535)';
+
+/**
+ * WEBHOOK_DNS_SERVERS as dns.Resolver.setServers takes it, or the problems found. Every entry is
+ * parsed here (an address net.isIP accepts, a port 1-65535) and the whole list then tried on a
+ * throwaway Resolver, so that a bad value stops the start instead of every webhook lookup: Node
+ * aborts the process on port 0 (`1.1.1.1:0`, a failed assertion in C++, not an exception) and
+ * throws ERR_INVALID_IP_ADDRESS on every setServers call for `999.1.1.1`, `:` and the like.
+ * IPv6 with a port must be bracketed (`::1:53` is an address).
+ */
+export function parseDnsServers(raw: string): { servers: string[]; problems: string[] } {
+  const servers: string[] = [];
+  const problems: string[] = [];
+  const portOk = (p: string | undefined) => p === undefined || (/^\d{1,5}$/.test(p) && Number(p) >= 1 && Number(p) <= 65535);
+  for (const entry of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const bracketed = /^\[([^\]]*)\](?::([^:]*))?$/.exec(entry);
+    const v4port = /^([0-9.]+):([^:]*)$/.exec(entry);
+    const ok = bracketed
+      ? isIP(bracketed[1]) === 6 && portOk(bracketed[2])
+      : v4port
+        ? isIP(v4port[1]) === 4 && portOk(v4port[2])
+        : isIP(entry) !== 0;
+    if (ok) servers.push(entry);
+    else problems.push(`WEBHOOK_DNS_SERVERS: "${entry}" is not valid: ${DNS_SERVERS_FORM}`);
+  }
+  if (!problems.length && servers.length) {
+    try {
+      new Resolver().setServers(servers);
+    } catch (e) {
+      problems.push(`WEBHOOK_DNS_SERVERS: refused by the DNS resolver (${(e as Error).message}): ${DNS_SERVERS_FORM}`);
+    }
+  }
+  return { servers, problems };
+}
+
 /** Validates the environment into a typed, frozen config; throws with every problem listed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (env === process.env) loadDotEnv();
@@ -220,6 +256,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     problems.push(
       `ARGON2_MEMORY_KIB/ARGON2_TIME_COST: ${parsed.ARGON2_MEMORY_KIB} KiB x ${parsed.ARGON2_TIME_COST} is below every OWASP argon2id configuration (${OWASP_ARGON2ID_ROWS.map(([m, t]) => `${m} KiB x ${t}`).join(', ')})`,
     );
+  const dnsServers = parseDnsServers(parsed.WEBHOOK_DNS_SERVERS ?? '');
+  problems.push(...dnsServers.problems);
   if (problems.length) {
     throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   }
@@ -236,6 +274,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     keyEncryptionKey: kek,
     corsOrigins: parsed.CORS_ORIGINS.split(',').map((s) => s.trim()).filter(Boolean),
     turnstileHostnames: parsed.TURNSTILE_HOSTNAMES.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean),
+    webhookDnsServers: dnsServers.servers,
   };
   return Object.freeze(cfg) as AppConfig;
 }

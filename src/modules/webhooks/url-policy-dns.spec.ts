@@ -1,4 +1,5 @@
 import * as dns from 'dns';
+import { createSocket } from 'dgram';
 import { DnsTestServer } from '../../../test/e2e/webhooks/dns-test-server';
 import { publicLookupAll, resolveAndCheck, validateWebhookUrl, WebhookDnsError, WebhookUrlError } from './url-policy';
 
@@ -22,6 +23,7 @@ describe('webhook URL policy: DNS lookups (local UDP DNS server)', () => {
     server.set('sneaky.example', { addresses: ['93.184.216.34', 'fd00::1'] });
     server.set('metadata.example', { addresses: ['169.254.169.254'] });
     server.set('hung.example', 'silent');
+    server.set('broken.example', 'servfail');
   });
   afterAll(() => server.close());
 
@@ -77,12 +79,57 @@ describe('webhook URL policy: DNS lookups (local UDP DNS server)', () => {
     expect(Date.now() - start).toBeLessThan(1000);
   });
 
+  it('an already aborted signal ends the lookup at once, without a query', async () => {
+    const ac = new AbortController();
+    ac.abort();
+    const before = server.queries.length;
+    const start = Date.now();
+    // public.example answers at once: a lookup that went ahead would resolve
+    const err = await publicLookupAll('public.example', { timeoutMs: 10_000, signal: ac.signal, servers: [server.address] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WebhookDnsError);
+    expect((err as WebhookDnsError).reason).toBe('timeout');
+    expect(Date.now() - start).toBeLessThan(200);
+    // and through the real path (resolveAndCheck, defaultLookupAll)
+    await expect(resolveAndCheck(new URL('https://hung.example/in'), policy, { timeoutMs: 10_000, signal: ac.signal })).rejects.toThrow(WebhookDnsError);
+    expect(Date.now() - start).toBeLessThan(500);
+    expect(server.queries.length).toBe(before);
+  });
+
+  it('a server failure (SERVFAIL) or an unreachable server (ECONNREFUSED) is a failed lookup, not "no such name"', async () => {
+    const servfail = await publicLookupAll('broken.example', { timeoutMs: 2000, servers: [server.address] }).catch((e: unknown) => e);
+    expect(servfail).toBeInstanceOf(WebhookDnsError);
+    expect((servfail as WebhookDnsError).reason).toBe('failed');
+    // a UDP port nothing listens on (bound, then closed): the kernel answers "port unreachable"
+    const probe = createSocket('udp4');
+    await new Promise<void>((resolve) => probe.bind(0, '127.0.0.1', resolve));
+    const closed = `127.0.0.1:${probe.address().port}`;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const start = Date.now();
+    const refused = await publicLookupAll('public.example', { timeoutMs: 2000, servers: [closed] }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(WebhookDnsError);
+    expect((refused as WebhookDnsError).reason).toBe('failed');
+    expect(Date.now() - start).toBeLessThan(1500);
+    // NXDOMAIN stays "does not resolve"
+    await expect(publicLookupAll('nowhere.example', { timeoutMs: 2000, servers: [server.address] })).resolves.toEqual([]);
+  });
+
+  it('a name c-ares refuses to ask (a label over 63 characters) is the URL\'s fault, not a DNS failure', async () => {
+    const err = await validateWebhookUrl(`https://${'a'.repeat(70)}.example/in`, policy).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WebhookUrlError);
+    expect(err).not.toBeInstanceOf(WebhookDnsError);
+    expect((err as Error).message).toBe('host does not resolve');
+  });
+
   it('hung lookups do not hold up the thread pool: OS lookups and other names resolve meanwhile', async () => {
-    const hung = Array.from({ length: 8 }, () => publicLookupAll('hung.example', { timeoutMs: 2000, servers: [server.address] }).catch((e: unknown) => e));
+    const before = server.queries.length;
+    // the real path (resolveAndCheck, defaultLookupAll, the policy's servers) for a name that is not localhost
+    const hung = Array.from({ length: 8 }, () => resolveAndCheck(new URL('https://hung.example/in'), policy, { timeoutMs: 2000 }).catch((e: unknown) => e));
     const start = Date.now();
     await dns.promises.lookup('localhost');
     expect(await resolveAndCheck(new URL('https://public.example/in'), policy)).toHaveLength(2);
     expect(Date.now() - start).toBeLessThan(500);
+    // asked of the configured server (getaddrinfo would ask the system's, or block a pool thread each)
+    expect(server.queries.slice(before).filter((q) => q.name === 'hung.example' && q.type === 1).length).toBeGreaterThanOrEqual(8);
     for (const e of await Promise.all(hung)) expect(e).toBeInstanceOf(WebhookDnsError);
   });
 });

@@ -1,4 +1,4 @@
-import { classifyAddress, displayUrl, parseWebhookUrl, validateWebhookUrl, WebhookUrlError } from './url-policy';
+import { classifyAddress, displayUrl, parseWebhookUrl, urlPolicyFor, validateWebhookUrl, WebhookUrlError } from './url-policy';
 
 const prod = { allowLoopback: false };
 const dev = { allowLoopback: true };
@@ -112,5 +112,11 @@ describe('webhook URL policy', () => {
     await expect(validateWebhookUrl(`https://93.184.216.34/${'a'.repeat(2000)}`, prod, resolvesTo('93.184.216.34'))).resolves.toBeInstanceOf(URL);
     // delivery re-parses the stored URL: no length rule there
     expect(parseWebhookUrl(new URL(long).href, prod).href).toBe(new URL(long).href);
+  });
+
+  it('urlPolicyFor takes the DNS servers loadConfig parsed (config.webhookDnsServers)', () => {
+    expect(urlPolicyFor({ isProduction: true, webhookDnsServers: ['1.1.1.1', '[::1]:5353'] })).toEqual({ allowLoopback: false, dnsServers: ['1.1.1.1', '[::1]:5353'] });
+    expect(urlPolicyFor({ isProduction: false, webhookDnsServers: [] })).toEqual({ allowLoopback: true });
+    expect(urlPolicyFor({ isProduction: true })).toEqual({ allowLoopback: false });
   });
 });

@@ -15,8 +15,9 @@ export interface WebhookUrlPolicy {
   dnsServers?: readonly string[];
 }
 
-export function urlPolicyFor(config: Pick<AppConfig, 'isProduction'> & Partial<Pick<AppConfig, 'WEBHOOK_DNS_SERVERS'>>): WebhookUrlPolicy {
-  const dnsServers = (config.WEBHOOK_DNS_SERVERS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+/** The policy of this deployment; the DNS servers are the list loadConfig parsed and checked at boot. */
+export function urlPolicyFor(config: Pick<AppConfig, 'isProduction'> & Partial<Pick<AppConfig, 'webhookDnsServers'>>): WebhookUrlPolicy {
+  const dnsServers = config.webhookDnsServers ?? [];
   return { allowLoopback: !config.isProduction, ...(dnsServers.length ? { dnsServers } : {}) };
 }
 
@@ -29,7 +30,9 @@ export class WebhookUrlError extends Error {
 
 /**
  * The host name could not be checked: its DNS lookup did not end in time (`timeout`) or failed
- * otherwise (a server error or refusal, not "no such name"). Refused like any unresolvable host.
+ * otherwise (`failed`: SERVFAIL, REFUSED, a resolver that cannot be reached; not "no such name").
+ * At a delivery, a failed attempt like any other; at registration, `timeout` is a 400 like an
+ * unresolvable host and `failed` a 503 (create-webhook.handler.ts).
  */
 export class WebhookDnsError extends WebhookUrlError {
   constructor(
@@ -186,6 +189,8 @@ export const REGISTRATION_DNS_TIMEOUT_MS = 3000;
 
 /** DNS answers meaning "this name has no address of that family" (not a failure to find out). */
 const NO_ADDRESS = new Set(['ENODATA', 'ENOTFOUND', 'NOTFOUND', 'ENONAME']);
+/** c-ares refusing the name itself before asking (e.g. a label over 63 characters): the URL's fault. */
+const BAD_NAME = new Set(['EBADNAME', 'EBADQUERY']);
 
 /**
  * A and AAAA records of a host name through c-ares (dns.Resolver): network I/O on the event loop,
@@ -196,6 +201,9 @@ const NO_ADDRESS = new Set(['ENODATA', 'ENOTFOUND', 'NOTFOUND', 'ENONAME']);
  * Does not read /etc/hosts.
  */
 export const publicLookupAll: LookupAll = async (hostname, ctx) => {
+  // ended before it began (the attempt's deadline already passed): resolver.cancel() only ends
+  // queries already sent, so none is sent
+  if (ctx.signal?.aborted) throw new WebhookDnsError('timeout', ctx.timeoutMs);
   // c-ares doubles the timeout on each retry: timeout + 2 x timeout fits the budget
   const resolver = new dns.promises.Resolver({ timeout: Math.max(50, Math.floor(ctx.timeoutMs / 3)), tries: 2 });
   if (ctx.servers?.length) resolver.setServers([...ctx.servers]);
@@ -207,7 +215,6 @@ export const publicLookupAll: LookupAll = async (hostname, ctx) => {
   const timer = setTimeout(cancel, ctx.timeoutMs);
   ctx.signal?.addEventListener('abort', cancel, { once: true });
   try {
-    if (ctx.signal?.aborted) cancel();
     const answers = await Promise.allSettled([resolver.resolve4(hostname), resolver.resolve6(hostname)]);
     const addresses: dns.LookupAddress[] = [];
     for (const [i, a] of answers.entries()) {
@@ -215,6 +222,7 @@ export const publicLookupAll: LookupAll = async (hostname, ctx) => {
       else {
         const code = String((a.reason as NodeJS.ErrnoException)?.code ?? '');
         if (timedOut || code === 'ETIMEOUT' || code === 'ECANCELLED') throw new WebhookDnsError('timeout', ctx.timeoutMs);
+        if (BAD_NAME.has(code)) throw new WebhookUrlError('host does not resolve');
         if (!NO_ADDRESS.has(code)) throw new WebhookDnsError('failed', ctx.timeoutMs);
       }
     }
@@ -233,6 +241,7 @@ export const publicLookupAll: LookupAll = async (hostname, ctx) => {
 const systemLookupAll: LookupAll = (hostname, ctx) =>
   new Promise((resolve, reject) => {
     const fail = () => reject(new WebhookDnsError('timeout', ctx.timeoutMs));
+    if (ctx.signal?.aborted) return fail();
     const timer = setTimeout(fail, ctx.timeoutMs);
     ctx.signal?.addEventListener('abort', fail, { once: true });
     dns.promises.lookup(hostname, { all: true, verbatim: true }).then(resolve, reject).finally(() => {

@@ -44,7 +44,8 @@ function deliveryDoc(): string {
     `${delays.join(', ')}; about ${Math.round(retrySpanMs(d.WEBHOOK_MAX_ATTEMPTS, d.WEBHOOK_BACKOFF_BASE_MS) / 3_600_000)} h). ` +
     'Redirects are not followed. An endpoint whose last WEBHOOK_DISABLE_AFTER_FAILED_DELIVERIES deliveries ' +
     `(default ${d.WEBHOOK_DISABLE_AFTER_FAILED_DELIVERIES}) all failed every attempt is disabled and the owners are emailed. ` +
-    `The host name must resolve within ${REGISTRATION_DNS_TIMEOUT_MS / 1000} s at registration (400 on \`url\` otherwise).`
+    `The host name must resolve within ${REGISTRATION_DNS_TIMEOUT_MS / 1000} s at registration (400 on \`url\` otherwise); ` +
+    '503 `server/unavailable` when the DNS lookup itself failed (a server failure, not "no such name"): retry later.'
   );
 }
 
@@ -63,7 +64,7 @@ export class WebhooksController {
   @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOperation({ summary: 'Register a webhook endpoint (owner); `secret` is shown once, never listed', description: DELIVERY_DOC })
   @ApiCreatedResponse({ type: CreatedWebhookEndpointResponse })
-  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'webhook/limit_reached')
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'webhook/limit_reached', 'server/unavailable')
   create(@CurrentDashboard() s: DashboardPrincipal, @Body() body: CreateWebhookRequestDto): Promise<CreatedWebhookEndpointResponse> {
     return this.commandBus.execute(new CreateWebhookCommand(s, body));
   }

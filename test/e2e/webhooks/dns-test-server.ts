@@ -1,8 +1,8 @@
 import { createSocket, RemoteInfo, Socket } from 'dgram';
 import { isIP } from 'net';
 
-/** What the server does with a query for a name: answer these addresses, say NXDOMAIN, or stay silent. */
-export type DnsRule = { addresses: string[] } | 'nxdomain' | 'silent';
+/** What the server does with a query for a name: answer these addresses, say NXDOMAIN or SERVFAIL, or stay silent. */
+export type DnsRule = { addresses: string[] } | 'nxdomain' | 'servfail' | 'silent';
 
 const TYPE_A = 1;
 const TYPE_AAAA = 28;
@@ -21,7 +21,8 @@ function ipv6Bytes(ip: string): Buffer {
 /**
  * A real DNS server over UDP on 127.0.0.1 for tests (RFC 1035 4.1, A and AAAA only), with a
  * hand-written encoder: each name answers by its rule; a name without one gets NXDOMAIN. A
- * `silent` name is never answered (a DNS server that hangs). `queries` records every question.
+ * `silent` name is never answered (a DNS server that hangs); a `servfail` one gets SERVFAIL (a
+ * resolver that cannot answer, e.g. its upstream failing). `queries` records every question.
  */
 export class DnsTestServer {
   readonly queries: { name: string; type: number; at: number }[] = [];
@@ -67,15 +68,15 @@ export class DnsTestServer {
     const rule = this.rules.get(name) ?? 'nxdomain';
     if (rule === 'silent') return;
     const records =
-      rule === 'nxdomain'
+      rule === 'nxdomain' || rule === 'servfail'
         ? []
         : rule.addresses
             .filter((a) => (type === TYPE_A ? isIP(a) === 4 : type === TYPE_AAAA ? isIP(a) === 6 : false))
             .map((a) => (isIP(a) === 4 ? Buffer.from(a.split('.').map(Number)) : ipv6Bytes(a)));
     const header = Buffer.alloc(12);
     header.writeUInt16BE(msg.readUInt16BE(0), 0); // id
-    // QR, opcode 0, AA, RD copied, RA; RCODE 3 (NXDOMAIN) or 0 (an empty answer is NODATA)
-    header.writeUInt16BE(0x8000 | 0x0400 | (msg.readUInt16BE(2) & 0x0100) | 0x0080 | (rule === 'nxdomain' ? 3 : 0), 2);
+    // QR, opcode 0, AA, RD copied, RA; RCODE 3 (NXDOMAIN), 2 (SERVFAIL) or 0 (an empty answer is NODATA)
+    header.writeUInt16BE(0x8000 | 0x0400 | (msg.readUInt16BE(2) & 0x0100) | 0x0080 | (rule === 'nxdomain' ? 3 : rule === 'servfail' ? 2 : 0), 2);
     header.writeUInt16BE(1, 4); // QDCOUNT
     header.writeUInt16BE(records.length, 6); // ANCOUNT
     const answers = records.map((rdata) => {

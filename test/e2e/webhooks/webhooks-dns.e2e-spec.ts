@@ -151,4 +151,16 @@ describe('webhooks: host names whose DNS never answers', () => {
     const nx = await post(d, { url: 'https://no-such-name.example/x', events: ['agent.revoked'] }).expect(400);
     expect(nx.body.errors).toEqual([{ field: 'url', message: 'url host does not resolve' }]);
   });
+
+  it('a registration whose DNS lookup fails (SERVFAIL from our resolver) answers 503 server/unavailable, not a 400 on the url; nothing is stored', async () => {
+    const d = await signupTenant(t);
+    dns.set('servfail.example', 'servfail');
+    const res = await post(d, { url: 'https://servfail.example/x', events: ['agent.revoked'] }).expect(503);
+    expect(res.body).toMatchObject({ code: 'server/unavailable', status: 503, detail: "The url's host could not be checked now (DNS lookup failed); try again later" });
+    expect(res.body.errors).toBeUndefined();
+    expect(await t.db.query(`SELECT 1 FROM webhook_endpoints WHERE tenant_id = $1`, [d.tenantId])).toHaveLength(0);
+    // once the resolver answers again, the same URL registers
+    dns.set('servfail.example', { addresses: ['127.0.0.1'] });
+    await post(d, { url: 'http://servfail.example:9/x', events: ['agent.revoked'] }).expect(201);
+  });
 });

@@ -21,6 +21,9 @@ import { LookupGate } from './lookup-gate';
  */
 export const REGISTRATION_LOOKUPS_PER_TENANT = 2;
 
+/** The 503 detail when the URL's host could not be looked up because DNS failed (not "no such name"). */
+export const DNS_UNAVAILABLE = "The url's host could not be checked now (DNS lookup failed); try again later";
+
 const timedOut = () => new WebhookDnsError('timeout', REGISTRATION_DNS_TIMEOUT_MS);
 
 @CommandHandler(CreateWebhookCommand)
@@ -54,6 +57,10 @@ export class CreateWebhookHandler implements ICommandHandler<CreateWebhookComman
         );
       url = await validateWebhookUrl(cmd.body.url, urlPolicyFor(this.config), gated, { timeoutMs: REGISTRATION_DNS_TIMEOUT_MS });
     } catch (err) {
+      // our resolver failed (SERVFAIL, REFUSED, unreachable): the URL is not known to be bad, it
+      // could not be checked now. A timeout stays a 400 (see webhooks/README.md: mostly the
+      // tenant's own DNS hanging, and what the per-tenant lookup limit answers too)
+      if (err instanceof WebhookDnsError && err.reason === 'failed') throw new AppError('server/unavailable', DNS_UNAVAILABLE);
       if (!(err instanceof WebhookUrlError)) throw err;
       errors.push({ field: 'url', message: `url ${err.message}` });
     }
