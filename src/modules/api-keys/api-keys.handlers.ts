@@ -4,6 +4,7 @@ import { ApiKeyCache } from '../../shared/cache/api-key.cache';
 import { randomToken, sha256Hex } from '../../shared/crypto/tokens';
 import { Db } from '../../shared/db/db.service';
 import { keysetPosition, Page, toPage } from '../../shared/db/pagination';
+import { assertTenantCap } from '../../shared/db/tenant-cap';
 import { AppError } from '../../shared/errors/app-error';
 import { EventsService } from '../../shared/events/events.service';
 import { ApiKeyResponse } from './api-keys.dto';
@@ -51,11 +52,14 @@ export class CreateApiKeyHandler implements ICommandHandler<CreateApiKeyCommand>
     const key = `${API_KEY_PREFIX}${randomToken()}`;
     const prefix = key.slice(0, API_KEY_PREFIX.length + 8);
     return this.db.tx(async (tx) => {
-      // one creation at a time per tenant, so parallel requests cannot pass the count together
-      await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('api_keys:' || $1::text, 0))`, [tenantId]);
-      const [{ n }] = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL`, [tenantId]);
-      if (n >= MAX_ACTIVE_API_KEYS_PER_TENANT)
-        throw new AppError('api_key/limit_reached', `A tenant may have at most ${MAX_ACTIVE_API_KEYS_PER_TENANT} live API keys; revoke one first`);
+      await assertTenantCap(tx, {
+        kind: 'api_keys',
+        tenantId,
+        countSql: `SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL`,
+        max: MAX_ACTIVE_API_KEYS_PER_TENANT,
+        code: 'api_key/limit_reached',
+        what: 'live API keys; revoke one first',
+      });
       const [row] = await tx.query<KeyRow>(
         `INSERT INTO api_keys (tenant_id, name, prefix, key_hash, created_by) VALUES ($1, $2, $3, $4, $5)
          RETURNING id, name, prefix, created_at, revoked_at`,

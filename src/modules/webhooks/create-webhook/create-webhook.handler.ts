@@ -4,6 +4,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { EnvelopeCipher } from '../../../shared/crypto/envelope-cipher';
 import { Db } from '../../../shared/db/db.service';
+import { assertTenantCap } from '../../../shared/db/tenant-cap';
 import { AppError, FieldError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { generateWebhookSecret } from '../signature';
@@ -69,8 +70,6 @@ export class CreateWebhookHandler implements ICommandHandler<CreateWebhookComman
     const id = randomUUID();
     const secret = generateWebhookSecret();
     const row = await this.db.tx(async (tx) => {
-      // one creation at a time per tenant, so the endpoint limit holds under parallel requests
-      await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1::text, 0))`, [tenantId]);
       if (agentClientId) {
         const [agent] = await tx.query(`SELECT 1 FROM agent_clients WHERE id = $1 AND tenant_id = $2`, [agentClientId, tenantId]);
         if (!agent) {
@@ -79,8 +78,14 @@ export class CreateWebhookHandler implements ICommandHandler<CreateWebhookComman
           });
         }
       }
-      const [{ n }] = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE tenant_id = $1`, [tenantId]);
-      if (n >= MAX_ENDPOINTS_PER_TENANT) throw new AppError('webhook/limit_reached', `A tenant may have at most ${MAX_ENDPOINTS_PER_TENANT} webhook endpoints`);
+      await assertTenantCap(tx, {
+        kind: 'webhook_endpoints',
+        tenantId,
+        countSql: `SELECT count(*)::int AS n FROM webhook_endpoints WHERE tenant_id = $1`,
+        max: MAX_ENDPOINTS_PER_TENANT,
+        code: 'webhook/limit_reached',
+        what: 'webhook endpoints',
+      });
       const [created] = await tx.query<WebhookEndpointRow>(
         `INSERT INTO webhook_endpoints (id, tenant_id, url, events, agent_client_id, secret_enc, created_by)
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${ENDPOINT_COLUMNS}`,
