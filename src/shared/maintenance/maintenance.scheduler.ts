@@ -6,9 +6,21 @@ import { Db } from '../db/db.service';
 import { bullConnection, bullPrefix } from '../outbox/bull-options';
 import { QueueReconciler } from '../outbox/queue-reconciler';
 import { outageLog } from '../redis/outage-log';
-import { maintenanceRunDue } from './run-lock';
+import { maintenanceRunDue, RunLeaseHeldError } from './run-lock';
 
 export const MAINTENANCE_QUEUE = 'maintenance';
+
+/** What a maintenance job's run is given by the worker. */
+export interface MaintenanceRunContext {
+  /**
+   * The holder of its run's lease (withRunLease): its BullMQ job's, the same on every attempt of
+   * the job, so a retry or a stalled re-run reclaims the lease its dead or failed attempt left.
+   */
+  holder: string;
+}
+
+/** The lease holder of a maintenance job's runs: the job's id on its queue (stable across its attempts). */
+export const maintenanceJobHolder = (prefix: string, jobId: string) => `bullmq:${prefix}:${MAINTENANCE_QUEUE}:${jobId}`;
 
 /** A recurring job of the worker: a fixed scheduler id, so however many workers run, BullMQ keeps one schedule and runs each occurrence once. */
 export interface MaintenanceJob {
@@ -16,14 +28,18 @@ export interface MaintenanceJob {
   schedulerId: string;
   /** cron pattern, UTC */
   pattern: string;
-  run: () => Promise<unknown>;
+  /**
+   * The run. When its lease is held by another holder (RunLeaseHeldError: a CLI run, another
+   * occurrence's run), the job is put back until that lease ends, not completed.
+   */
+  run: (ctx: MaintenanceRunContext) => Promise<unknown>;
   /**
    * Catch-up: when the job has not completed within this many ms (maintenance_runs), the worker
    * runs it at once, at start and on every queue reconciler pass (a run that fell due while no
    * worker was up, or whose schedule was re-created, is not lost). Longer than the schedule's
    * period, so that a pass landing while the day's run is still under way queues no other. Such
-   * a job records its own completed runs (withRunLease: a CLI run counts, a run skipped because
-   * another held the lease does not).
+   * a job records its own completed runs (withRunLease: a CLI run counts; a run put back because
+   * another held the lease records nothing until it has run).
    */
   catchUpAfterMs?: number;
 }
@@ -42,6 +58,15 @@ export const MAINTENANCE_JOB_OPTIONS: JobsOptions = {
  */
 export const UNKNOWN_JOB_DELAY_MS = 5 * 60_000;
 export const UNKNOWN_JOB_DEFERRALS = 12;
+/**
+ * A job whose run finds its lease held by another holder is put back until that lease ends plus
+ * this margin (clock and renewal slack), then tried again: a live holder's run is waited for, a
+ * dead holder's lease has expired by then. Such deferrals count no failed attempt; after
+ * LEASE_HELD_DEFERRALS starts of the job (hours of a lease renewed by a live holder), the run
+ * fails instead, through its retries (a final failure is logged; the catch-up covers a purge).
+ */
+export const LEASE_HELD_MARGIN_MS = 5_000;
+export const LEASE_HELD_DEFERRALS = 30;
 
 /** The job id of a job's catch-up run: one at a time however many workers add it. */
 export const catchUpJobId = (name: string) => `catch-up-${name}`;
@@ -74,6 +99,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
   private readonly jobs = new Map<string, MaintenanceJob>();
   private queue?: Queue;
   private worker?: Worker;
+  private prefix = '';
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -87,7 +113,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
 
   async onApplicationBootstrap(): Promise<void> {
     if (!this.jobs.size) return;
-    const prefix = bullPrefix(this.config);
+    const prefix = (this.prefix = bullPrefix(this.config));
     this.queue = new Queue(MAINTENANCE_QUEUE, { connection: bullConnection(this.config), prefix });
     this.queue.on('error', outageLog(this.logger, 'maintenance queue'));
     await this.reconcileSchedules();
@@ -117,7 +143,18 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
     if ((job.data as { catchUp?: boolean })?.catchUp && known.catchUpAfterMs && !(await maintenanceRunDue(this.db, known.name, known.catchUpAfterMs))) {
       return { skipped: 'ran meanwhile' };
     }
-    return known.run();
+    try {
+      return await known.run({ holder: maintenanceJobHolder(this.prefix, job.id!) });
+    } catch (err) {
+      if (!(err instanceof RunLeaseHeldError)) throw err;
+      // another holder's run is under way (or its holder died and its lease has not expired):
+      // never completed as if this one had run; tried again once that lease has ended
+      if (!token || job.attemptsStarted > LEASE_HELD_DEFERRALS) throw err;
+      const delay = err.heldForMs + LEASE_HELD_MARGIN_MS;
+      this.logger.log(`maintenance job ${job.name}: another run holds its lease, put back for ${delay} ms`);
+      await job.moveToDelayed(Date.now() + delay, token);
+      throw new DelayedError();
+    }
   }
 
   /** At start: create missing schedules, replace changed ones, delete undeclared ones. */

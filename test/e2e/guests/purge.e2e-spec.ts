@@ -9,7 +9,7 @@ import { GUEST_PURGE_SCHEDULER_ID, GuestPurgeScheduler, MAINTENANCE_QUEUE } from
 import { GUEST_PURGE_RUN, GuestPurgeService, PurgeAlreadyRunningError } from '../../../src/modules/guests/purge/guest-purge.service';
 import { CliIo, runCli } from '../../../src/cli';
 import { ExpiredRowsSweeper } from '../../../src/shared/maintenance/expired-rows.sweeper';
-import { RunLeaseLostError } from '../../../src/shared/maintenance/run-lock';
+import { RunLeaseLostError, RunLeaseResult, withRunLease } from '../../../src/shared/maintenance/run-lock';
 import { KernelModule } from '../../../src/shared/kernel.module';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createIsolatedTestApp } from '../../setup/isolated-db';
@@ -225,6 +225,48 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     const row = await runRow();
     expect(row).toMatchObject({ holder: null, running_until: null });
     expect(Date.now() - row.last_completed_at!.getTime()).toBeLessThan(60_000);
+  });
+
+  it("a run under the lease's own holder (the retry or stalled re-run of the worker job whose attempt died mid-run) reclaims it at once; another holder's run is refused, told how long the lease still runs", async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(t, tenant, 2, 45);
+    await t.db.query(
+      `INSERT INTO maintenance_runs (job, last_completed_at, holder, running_until) VALUES ($1, now() - interval '3 days', 'bullmq:job-1', now() + interval '10 minutes')
+       ON CONFLICT (job) DO UPDATE SET last_completed_at = EXCLUDED.last_completed_at, holder = EXCLUDED.holder, running_until = EXCLUDED.running_until`,
+      [GUEST_PURGE_RUN],
+    );
+    try {
+      const refused = await purge.runOnce({ holder: 'bullmq:job-2' }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(PurgeAlreadyRunningError);
+      expect((refused as PurgeAlreadyRunningError).heldForMs).toBeGreaterThan(9 * 60_000);
+      expect(await left(tenant)).toBe(2);
+      const cli = await cliPurge();
+      expect(cli.code).toBe(1);
+      expect(cli.out).toMatch(/a guest purge is already running/);
+      expect((await purge.runOnce({ holder: 'bullmq:job-1' })).perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(2);
+    } finally {
+      // a failure here leaves no lease behind for the next tests
+      await t.db.query(`UPDATE maintenance_runs SET holder = NULL, running_until = NULL WHERE job = $1 AND holder = 'bullmq:job-1'`, [GUEST_PURGE_RUN]);
+    }
+    const row = await runRow();
+    expect(row).toMatchObject({ holder: null, running_until: null });
+    expect(Date.now() - row.last_completed_at!.getTime()).toBeLessThan(60_000);
+  });
+
+  it('the lease is renewed while a step of the run goes on, however long it takes (a slow batch): no other run takes it over meanwhile', async () => {
+    const job = `test-heartbeat-${Math.random().toString(16).slice(2, 8)}`;
+    let other: RunLeaseResult<void> | undefined;
+    const r = await withRunLease(t.db, job, 600, async () => {
+      // one step three leases long, and another run trying meanwhile
+      await new Promise((res) => setTimeout(res, 1800));
+      other = await withRunLease(t.db, job, 600, async () => undefined);
+      return 'done';
+    });
+    expect(r).toEqual({ acquired: true, result: 'done' });
+    expect(other).toMatchObject({ acquired: false });
+    const [row] = await t.db.query<{ holder: string | null; last_completed_at: Date | null }>(`SELECT holder, last_completed_at FROM maintenance_runs WHERE job = $1`, [job]);
+    expect(row.holder).toBeNull();
+    expect(row.last_completed_at).not.toBeNull();
   });
 
   it('the lease is held in the row while the run goes on, renewed after each tenant; a run whose lease another took over (it expired) stops and records nothing', async () => {

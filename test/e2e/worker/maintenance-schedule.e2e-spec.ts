@@ -2,7 +2,7 @@ import { INestApplicationContext } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import { GUEST_PURGE_CATCH_UP_AFTER_MS, GUEST_PURGE_JOB, GUEST_PURGE_PATTERN, GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
 import { EXPIRED_ROWS_SCHEDULER_ID } from '../../../src/shared/maintenance/expired-rows.sweeper';
-import { catchUpJobId, MAINTENANCE_QUEUE, MaintenanceScheduler } from '../../../src/shared/maintenance/maintenance.scheduler';
+import { catchUpJobId, MAINTENANCE_JOB_OPTIONS, MAINTENANCE_QUEUE, MaintenanceScheduler, maintenanceJobHolder } from '../../../src/shared/maintenance/maintenance.scheduler';
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
 import { QueueReconciler } from '../../../src/shared/outbox/queue-reconciler';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
@@ -14,14 +14,16 @@ import { eventually, sleep } from '../webhooks/webhook-helpers';
 /**
  * The maintenance schedules across worker restarts: a run that fell due while no worker was up
  * is not dropped by the next start, a purge that has not completed for 26 hours runs at once
- * (once however many workers start, recorded once), a run skipped because another holds the
- * purge's lease is not recorded, schedules this release does not declare are removed (at start
+ * (once however many workers start, recorded once), a run's retry reclaims the lease its own
+ * earlier attempt left, a run that finds another holder's lease is put back until it ends (not
+ * completed, not recorded), schedules this release does not declare are removed (at start
  * and on every reconciler pass), a job of another release is put back rather than failed.
  */
 describe('worker maintenance: schedules across restarts', () => {
   let isolated: IsolatedDatabase;
   let t: TestApp;
   let queue: Queue;
+  const prefix = bullPrefix({ REDIS_KEY_PREFIX: process.env.REDIS_KEY_PREFIX as string });
   const workers: INestApplicationContext[] = [];
   const ENV = () => ({ DATABASE_URL: isolated.url, OUTBOX_POLL_MS: '50', QUEUE_RECONCILE_SECONDS: '3600' });
   const start = async () => {
@@ -118,25 +120,70 @@ describe('worker maintenance: schedules across restarts', () => {
     expect(GUEST_PURGE_CATCH_UP_AFTER_MS).toBe(26 * 3600_000);
   }, 30_000);
 
-  it('a catch-up skipped because another run holds the lease is not recorded as a completed run; it runs once the lease is gone', async () => {
+  /** Puts the purge's lease in `holder`'s hands for `ms` more (a run under way, or left by a holder that died). */
+  const leaseHeldBy = (holder: string, ms: number) =>
+    t.db.query(`UPDATE maintenance_runs SET holder = $2, running_until = now() + make_interval(secs => $3::double precision / 1000) WHERE job = $1`, [GUEST_PURGE_JOB, holder, ms]);
+  const leaseRow = async () =>
+    (await t.db.query<{ holder: string | null; running_until: Date | null }>(`SELECT holder, running_until FROM maintenance_runs WHERE job = $1`, [GUEST_PURGE_JOB]))[0];
+  const recentlyRecorded = () =>
+    eventually(async () => {
+      const last = await lastPurge();
+      return last && Date.now() - last.getTime() < 60_000;
+    }, 10_000, 'the purge to be recorded');
+
+  it("a catch-up whose job's own earlier attempt left the lease (its worker died mid-run) reclaims it at once: it runs and is recorded", async () => {
     const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
     await staleGuests(tenant, 2);
     await purgedHoursAgo(27);
     const before = await lastPurge();
-    // a CLI run (or another worker's) under way, on whatever connection
-    await t.db.query(`UPDATE maintenance_runs SET holder = 'cli-elsewhere', running_until = now() + interval '1 hour' WHERE job = $1`, [GUEST_PURGE_JOB]);
-    const w = await start();
+    // the lease of the catch-up job's attempt whose worker died, still running for an hour
+    await leaseHeldBy(maintenanceJobHolder(prefix, catchUpJobId(GUEST_PURGE_JOB)), 3600_000);
+    await start();
+    await eventually(async () => (await guestsLeft(tenant)) === 0, 15_000, 'the catch-up purge');
+    await recentlyRecorded();
+    expect(await lastPurge()).not.toEqual(before);
+    expect(await leaseRow()).toMatchObject({ holder: null, running_until: null });
     await catchUpDone();
+  }, 40_000);
+
+  it('a catch-up that finds the lease held by another holder (a CLI run) is put back, not completed, and not recorded; it runs once that lease has ended', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(tenant, 2);
+    await purgedHoursAgo(27);
+    const before = await lastPurge();
+    // a CLI run (or another worker's) under way, on whatever connection, for 3 more seconds
+    await leaseHeldBy('cli-elsewhere', 3000);
+    const w = await start();
+    await eventually(async () => (await queue.getJob(catchUpJobId(GUEST_PURGE_JOB)))?.getState().then((s) => s === 'delayed'), 10_000, 'the catch-up to be put back');
+    const job = (await queue.getJob(catchUpJobId(GUEST_PURGE_JOB)))!;
+    expect(job.attemptsMade).toBe(0); // no failed attempt spent
     expect(await guestsLeft(tenant)).toBe(2);
     expect(await lastPurge()).toEqual(before);
-    // still due: the next reconciler pass queues it again, and once the lease is gone it runs
-    await t.db.query(`UPDATE maintenance_runs SET running_until = now() - interval '1 second' WHERE job = $1`, [GUEST_PURGE_JOB]);
-    expect(await w.get(MaintenanceScheduler).catchUp()).toBe(1);
-    await eventually(async () => (await guestsLeft(tenant)) === 0, 15_000, 'the catch-up purge');
-    await eventually(async () => {
-      const last = await lastPurge();
-      return last && Date.now() - last.getTime() < 60_000;
-    }, 10_000, 'the catch-up purge to be recorded');
+    // still queued: a reconciler pass queues no second one
+    expect(await w.get(MaintenanceScheduler).catchUp()).toBe(0);
+    // the lease ends (its holder finished without recording, or died): the catch-up runs
+    await eventually(async () => (await guestsLeft(tenant)) === 0, 20_000, 'the catch-up purge');
+    await recentlyRecorded();
+    await catchUpDone();
+  }, 40_000);
+
+  it('a scheduled run that finds the lease held by another holder is put back (neither completed nor failed) and runs once that lease has ended; a holder that died leaves a lease that expires', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(tenant, 2);
+    await purgedHoursAgo(1); // no catch-up due: only the scheduled occurrence runs
+    const before = await lastPurge();
+    await leaseHeldBy('dead-cli-run', 3000);
+    await start();
+    // the day's occurrence falling due (as the job scheduler adds it)
+    const job = await queue.add(GUEST_PURGE_JOB, {}, { ...MAINTENANCE_JOB_OPTIONS, jobId: `scheduled-${Date.now()}` });
+    await eventually(async () => (await job.getState()) === 'delayed', 10_000, 'the scheduled run to be put back');
+    expect(await queue.getJobState(job.id!)).not.toBe('completed');
+    expect(await guestsLeft(tenant)).toBe(2);
+    expect(await lastPurge()).toEqual(before);
+    await eventually(async () => (await queue.getJobState(job.id!)) === 'completed', 20_000, 'the scheduled run to complete');
+    expect(await guestsLeft(tenant)).toBe(0);
+    await recentlyRecorded();
+    expect(await leaseRow()).toMatchObject({ holder: null, running_until: null });
   }, 40_000);
 
   it('a scheduled run that fell due while no worker was up runs when one starts (the start does not replace the schedule)', async () => {

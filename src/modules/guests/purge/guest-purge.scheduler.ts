@@ -1,6 +1,6 @@
-import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
-import { MaintenanceScheduler } from '../../../shared/maintenance/maintenance.scheduler';
-import { GuestPurgeService, PurgeAlreadyRunningError } from './guest-purge.service';
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import { MaintenanceRunContext, MaintenanceScheduler } from '../../../shared/maintenance/maintenance.scheduler';
+import { GuestPurgeService } from './guest-purge.service';
 
 export { MAINTENANCE_QUEUE } from '../../../shared/maintenance/maintenance.scheduler';
 /** Fixed scheduler id: however many workers run, BullMQ keeps one schedule and runs each job once. */
@@ -17,8 +17,6 @@ export const GUEST_PURGE_CATCH_UP_AFTER_MS = 26 * 3600 * 1000;
 /** Worker-only: the daily purge as a maintenance job (BullMQ job scheduler), with its catch-up. */
 @Injectable()
 export class GuestPurgeScheduler implements OnModuleInit {
-  private readonly logger = new Logger(GuestPurgeScheduler.name);
-
   constructor(
     private readonly purge: GuestPurgeService,
     private readonly maintenance: MaintenanceScheduler,
@@ -30,23 +28,20 @@ export class GuestPurgeScheduler implements OnModuleInit {
       schedulerId: GUEST_PURGE_SCHEDULER_ID,
       pattern: GUEST_PURGE_PATTERN,
       catchUpAfterMs: GUEST_PURGE_CATCH_UP_AFTER_MS,
-      run: () => this.runScheduled(),
+      run: (ctx) => this.runScheduled(ctx),
     });
   }
 
   /**
-   * A run while another (a CLI run, another worker's catch-up) is in progress leaves the work to
-   * it; only a run that ran is recorded (by GuestPurgeService, as it releases its lease), so a
-   * skipped one never hides a missed day from the catch-up.
+   * The run under the job's lease holder (a retry or stalled re-run of the job reclaims the lease
+   * its dead or failed attempt left). A run while another holder's (a CLI run, another
+   * occurrence's) is in progress throws PurgeAlreadyRunningError: the maintenance worker puts the
+   * job back until that lease ends, so it is neither lost nor completed without running; only a
+   * run that ran is recorded (by GuestPurgeService, as it releases its lease), so the catch-up
+   * sees a missed day.
    */
-  private async runScheduled(): Promise<unknown> {
-    try {
-      return await this.purge.runOnce();
-    } catch (err) {
-      if (!(err instanceof PurgeAlreadyRunningError)) throw err;
-      this.logger.log('guest purge: another run is in progress, this one is skipped');
-      return { skipped: 'already running' };
-    }
+  private runScheduled(ctx: MaintenanceRunContext): Promise<unknown> {
+    return this.purge.runOnce({ holder: ctx.holder });
   }
 
   /** The next scheduled run (for the ops check and tests). */

@@ -3,15 +3,16 @@ import { TokenRevocationService } from '../../../shared/auth/token-revocation.se
 import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
-import { withRunLease } from '../../../shared/maintenance/run-lock';
+import { RunLeaseHeldError, withRunLease } from '../../../shared/maintenance/run-lock';
 
 /** spec 8: at most this many guests per tenant per run. */
 export const PURGE_BATCH_PER_TENANT = 1000;
 /** The maintenance job name of the purge (its row of maintenance_runs: lease and last completed run). */
 export const GUEST_PURGE_RUN = 'guests-purge';
 /**
- * The run's lease, renewed after each tenant: far above one tenant's batch (about 0.5 s, 5 s
- * without fresh statistics), and how long a run whose process died blocks the next one.
+ * The run's lease: renewed every minute while the run goes on (however long one tenant's batch
+ * takes) and after each tenant; how long a run whose process died blocks a run of another holder
+ * (the retry of the same worker job reclaims it at once).
  */
 export const GUEST_PURGE_LEASE_MS = 5 * 60_000;
 
@@ -23,10 +24,13 @@ export interface PurgeRunResult {
   failedTenants: string[];
 }
 
-/** Another purge (the worker's, or another CLI run) holds the run's lease: this one did nothing. */
-export class PurgeAlreadyRunningError extends Error {
-  constructor() {
-    super('a guest purge is already running (the worker or another CLI run); nothing was deleted, try again once it has finished');
+/**
+ * Another purge (the worker's, or another CLI run) holds the run's lease: this one did nothing.
+ * The CLI prints it (exit 1); the worker puts its job back until that lease ends.
+ */
+export class PurgeAlreadyRunningError extends RunLeaseHeldError {
+  constructor(heldForMs = 0) {
+    super('a guest purge is already running (the worker or another CLI run); nothing was deleted, try again once it has finished', heldForMs);
   }
 }
 
@@ -39,10 +43,12 @@ export class PurgeAlreadyRunningError extends Error {
  * Locks are taken users, then sessions, then (by cascade) refresh tokens: the hourly sweep of
  * expired refresh tokens takes sessions before tokens too (ExpiredRowsSweeper), so the two never
  * deadlock. One run at a time, worker and CLI alike (a lease row in maintenance_runs, renewed
- * after each tenant: no session state, so it holds through a transaction-mode pooler), so
+ * while the run goes on: no session state, so it holds through a transaction-mode pooler), so
  * concurrent runs never add up past the per-run cap; a completed run is recorded there as it
  * releases the lease. A tenant whose delete fails is logged and left to the next run; the other
- * tenants go on.
+ * tenants go on. The lease is checked (renewed) after each tenant, failed or not: when that fails
+ * (PostgreSQL away, or the lease lost to another run after it expired) the run stops there and
+ * fails, and a worker job's retry takes its lease back and runs again.
  */
 @Injectable()
 export class GuestPurgeService {
@@ -55,10 +61,14 @@ export class GuestPurgeService {
     private readonly revocation: TokenRevocationService,
   ) {}
 
-  /** One run, recorded in maintenance_runs once completed; throws PurgeAlreadyRunningError when another run holds the lease. */
-  async runOnce(): Promise<PurgeRunResult> {
-    const r = await withRunLease(this.db, GUEST_PURGE_RUN, GUEST_PURGE_LEASE_MS, (renew) => this.run(renew), this.logger);
-    if (!r.acquired) throw new PurgeAlreadyRunningError();
+  /**
+   * One run, recorded in maintenance_runs once completed; throws PurgeAlreadyRunningError when
+   * another holder's run has the lease. `holder`: the worker's job (its retries reclaim the lease
+   * of an attempt that died or failed); none (a CLI run): a random one.
+   */
+  async runOnce(opts: { holder?: string } = {}): Promise<PurgeRunResult> {
+    const r = await withRunLease(this.db, GUEST_PURGE_RUN, GUEST_PURGE_LEASE_MS, (renew) => this.run(renew), { holder: opts.holder, log: this.logger });
+    if (!r.acquired) throw new PurgeAlreadyRunningError(r.heldForMs);
     return r.result;
   }
 
@@ -78,7 +88,9 @@ export class GuestPurgeService {
         failedTenants.push(t.id);
         this.logger.error(`guest purge of tenant ${t.id} failed (the next run takes it again): ${err instanceof Error ? err.message : err}`);
       }
-      // still ours (a run that lost its lease stops here: another run has taken over)
+      // still ours, renewed: a run whose lease another took over (it had expired) stops here, and
+      // so does one that cannot reach PostgreSQL (the tenants' deletes would fail too): it fails,
+      // for the job's retry (which reclaims the lease) rather than logging every tenant as failed
       await renew();
     }
     const total = perTenant.reduce((a, b) => a + b.deleted, 0);
