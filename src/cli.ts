@@ -126,6 +126,9 @@ export const COMMANDS: CliCommand[] = [
       if (args.length) throw new CliUsageError('guests:purge takes no arguments');
       const r = await app.get(GuestPurgeService).runOnce();
       io.out(`purged ${r.deleted} guest(s) in ${r.tenants} tenant(s)`);
+      // a partial run is not a success: the operator (or the script calling this) must see it
+      if (r.failedTenants.length)
+        throw new CliError(`the purge failed for ${r.failedTenants.length} tenant(s) (see the log; the next run takes them again): ${r.failedTenants.join(', ')}`);
     },
   },
   {

@@ -116,7 +116,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
     const prefix = (this.prefix = bullPrefix(this.config));
     this.queue = new Queue(MAINTENANCE_QUEUE, { connection: bullConnection(this.config), prefix });
     this.queue.on('error', outageLog(this.logger, 'maintenance queue'));
-    await this.reconcileSchedules();
+    await this.ensureSchedules();
     // the worker's queue reconciler re-creates a schedule Redis lost (a restart without
     // persistence, a flush), instead of waiting for the next worker start, and runs an overdue job
     const reconciler = this.reconciler();
@@ -157,17 +157,6 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
     }
   }
 
-  /** At start: create missing schedules, replace changed ones, delete undeclared ones. */
-  private async reconcileSchedules(): Promise<void> {
-    for (const job of this.jobs.values()) {
-      const current = await this.queue!.getJobScheduler(job.schedulerId);
-      if (current && this.matches(current, job)) continue;
-      await this.upsert(job);
-      if (current) this.logger.log(`job schedule ${job.schedulerId} changed: replaced`);
-    }
-    await this.removeUndeclared();
-  }
-
   /** Deletes the schedules on the queue this release does not declare; returns how many. */
   private async removeUndeclared(): Promise<number> {
     const declared = new Set([...this.jobs.values()].map((j) => j.schedulerId));
@@ -188,17 +177,21 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
   }
 
   /**
-   * Every reconciler pass: re-creates the schedules Redis no longer holds and deletes undeclared
-   * ones (another release's: its workers re-create them until they are gone); returns how many
-   * it changed.
+   * At start and on every reconciler pass: creates the schedules Redis does not hold (a restart
+   * without persistence, a flush), replaces one whose pattern or options differ from this
+   * release's (an unchanged one is left alone: replacing a cron schedule drops its pending run),
+   * and deletes undeclared ones (another release's: its workers re-create them until they are
+   * gone); returns how many it changed.
    */
   async ensureSchedules(): Promise<number> {
     if (!this.queue) return 0;
     let n = 0;
     for (const job of this.jobs.values()) {
-      if (await this.queue.getJobScheduler(job.schedulerId)) continue;
+      const current = await this.queue.getJobScheduler(job.schedulerId);
+      if (current && this.matches(current, job)) continue;
       await this.upsert(job);
-      this.logger.warn(`job schedule ${job.schedulerId} was missing from Redis: re-created`);
+      if (current) this.logger.log(`job schedule ${job.schedulerId} differs from this release's: replaced`);
+      else this.logger.warn(`job schedule ${job.schedulerId} was missing from Redis: created`);
       n++;
     }
     return n + (await this.removeUndeclared());

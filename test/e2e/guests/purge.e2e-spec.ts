@@ -306,13 +306,20 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     await staleGuests(t, fine, 2, 45);
     const drop = await onUserDelete(`OLD.tenant_id = '${broken.id}'`, `RAISE EXCEPTION 'disk on fire'`);
     let r;
+    let cli;
     try {
       r = await purge.runOnce();
+      // the CLI says so and exits 1: a partial run is not a success
+      await staleGuests(t, fine, 1, 45);
+      cli = await cliPurge();
     } finally {
       await drop();
     }
     expect(r.failedTenants).toContain(broken.id);
     expect(r.perTenant.find((x) => x.tenantId === fine.id)?.deleted).toBe(2);
+    expect(cli.code).toBe(1);
+    expect(cli.out).toMatch(/purged \d+ guest/);
+    expect(cli.out).toContain(broken.id);
     expect(await left(broken)).toBe(2);
     expect(await left(fine)).toBe(0);
     expect((await purge.runOnce()).perTenant.find((x) => x.tenantId === broken.id)?.deleted).toBe(2);

@@ -228,6 +228,19 @@ describe('worker maintenance: schedules across restarts', () => {
     expect((await queue.getDelayed()).filter((j) => j.name === 'retired-job')).toHaveLength(0);
   }, 30_000);
 
+  it('a schedule whose pattern another release (or a hand) changed while workers run is put back by the next reconciler pass, not only at a start', async () => {
+    const w = await start();
+    await queue.upsertJobScheduler(GUEST_PURGE_SCHEDULER_ID, { pattern: '45 2 * * *', tz: 'UTC' }, { name: GUEST_PURGE_JOB, opts: { removeOnComplete: 100, removeOnFail: 100 } });
+    await w.get(QueueReconciler).runOnce();
+    const purge = await queue.getJobScheduler(GUEST_PURGE_SCHEDULER_ID);
+    expect(purge?.pattern).toBe(GUEST_PURGE_PATTERN);
+    expect(purge?.template?.opts?.attempts).toBeGreaterThan(1);
+    // an unchanged schedule is left alone: its pending occurrence stays the same job
+    const pending = (await queue.getDelayed()).filter((j) => j.name === GUEST_PURGE_JOB).map((j) => j.id);
+    await w.get(QueueReconciler).runOnce();
+    expect((await queue.getDelayed()).filter((j) => j.name === GUEST_PURGE_JOB).map((j) => j.id)).toEqual(pending);
+  }, 30_000);
+
   it('a maintenance job of a name this release does not know (another release) is put back, not failed', async () => {
     await start();
     const job = await queue.add('job-of-a-newer-release', {}, { removeOnComplete: 100, removeOnFail: 100 });
