@@ -47,7 +47,12 @@ export class AgentRateLimitsDto {
 
 /** spec 2.10 agent_settings. */
 export class AgentSettingsDto {
-  @ApiPropertyOptional({ type: AgentRateLimitsDto })
+  @ApiPropertyOptional({
+    type: AgentRateLimitsDto,
+    description:
+      'the agent\'s whole set of per-minute overrides: on PATCH it replaces the stored set (a key left out goes back to its default; send every override you keep), ' +
+      'so that an override can be removed; max_concurrent_tokens is set apart',
+  })
   @Present() @IsObject() @ValidateNested() @Type(() => AgentRateLimitsDto)
   rate_limits?: AgentRateLimitsDto;
 
