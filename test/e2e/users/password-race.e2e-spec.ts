@@ -1,3 +1,4 @@
+import * as argon2 from 'argon2';
 import { PoolClient } from 'pg';
 import { createTestApp, TestApp } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
@@ -70,6 +71,24 @@ describe('a password sign-in racing a change of that password', () => {
     expect(res.status).toBe(401);
     expect(res.body.code).toBe('auth/invalid_credentials');
     expect((await t.db.query(`SELECT 1 FROM mfa_challenges WHERE user_id = $1 AND kind = 'login'`, [u.userId])).length).toBe(0);
+  });
+
+  it('parallel sign-ins with the right password after the hashing configuration changed all succeed (each upgrades the hash; one is stored), MFA users too', async () => {
+    // a hash made with other argon2id parameters than the app's: the first sign-ins upgrade it
+    const older = () => argon2.hash(u0.password, { type: argon2.argon2id, memoryCost: 512, timeCost: 2, parallelism: 1 });
+    const u0 = await api.register();
+    const m0 = await api.enrolledUser();
+    for (const [u, expectBody] of [
+      [u0, (b: Record<string, unknown>) => expect(b.access_token).toEqual(expect.any(String))],
+      [m0, (b: Record<string, unknown>) => expect(b.mfa_required).toBe(true)],
+    ] as const) {
+      await t.db.query(`UPDATE users SET password_hash = $2 WHERE id = $1`, [u.userId, await older()]);
+      const answers = await Promise.all(Array.from({ length: 4 }, () => api.login(u.email, u.password)));
+      expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+      for (const r of answers) expectBody(r.body);
+      const [row] = await t.db.query<{ password_hash: string }>(`SELECT password_hash FROM users WHERE id = $1`, [u.userId]);
+      expect(row.password_hash).not.toContain('m=512');
+    }
   });
 
   it('without a change the sign-in goes on as before (session, or challenge for an MFA user)', async () => {

@@ -53,11 +53,8 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     if (!user) {
       throw new AppError('auth/invalid_credentials');
     }
-    const upgraded = await this.hasher.rehashIfNeeded(user.password_hash!, cmd.password);
-    if (upgraded)
-      await this.db.query(`UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, upgraded, user.password_hash]);
+    const passwordHashes = await this.storedHashesOf(user, cmd.password);
     const sessionUser = { ...user, is_anonymous: false };
-    const passwordHashes = upgraded ? [user.password_hash!, upgraded] : [user.password_hash!];
     // MFA and the tenant's MFA policy (account-security module) may answer a challenge instead
     const decision = await this.policy.afterPassword(sessionUser, { amr: ['pwd'], passwordHashes });
     if (decision.challenge) return decision.challenge;
@@ -87,5 +84,22 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     });
     await this.profiles.invalidate([user.id]); // last_sign_in_at
     return tokens;
+  }
+
+  /**
+   * The stored hashes the password was verified against, for the recheck where the session or
+   * challenge starts: the one read, and its upgrade when the hash was made with an older
+   * configuration. Parallel sign-ins of the same password each make an upgrade (its own salt) and
+   * only one is stored: the others verify the password against the stored winner (one more argon2
+   * verify, in that race only) instead of failing the recheck. A password changed meanwhile fails it.
+   */
+  private async storedHashesOf(user: UserRow, password: string): Promise<string[]> {
+    const read = user.password_hash!;
+    const upgraded = await this.hasher.rehashIfNeeded(read, password);
+    if (!upgraded) return [read];
+    const { rowCount } = await this.db.exec(`UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, upgraded, read]);
+    if (rowCount) return [read, upgraded];
+    const [now] = await this.db.query<{ password_hash: string | null }>(`SELECT password_hash FROM users WHERE id = $1`, [user.id]);
+    return now?.password_hash && (await this.hasher.verify(now.password_hash, password)) ? [read, now.password_hash] : [read];
   }
 }
