@@ -54,6 +54,7 @@ export class PasswordlessSignIn {
    * sessions are refused at once by `finish` (after this transaction commits).
    */
   async proveEmail(tx: Queryable, tenantId: string, userId: string, emailNormalized: string, method: string): Promise<ProvenUser | undefined> {
+    await this.sessions.lockUserSessions(tx, userId);
     const [u] = await tx.query<UserRow & { was_verified: boolean; had_password: boolean; password_proven: boolean }>(
       `WITH o AS (SELECT id, email_verified, password_proven, password_hash IS NOT NULL AND NOT password_proven AS had_password FROM users
                    WHERE id = $1 AND tenant_id = $2 AND email_normalized = $3 AND NOT is_anonymous FOR UPDATE)

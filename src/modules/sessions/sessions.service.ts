@@ -358,6 +358,16 @@ export class SessionsService {
    * as revokeSession. The user's pending MFA challenges go too: each was granted on a first factor
    * (a password) that this very change stops trusting, and would otherwise still open a session.
    */
+  /**
+   * Locks the user's live sessions, first thing in a transaction that changes the user's row and
+   * then ends its sessions (password reset or change, a first passwordless sign-in clearing unproven
+   * credentials): refresh locks a session and then the user's row, so taking the user's row first
+   * and the sessions after could deadlock with it (one of the two then fails).
+   */
+  async lockUserSessions(tx: Queryable, userId: string): Promise<void> {
+    await tx.query(`SELECT 1 FROM user_sessions WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id FOR UPDATE`, [userId], 'user_sessions_lock');
+  }
+
   async revokeUserSessions(tx: Queryable, userId: string, reason: string, keep?: string): Promise<string[]> {
     await tx.query(`DELETE FROM mfa_challenges WHERE user_id = $1 AND used_at IS NULL`, [userId]);
     return this.endSessions(tx, { userId, keep }, reason);

@@ -91,6 +91,32 @@ describe('a password sign-in racing a change of that password', () => {
     }
   });
 
+  it("a password change while a refresh of one of the user's sessions is under way waits for it (no deadlock, no 5xx), then ends that session too", async () => {
+    const u = await api.register();
+    // the change keeps the caller's own session: the one being refreshed is another (a second sign-in)
+    const other = await api.login(u.email, u.password).expect(200);
+    const session = { id: JSON.parse(Buffer.from(other.body.access_token.split('.')[1], 'base64url').toString()).sid as string };
+    // a refresh's order: the session row first, then the user's row (its activity)
+    const client: PoolClient = await t.db.pool.connect();
+    await client.query('BEGIN');
+    await client.query(`SELECT 1 FROM user_sessions WHERE id = $1 FOR UPDATE`, [session.id]);
+    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    const change = Promise.resolve(
+      t.http().post('/v1/auth/password/change').set('Authorization', `Bearer ${u.accessToken}`).send({ current_password: u.password, new_password: `${u.password} but longer` }),
+    );
+    for (let i = 0; i < 400; i++) {
+      const [r] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND $1 = ANY(pg_blocking_pids(pid))`, [pid]);
+      if (r.n > 0) break;
+      await new Promise((res) => setTimeout(res, 25));
+    }
+    await client.query(`UPDATE users SET last_active_at = now() WHERE id = $1`, [u.userId]);
+    await client.query('COMMIT');
+    client.release();
+    const res = await change;
+    expect(res.status).toBe(204);
+    expect(await t.db.query(`SELECT 1 FROM user_sessions WHERE id = $1 AND revoked_at IS NULL`, [session.id])).toHaveLength(0);
+  });
+
   it('without a change the sign-in goes on as before (session, or challenge for an MFA user)', async () => {
     const u = await api.register();
     expect((await api.login(u.email, u.password).expect(200)).body.access_token).toEqual(expect.any(String));

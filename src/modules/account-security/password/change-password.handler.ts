@@ -50,6 +50,7 @@ export class ChangePasswordHandler implements ICommandHandler<ChangePasswordComm
     }
     const passwordHash = await this.hasher.hash(cmd.newPassword);
     const ended = await this.db.tx(async (tx) => {
+      await this.sessions.lockUserSessions(tx, u.id);
       // conditional on the hash just verified: of two parallel changes, one wins
       const { rowCount } = await tx.exec(`UPDATE users SET password_hash = $3, updated_at = now() WHERE id = $1 AND tenant_id = $2 AND password_hash = $4`, [
         u.id,

@@ -44,6 +44,7 @@ export class ResetPasswordHandler implements ICommandHandler<ResetPasswordComman
     const ended = await this.db.tx(async (tx) => {
       const row = await this.tokens.consume(tx, tenantId, 'password_reset', cmd.token);
       if (!row) throw new AppError('token/invalid');
+      await this.sessions.lockUserSessions(tx, row.user_id);
       const [u] = await tx.query<{ id: string; email: string }>(
         `UPDATE users SET password_hash = $4, password_proven = true, updated_at = now()
           WHERE id = $1 AND tenant_id = $2 AND email_normalized = $3 AND NOT is_anonymous RETURNING id, email`,
