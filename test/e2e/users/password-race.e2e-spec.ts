@@ -21,29 +21,35 @@ describe('a password sign-in racing a change of that password', () => {
   });
   afterAll(() => t.close());
 
-  /** Changes the user's password hash in a transaction left open until `commit`. */
-  async function pendingPasswordChange(userId: string): Promise<{ waiter: () => Promise<void>; commit: () => Promise<void> }> {
+  /**
+   * Runs `sql` in a transaction left open: `waiter` resolves once a statement of another session is
+   * blocked by this transaction itself (not any lock wait of another test file), `commit` runs
+   * `then` (if any) in the same transaction and commits.
+   */
+  async function heldTransaction(sql: string, params: unknown[]) {
     const client: PoolClient = await t.db.pool.connect();
     await client.query('BEGIN');
-    await client.query(`UPDATE users SET password_hash = 'changed-meanwhile' WHERE id = $1`, [userId]);
+    await client.query(sql, params);
     const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
     return {
-      // a statement of the sign-in waits for the changed row
       waiter: async () => {
         for (let i = 0; i < 400; i++) {
-          // blocked by this transaction itself: another test file's lock wait must not count
           const [r] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND $1 = ANY(pg_blocking_pids(pid))`, [pid]);
           if (r.n > 0) return;
           await new Promise((res) => setTimeout(res, 25));
         }
-        throw new Error('the sign-in never waited for the changed row');
+        throw new Error('no statement ever waited for the held transaction');
       },
-      commit: async () => {
+      commit: async (then?: { sql: string; params: unknown[] }) => {
+        if (then) await client.query(then.sql, then.params);
         await client.query('COMMIT');
         client.release();
       },
     };
   }
+
+  /** Changes the user's password hash in a transaction left open until `commit` (a sign-in's statement waits for the row). */
+  const pendingPasswordChange = (userId: string) => heldTransaction(`UPDATE users SET password_hash = 'changed-meanwhile' WHERE id = $1`, [userId]);
 
   const liveSessions = async (userId: string) =>
     (await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM user_sessions WHERE user_id = $1 AND revoked_at IS NULL`, [userId]))[0].n;
@@ -97,21 +103,12 @@ describe('a password sign-in racing a change of that password', () => {
     const other = await api.login(u.email, u.password).expect(200);
     const session = { id: JSON.parse(Buffer.from(other.body.access_token.split('.')[1], 'base64url').toString()).sid as string };
     // a refresh's order: the session row first, then the user's row (its activity)
-    const client: PoolClient = await t.db.pool.connect();
-    await client.query('BEGIN');
-    await client.query(`SELECT 1 FROM user_sessions WHERE id = $1 FOR UPDATE`, [session.id]);
-    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    const refresh = await heldTransaction(`SELECT 1 FROM user_sessions WHERE id = $1 FOR UPDATE`, [session.id]);
     const change = Promise.resolve(
       t.http().post('/v1/auth/password/change').set('Authorization', `Bearer ${u.accessToken}`).send({ current_password: u.password, new_password: `${u.password} but longer` }),
     );
-    for (let i = 0; i < 400; i++) {
-      const [r] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND $1 = ANY(pg_blocking_pids(pid))`, [pid]);
-      if (r.n > 0) break;
-      await new Promise((res) => setTimeout(res, 25));
-    }
-    await client.query(`UPDATE users SET last_active_at = now() WHERE id = $1`, [u.userId]);
-    await client.query('COMMIT');
-    client.release();
+    await refresh.waiter();
+    await refresh.commit({ sql: `UPDATE users SET last_active_at = now() WHERE id = $1`, params: [u.userId] });
     const res = await change;
     expect(res.status).toBe(204);
     expect(await t.db.query(`SELECT 1 FROM user_sessions WHERE id = $1 AND revoked_at IS NULL`, [session.id])).toHaveLength(0);
