@@ -1,8 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-// the key as normalizeEmail computes it since that migration (frozen there: a migration never imports src/)
-import { emailKey } from './1765100000000-email-idn';
-
-const PAGE = 1000;
+import { rewriteSpellings } from './email-spelling-rewrite';
 
 /**
  * The spelling of an address stored beside its key (the one mail goes to) is now kept in NFKC,
@@ -21,27 +18,11 @@ export class EmailNfkcSpelling1765200000000 implements MigrationInterface {
   name = 'EmailNfkcSpelling1765200000000';
 
   async up(q: QueryRunner): Promise<void> {
-    for (const table of ['users', 'dashboard_users', 'dashboard_invites']) {
-      let after = '00000000-0000-0000-0000-000000000000';
-      for (;;) {
-        const rows: { id: string; email: string; email_normalized: string }[] = await q.query(
-          `SELECT id, email, email_normalized FROM ${table} WHERE email ~ '[^\\x01-\\x7F]' AND id > $1 ORDER BY id LIMIT ${PAGE}`,
-          [after],
-        );
-        if (!rows.length) break;
-        after = rows[rows.length - 1].id;
-        const changed = rows
-          .map((r) => ({ ...r, spelling: r.email.normalize('NFKC') }))
-          .filter((r) => r.spelling !== r.email && r.spelling.split('@').length === r.email.split('@').length && !/\s/u.test(r.spelling) && emailKey(r.spelling) === r.email_normalized);
-        if (changed.length) {
-          await q.query(`UPDATE ${table} t SET email = v.email FROM unnest($1::uuid[], $2::text[]) AS v(id, email) WHERE t.id = v.id`, [
-            changed.map((r) => r.id),
-            changed.map((r) => r.spelling),
-          ]);
-        }
-        if (rows.length < PAGE) break;
-      }
-    }
+    await rewriteSpellings(q, `email ~ '[^\\x01-\\x7F]'`, (email) => {
+      const spelling = email.normalize('NFKC');
+      // still one address: no second @ (a fullwidth ＠) and no blank
+      return spelling.split('@').length === email.split('@').length && !/\s/u.test(spelling) ? spelling : undefined;
+    });
   }
 
   async down(): Promise<void> {
