@@ -197,15 +197,11 @@ export class SessionsService {
     // an unknown id or a wrong secret changes nothing (it may be a guess, not a stolen token)
     if (!row || !safeEqual(row.secret_hash, sha256Hex(secret))) throw new AppError('auth/invalid_refresh_token');
     if (row.session_revoked_at || row.expired || row.creator_key_revoked) throw new AppError('auth/invalid_refresh_token');
-    if (row.revoked_at && !row.rotated_at) {
-      // retired while its session goes on: only a claim does that (continueSession), and it
-      // rotated the token into the claimed user's. Presented again it is reuse (contract
-      // "Tokens"), except right after the claim (a tab that raced it: refused, nothing ended)
-      const grace = this.config.REFRESH_REUSE_GRACE_SECONDS;
-      if (grace > 0 && Date.now() - new Date(row.revoked_at).getTime() <= grace * 1000) throw new AppError('auth/invalid_refresh_token');
-      await this.revokeSession(row.session_id, 'refresh_token_reuse');
-      throw new AppError('auth/invalid_refresh_token', 'Refresh token reuse detected; the session has ended');
-    }
+    // retired while its session goes on: only a claim does that (continueSession). It was never
+    // rotated, so presenting it is not reuse: a tab that held it, or a refresh that raced the claim
+    // and got the token the claim then retired, is refused and the claimed session goes on. Ending
+    // it would sign the user out right after signing up, and protect nothing: the token is dead
+    if (row.revoked_at && !row.rotated_at) throw new AppError('auth/invalid_refresh_token');
     // the tenant requires MFA and this user's grace is over: no new tokens until they enroll (the
     // refresh token stays as it was, so nothing is lost; sign-in answers the same). Reuse
     // detection still comes first: a replayed token ends the session whatever the policy.

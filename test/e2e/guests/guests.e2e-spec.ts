@@ -185,13 +185,13 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
       expect(alone.body.user.id).toBe(g2.body.user.id);
     });
 
-    // contract "Tokens": a refresh token that was rotated, presented again, ends the session. The
-    // claim rotates the guest's chain into the claimed user's: its older tokens keep that rule.
+    // contract "Tokens": a refresh token that was rotated, presented again, ends the session. A
+    // token the claim retired was never rotated: refused at any time, the claimed session goes on
     describe.each([
-      ['the token live at the claim (retired by it)', 2],
-      ['a token rotated before the claim', 0],
-    ])('after a claim, %s presented again', (_title, which) => {
-      it('within the grace: 401 and the session goes on; after it: reuse, the session ends', async () => {
+      ['the token live at the claim (retired by it)', 2, false],
+      ['a token rotated before the claim', 0, true],
+    ])('after a claim, %s presented again', (_title, which, endsSession) => {
+      it(`within the grace: 401 and the session goes on; after it: ${endsSession ? 'reuse, the session ends' : '401 again, the session still goes on'}`, async () => {
         const g = await anon().expect(201);
         const r1 = await refresh(g.body.refresh_token).expect(200);
         const r2 = await refresh(r1.body.refresh_token).expect(200);
@@ -206,11 +206,18 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
           `UPDATE refresh_tokens SET rotated_at = rotated_at - interval '1 minute', revoked_at = revoked_at - interval '1 minute' WHERE session_id = $1 AND id = ANY($2::uuid[])`,
           [sid, chain.map((c) => c.split(':')[0])],
         );
-        const reuse = await refresh(old).expect(401);
-        expect(reuse.body.code).toBe('auth/invalid_refresh_token');
-        expect((await t.db.query<{ revoked_reason: string }>(`SELECT revoked_reason FROM user_sessions WHERE id = $1`, [sid]))[0].revoked_reason).toBe('refresh_token_reuse');
-        await refresh(next.body.refresh_token).expect(401);
-        await me(next.body.access_token).expect(401);
+        const again = await refresh(old).expect(401);
+        expect(again.body.code).toBe('auth/invalid_refresh_token');
+        const [session] = await t.db.query<{ revoked_reason: string | null }>(`SELECT revoked_reason FROM user_sessions WHERE id = $1`, [sid]);
+        if (endsSession) {
+          expect(session.revoked_reason).toBe('refresh_token_reuse');
+          await refresh(next.body.refresh_token).expect(401);
+          await me(next.body.access_token).expect(401);
+        } else {
+          expect(session.revoked_reason).toBeNull();
+          await me(next.body.access_token).expect(200);
+          await refresh(next.body.refresh_token).expect(200);
+        }
       });
     });
 
@@ -234,7 +241,7 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
       ['the refresh starts first and is still committing when the claim arrives', 'refresh'],
       ['the claim starts first and is still committing when the refresh arrives', 'claim'],
     ])('a guest refresh racing the claim: %s', (_title, first) => {
-      it('leaves exactly one live refresh token, the claim\'s; a token the refresh handed out no longer works', async () => {
+      it('leaves exactly one live refresh token, the claim\'s; a token the refresh handed out no longer works, and never ends the claimed session', async () => {
         const g = await anon().expect(201);
         const sid = claims(g.body.access_token).sid as string;
         const fn = `slow_rt_${sid.replace(/-/g, '')}`;
@@ -254,6 +261,17 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
           if (ref.status === 200) expect((await refresh(ref.body.refresh_token).expect(401)).body.code).toBe('auth/invalid_refresh_token');
           const live = await t.db.query<{ id: string }>(`SELECT id FROM refresh_tokens WHERE session_id = $1 AND revoked_at IS NULL AND rotated_at IS NULL`, [sid]);
           expect(live.map((r) => r.id)).toEqual([claim.body.refresh_token.split(':')[0]]);
+          // past the grace, the token the claim retired (the refresh's child when the refresh went
+          // first, else the guest's own) was never rotated: refused again, the claimed session goes on
+          await t.db.query(`UPDATE refresh_tokens SET rotated_at = rotated_at - interval '1 minute', revoked_at = revoked_at - interval '1 minute' WHERE session_id = $1 AND id <> $2`, [
+            sid,
+            claim.body.refresh_token.split(':')[0],
+          ]);
+          const retired = ref.status === 200 ? (ref.body.refresh_token as string) : (g.body.refresh_token as string);
+          expect((await refresh(retired).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+          expect((await t.db.query<{ revoked_reason: string | null }>(`SELECT revoked_reason FROM user_sessions WHERE id = $1`, [sid]))[0].revoked_reason).toBeNull();
+          await me(claim.body.access_token).expect(200);
+          await refresh(claim.body.refresh_token).expect(200);
         } finally {
           await t.db.query(`DROP TRIGGER ${fn} ON refresh_tokens`);
           await t.db.query(`DROP FUNCTION ${fn}()`);
