@@ -1,6 +1,7 @@
 /**
- * The event types a webhook endpoint may subscribe to: every event of spec 6 plus the platform
- * events already sent to the outbox topic `webhook` (`user.claimed`, `tenant.created`).
+ * The event types a webhook endpoint may subscribe to: every event of spec 6 plus `user.claimed`.
+ * Not `tenant.created`: it happens before the tenant can have an endpoint (only endpoints that
+ * existed at an event receive it), so a subscription to it could never deliver anything.
  * `*` subscribes to every event type, including ones added later; it must be the only entry.
  */
 export const WEBHOOK_EVENT_TYPES = [
@@ -16,7 +17,6 @@ export const WEBHOOK_EVENT_TYPES = [
   'agent.rate_limited',
   // platform
   'user.claimed',
-  'tenant.created',
 ] as const;
 
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];

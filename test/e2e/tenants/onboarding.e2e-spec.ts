@@ -38,6 +38,8 @@ describe('onboarding signup (spec 2.1)', () => {
     const [row] = await t.db.query<{ password_hash: string }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [res.body.user.id]);
     expect(row.password_hash).toMatch(/^\$argon2id\$/);
     const audit = await t.db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.created'`, [res.body.tenant.id]);
+    // no webhook outbox row: the tenant has no endpoint yet, and none created later receives it
+    expect(await t.db.query(`SELECT 1 FROM outbox WHERE tenant_id = $1 AND topic = 'webhook'`, [res.body.tenant.id])).toHaveLength(0);
     expect(audit).toHaveLength(1);
   });
 

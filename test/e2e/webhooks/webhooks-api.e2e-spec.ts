@@ -122,6 +122,8 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
       ['empty events', { url: HOOK, events: [] }, 'events'],
       ['events not an array', { url: HOOK, events: 'agent.revoked' }, 'events'],
       ['unknown event type', { url: HOOK, events: ['agent.created'] }, 'events'],
+      // audited only: it happens before the tenant can have an endpoint, so it could never be delivered
+      ['tenant.created', { url: HOOK, events: ['tenant.created'] }, 'events'],
       ['non-string event', { url: HOOK, events: [7] }, 'events'],
       ['duplicate event', { url: HOOK, events: ['agent.revoked', 'agent.revoked'] }, 'events'],
       ['"*" with another type', { url: HOOK, events: ['*', 'agent.revoked'] }, 'events'],

@@ -137,11 +137,16 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     }
     const tenant = await this.insertTenant(tx, name);
     await tx.query(`INSERT INTO tenant_members (tenant_id, user_id, role) VALUES ($1, $2, 'owner')`, [tenant.id, user.id]);
-    await this.events.auditAndOutbox(
-      tx,
-      { tenantId: tenant.id, type: 'tenant.created', actorType: 'dashboard_user', actorId: user.id, targetType: 'tenant', targetId: tenant.id, metadata: { consent_marketing: body.consent_marketing ?? false } },
-      { tenantId: tenant.id, topic: 'webhook', eventType: 'tenant.created', payload: { tenant_id: tenant.id, slug: tenant.slug } },
-    );
+    // audited only: no webhook, the tenant cannot have an endpoint yet (see webhook-events.ts)
+    await this.events.audit(tx, {
+      tenantId: tenant.id,
+      type: 'tenant.created',
+      actorType: 'dashboard_user',
+      actorId: user.id,
+      targetType: 'tenant',
+      targetId: tenant.id,
+      metadata: { consent_marketing: body.consent_marketing ?? false },
+    });
     const session = await this.sessions.create(tx, user.id);
     return {
       status: 201,

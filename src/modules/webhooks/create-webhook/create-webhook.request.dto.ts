@@ -23,7 +23,7 @@ export class CreateWebhookRequestDto {
     enum: EVENT_CHOICES,
     minItems: 1,
     uniqueItems: true,
-    description: 'event types to receive (spec 6 plus `user.claimed`, `tenant.created`); `*` alone subscribes to every event type, including future ones',
+    description: 'event types to receive (spec 6 plus `user.claimed`); `*` alone subscribes to every event type, including future ones',
   })
   @IsArray()
   @ArrayMinSize(1)
