@@ -111,10 +111,10 @@ export function postToken(t: TestApp, agent: AgentFixture | { id: string; secret
   return req.send(form);
 }
 
-/** Audit rows of a type for an agent, newest first. */
-export async function auditRows(t: TestApp, type: string, agentId: string): Promise<{ metadata: Record<string, unknown>; actor_id: string; target_id: string; severity: string; created_at: Date }[]> {
+/** The audit rows of a type naming a client: an agent (`agent_client_id`) or a legacy OAuth client (`oauth_client_id`). */
+export async function auditRows(t: TestApp, type: string, clientId: string): Promise<{ metadata: Record<string, unknown>; actor_id: string; target_id: string; severity: string; created_at: Date }[]> {
   return t.db.query(
-    `SELECT metadata, actor_id, target_id, severity, created_at FROM audit_events WHERE type = $1 AND metadata->>'agent_client_id' = $2 ORDER BY created_at DESC`,
-    [type, agentId],
+    `SELECT metadata, actor_id, target_id, severity, created_at FROM audit_events WHERE type = $1 AND $2 IN (metadata->>'agent_client_id', metadata->>'oauth_client_id') ORDER BY created_at DESC`,
+    [type, clientId],
   );
 }

@@ -370,24 +370,26 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
     it('a disabled agent, a grant type outside its list, a free tenant and non-agent clients are unauthorized_client (audited)', async () => {
       const free = await createTenant(t.db, { tier: 'free' });
       const freeUser = await registerUser(t, free);
-      const cases: { agent: { id: string; secret: string }; st: string; reason: string }[] = [
+      const cases: { agent: { id: string; secret: string }; st: string; reason: string; legacy?: true }[] = [
         { agent: await createAgent(t.db, tenant.id, { disabled: true, grant_types: [] }), st: await subject(), reason: 'client_disabled' },
         { agent: await createAgent(t.db, tenant.id, { grant_types: ['client_credentials'] }), st: await subject(), reason: 'grant_type_not_allowed' },
         // registered with no grant types (never disabled): not a disabled client
         { agent: await createAgent(t.db, tenant.id, { grant_types: [] }), st: await subject(), reason: 'grant_type_not_allowed' },
         { agent: await createAgent(t.db, free.id), st: freeUser.access_token, reason: 'tier_below_pro' },
-        { agent: await createOAuthClient(t.db, tenant.id, 'confidential'), st: await subject(), reason: 'not_agent_client' },
+        { agent: await createOAuthClient(t.db, tenant.id, 'confidential'), st: await subject(), reason: 'not_agent_client', legacy: true },
       ];
       for (const c of cases) {
         const f = await oauthFailure(exchange(await discoverAs(t.baseUrl, c.agent), c.st));
         expect(f).toMatchObject({ status: 400, error: 'unauthorized_client' });
         const [row] = await auditRows(t, 'oauth.token_exchange.client_unauthorized', c.agent.id);
         // spec 6: the subject token's jti hash prefix, although the token is never verified here
-        const metadata = { agent_client_id: c.agent.id, reason: c.reason, subject_token_jti_hash_prefix: hashPrefix(claims(c.st).jti as string) };
+        // a legacy OAuth client is no agent: named as oauth_client_id, so no agent-filtered webhook matches it
+        const client = c.legacy ? { agent_client_id: null, oauth_client_id: c.agent.id } : { agent_client_id: c.agent.id };
+        const metadata = { ...client, reason: c.reason, subject_token_jti_hash_prefix: hashPrefix(claims(c.st).jti as string) };
         expect(row.metadata).toEqual(metadata);
         expect(row.severity).toBe('medium');
         const [hook] = await t.db.query<{ payload: Record<string, unknown> }>(
-          `SELECT payload FROM outbox WHERE event_type = 'oauth.token_exchange.client_unauthorized' AND payload->>'agent_client_id' = $1`,
+          `SELECT payload FROM outbox WHERE event_type = 'oauth.token_exchange.client_unauthorized' AND $1 IN (payload->>'agent_client_id', payload->>'oauth_client_id')`,
           [c.agent.id],
         );
         expect(hook.payload).toEqual(metadata);
@@ -398,7 +400,8 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       const res = await t.http().post('/oauth/token').type('form').send({ ...exchangeBody(pst), client_id: pub.id }).expect(400);
       expect(res.body.error).toBe('unauthorized_client');
       expect((await auditRows(t, 'oauth.token_exchange.client_unauthorized', pub.id))[0].metadata).toEqual({
-        agent_client_id: pub.id,
+        agent_client_id: null,
+        oauth_client_id: pub.id,
         reason: 'public_client',
         subject_token_jti_hash_prefix: hashPrefix(claims(pst).jti as string),
       });
@@ -414,7 +417,7 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       expect(limited[0].body.error).toBe('slow_down');
       expect(Number(limited[0].headers['retry-after'])).toBeGreaterThan(0);
       expect(await auditRows(t, 'oauth.token_exchange.client_unauthorized', pub.id)).toHaveLength(1);
-      const [{ n }] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE event_type = 'oauth.token_exchange.client_unauthorized' AND payload->>'agent_client_id' = $1`, [pub.id]);
+      const [{ n }] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE event_type = 'oauth.token_exchange.client_unauthorized' AND payload->>'oauth_client_id' = $1`, [pub.id]);
       expect(n).toBe(1);
       // another client's allowance is its own
       const other = await createOAuthClient(t.db, tenant.id, 'public');

@@ -454,10 +454,13 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
 
   /**
    * spec 6 oauth.token_exchange.client_unauthorized: confidential gate, grant type allowlist,
-   * clientType, tier (audit plus webhook, the payload is the metadata).
+   * clientType, tier (audit plus webhook, the payload is the metadata). A legacy OAuth client is
+   * named as `oauth_client_id` (its `agent_client_id` null): it is no agent, and a webhook filtered
+   * by an agent must not be matched by another client's id.
    */
   private async clientUnauthorized(caller: ClientCaller, reason: string, subjectJtiPrefix: string | null): Promise<void> {
-    const metadata = { agent_client_id: caller.clientId, reason, subject_token_jti_hash_prefix: subjectJtiPrefix };
+    const client = caller.kind === 'agent' ? { agent_client_id: caller.clientId } : { agent_client_id: null, oauth_client_id: caller.clientId };
+    const metadata = { ...client, reason, subject_token_jti_hash_prefix: subjectJtiPrefix };
     await this.events.auditAndOutbox(
       this.db,
       {
