@@ -124,6 +124,11 @@ describe('agent activity timeline (spec 4.4, 2.10 AgentActionResponse)', () => {
     expect((await as(t, owner).get(url('?since=2024-02-29T23:59:59.5%2B05:30')).expect(200)).body.data).toEqual(expect.any(Array));
     // RFC 3339 5.6 allows a space for the T (its note) and any number of fraction digits
     await as(t, owner).get(url('?since=2024-02-29%2023:59:59.1234567890Z')).expect(200);
+    // and offsets up to ±23:59, beyond what PostgreSQL reads (±15:59): the same instants as above
+    expect((await as(t, owner).get(url(`?since=${encodeURIComponent('2030-01-01T16:10:00+16:00')}`)).expect(200)).body.data).toHaveLength(7);
+    expect((await as(t, owner).get(url(`?until=${encodeURIComponent('2029-12-31T05:40:00.000-18:30')}`)).expect(200)).body.data).toHaveLength(6);
+    // an offset that moves the instant out of years 1-9999: before or after every action
+    expect((await as(t, owner).get(url(`?since=${encodeURIComponent('0001-01-01T00:00:00+16:00')}&until=${encodeURIComponent('9999-12-31T23:59:59-23:59')}`)).expect(200)).body.data).toHaveLength(13);
     // U+0000 in a query value is refused as in a body, before anything reaches PostgreSQL
     const nul = await as(t, owner).get(url('?action_type=token%00exchange')).expect(400);
     expect(nul.body).toMatchObject({ code: 'request/invalid', errors: [{ field: 'action_type', message: expect.stringContaining('U+0000') }] });

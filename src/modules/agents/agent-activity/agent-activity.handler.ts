@@ -2,6 +2,7 @@ import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
 import { AppError } from '../../../shared/errors/app-error';
+import { utcInstant } from '../../../shared/http/dates';
 import { findTenantAgent } from '../agent.errors';
 import { AgentActionResponse } from '../agent.response.dto';
 import { AgentActivityQuery } from './agent-activity.query';
@@ -49,7 +50,8 @@ export class AgentActivityHandler implements IQueryHandler<AgentActivityQuery> {
   async execute(q: AgentActivityQuery): Promise<Page<AgentActionResponse>> {
     const owner = q.role === 'owner';
     if (!owner && q.filters.actorUserId) throw new AppError('auth/forbidden', "Only tenant owners may read other users' actions");
-    const { since, until } = q.filters;
+    // in UTC: an offset PostgreSQL cannot read (beyond ±15:59, valid RFC 3339) is no 400
+    const [since, until] = [q.filters.since, q.filters.until].map((v) => (v ? utcInstant(v) : undefined));
     if (since && until && Date.parse(since) > Date.parse(until)) {
       throw new AppError('request/invalid', 'since must not be after until', { errors: [{ field: 'since', message: 'since must not be after until' }] });
     }
