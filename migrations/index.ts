@@ -22,6 +22,7 @@ import { EmailDomainCase1765300000000 } from './1765300000000-email-domain-case'
 import { DashboardInvitePending1765360000000 } from './1765360000000-dashboard-invite-pending';
 import { MaintenanceRuns1765400000000 } from './1765400000000-maintenance-runs';
 import { MaintenanceRunLease1765500000000 } from './1765500000000-maintenance-run-lease';
+import { SessionAuthenticatedAt1765600000000 } from './1765600000000-session-authenticated-at';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -49,4 +50,5 @@ export const ALL_MIGRATIONS = [
   DashboardInvitePending1765360000000,
   MaintenanceRuns1765400000000,
   MaintenanceRunLease1765500000000,
+  SessionAuthenticatedAt1765600000000,
 ];

@@ -55,6 +55,8 @@ interface RefreshRow {
   session_revoked_at: Date | null;
   aal: Aal;
   amr: string[];
+  /** the session's `auth_time` (NumericDate seconds) */
+  auth_time: number;
   user_id: string;
   tenant_id: string;
   email: string | null;
@@ -78,6 +80,12 @@ interface Rotation {
   newId: string;
   newHash: string;
 }
+
+/**
+ * A session's `auth_time` (NumericDate seconds) in SQL, for the `user_sessions` row aliased
+ * `alias`: when the user last authenticated in it (a guest claim), else when it started.
+ */
+export const AUTH_TIME_SQL = (alias: string): string => `floor(extract(epoch FROM coalesce(${alias}.authenticated_at, ${alias}.created_at)))::float8`;
 
 const REFRESH_SHAPE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}):([A-Za-z0-9_-]{43})$/;
 
@@ -105,16 +113,18 @@ export class SessionsService {
     const refreshId = randomUUID();
     const secret = randomToken();
     const aal = opts.aal ?? 'AAL1';
-    await tx.query(
+    const [s] = await tx.query<{ auth_time: number }>(
       `WITH s AS (
-         INSERT INTO user_sessions (id, tenant_id, user_id, aal, amr, api_key_id) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id
+         INSERT INTO user_sessions (id, tenant_id, user_id, aal, amr, api_key_id) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at, authenticated_at
+       ), r AS (
+         INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, expires_at)
+         SELECT $7, s.id, $2, $3, $8, now() + make_interval(secs => $9) FROM s
        )
-       INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, expires_at)
-       SELECT $7, s.id, $2, $3, $8, now() + make_interval(secs => $9) FROM s`,
+       SELECT ${AUTH_TIME_SQL('s')} AS auth_time FROM s`,
       [sessionId, user.tenant_id, user.id, aal, opts.amr, opts.apiKeyId ?? null, refreshId, sha256Hex(secret), this.config.REFRESH_TOKEN_TTL_SECONDS],
       'session_start',
     );
-    return { ...(await this.mint(user, scope, sessionId, opts.amr, aal, opts.extraClaims)), refresh_token: `${refreshId}:${secret}`, sessionId };
+    return { ...(await this.mint(user, scope, sessionId, opts.amr, aal, s.auth_time, opts.extraClaims)), refresh_token: `${refreshId}:${secret}`, sessionId };
   }
 
   /**
@@ -139,23 +149,37 @@ export class SessionsService {
     const refreshId = randomUUID();
     const secret = randomToken();
     const aal = opts.aal ?? 'AAL1';
-    const rows = await tx.query<{ id: string }>(
+    // the claim is an authentication (the password just set): the session's auth_time is now
+    const rows = await tx.query<{ id: string; auth_time: number }>(
       `WITH s AS (
-         UPDATE user_sessions SET amr = $3, aal = $4, refreshed_at = now() WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL RETURNING id
+         UPDATE user_sessions SET amr = $3, aal = $4, refreshed_at = now(), authenticated_at = now()
+          WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL RETURNING id, created_at, authenticated_at
        ), r AS (
          UPDATE refresh_tokens SET revoked_at = now() WHERE session_id IN (SELECT id FROM s) AND revoked_at IS NULL
        )
        INSERT INTO refresh_tokens (id, session_id, tenant_id, user_id, secret_hash, expires_at)
-       SELECT $5, s.id, $6, $2, $7, now() + make_interval(secs => $8) FROM s RETURNING id`,
+       SELECT $5, s.id, $6, $2, $7, now() + make_interval(secs => $8) FROM s RETURNING id, (SELECT ${AUTH_TIME_SQL('s')} FROM s) AS auth_time`,
       [sessionId, user.id, opts.amr, aal, refreshId, user.tenant_id, sha256Hex(secret), this.config.REFRESH_TOKEN_TTL_SECONDS],
     );
     // the session ended: its tokens are dead, and a claim never opens a new session in its place
     if (!rows.length) throw new InvalidTokenError();
-    return { ...(await this.mint(user, scope, sessionId, opts.amr, aal, opts.extraClaims)), refresh_token: `${refreshId}:${secret}` };
+    return { ...(await this.mint(user, scope, sessionId, opts.amr, aal, rows[0].auth_time, opts.extraClaims)), refresh_token: `${refreshId}:${secret}` };
   }
 
-  /** Signs an access token for a user in a session (also used by step-up and MFA). */
-  async mint(user: SessionUser, scope: string, sessionId: string, amr: string[], aal: Aal, extra: Record<string, unknown> = {}): Promise<Omit<TokenResponse, 'refresh_token'>> {
+  /**
+   * Signs an access token for a user in a session (also used by step-up and MFA). `authTime`: the
+   * session's `auth_time` (NumericDate seconds, OIDC Core 2: when the user authenticated; kept
+   * across refreshes; see AUTH_TIME_SQL).
+   */
+  async mint(
+    user: SessionUser,
+    scope: string,
+    sessionId: string,
+    amr: string[],
+    aal: Aal,
+    authTime: number,
+    extra: Record<string, unknown> = {},
+  ): Promise<Omit<TokenResponse, 'refresh_token'>> {
     const { token } = await this.jwt.sign({
       sub: user.id,
       tenant_id: user.tenant_id,
@@ -163,6 +187,7 @@ export class SessionsService {
       scope,
       amr,
       aal,
+      auth_time: authTime,
       role: user.role,
       is_anonymous: user.is_anonymous,
       email: user.email,
@@ -190,7 +215,7 @@ export class SessionsService {
     const row = await this.rotator.submit({ id, tenantId, presentedHash: sha256Hex(secret), newId, newHash: sha256Hex(newSecret) });
     if (row?.rotated_now) {
       return {
-        ...(await this.mint({ ...row, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, enrollmentClaims(row))),
+        ...(await this.mint({ ...row, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, row.auth_time, enrollmentClaims(row))),
         refresh_token: `${newId}:${newSecret}`,
       };
     }
@@ -241,7 +266,7 @@ export class SessionsService {
     if (!rows[0]?.ok) throw new AppError('auth/invalid_refresh_token');
     const user: SessionUser = row;
     return {
-      ...(await this.mint({ ...user, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, enrollmentClaims(row))),
+      ...(await this.mint({ ...user, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, row.auth_time, enrollmentClaims(row))),
       refresh_token: `${newId}:${newSecret}`,
     };
   }
@@ -269,7 +294,7 @@ export class SessionsService {
        ), cur AS (
          SELECT i.presented_hash, i.new_id, i.new_hash,
                 rt.id, rt.secret_hash, rt.session_id, rt.rotated_at, rt.revoked_at, rt.expires_at < now() AS expired,
-                s.revoked_at AS session_revoked_at, s.aal, s.amr,
+                s.revoked_at AS session_revoked_at, s.aal, s.amr, ${AUTH_TIME_SQL('s')} AS auth_time,
                 u.id AS user_id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.created_at,
                 -- a guest's tokens carry the tenant's default role of the day, until registration (spec 5 rule 5)
                 CASE WHEN u.is_anonymous THEN t.default_user_role ELSE u.role END AS role,

@@ -20,6 +20,8 @@ export interface AccessClaims {
   scope: string;
   amr: string[];
   aal: Aal;
+  /** when the user authenticated (NumericDate seconds, OIDC Core 2): the session's, kept across refreshes */
+  auth_time?: number;
   role: string;
   is_anonymous: boolean;
   email?: string | null;

@@ -73,6 +73,9 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
         is_anonymous: false,
       });
       expect(c.amr).toEqual([...(s.amr as string[]), 'tx']);
+      // when the user authenticated: the subject's (OIDC auth_time)
+      expect(typeof s.auth_time).toBe('number');
+      expect(c.auth_time).toBe(s.auth_time);
       expect(c).not.toHaveProperty('sid');
       expect(c).not.toHaveProperty('email');
       expect(c.jti).toMatch(UUID);

@@ -67,7 +67,8 @@ export class AnonymousSigninHandler implements ICommandHandler<AnonymousSigninCo
     });
     if (!createdAt) throw new AppError('anonymous/mau_exhausted');
     const user = { id: userId, tenant_id: apiKey.tenantId, email: null, email_verified: false, is_anonymous: true, role: t.defaultUserRole, created_at: createdAt };
-    const minted = await this.sessions.mint(user, t.userScopes, sessionId, ['anonymous'], 'AAL1');
+    // the session starts in the statement that created the guest (the same now()): its auth_time
+    const minted = await this.sessions.mint(user, t.userScopes, sessionId, ['anonymous'], 'AAL1', Math.floor(createdAt.getTime() / 1000));
     return {
       access_token: minted.access_token,
       refresh_token: `${refreshId}:${secret}`,

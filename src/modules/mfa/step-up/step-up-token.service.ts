@@ -11,14 +11,14 @@ import { Aal } from '../../../shared/crypto/jwt.service';
 import { Db } from '../../../shared/db/db.service';
 import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
-import { SessionsService, SessionUser } from '../../sessions/sessions.service';
+import { AUTH_TIME_SQL, SessionsService, SessionUser } from '../../sessions/sessions.service';
 import { MfaLoginPolicy } from '../mfa-login-policy.service';
 import { StepUpResponseDto } from '../mfa.response.dto';
 
 /** Claims `mint` sets itself, or that must not survive into a step-up token. */
 const NOT_CARRIED = new Set([
   'iss', 'sub', 'aud', 'exp', 'iat', 'nbf', 'jti', 'tenant_id', 'sid', 'scope', 'amr', 'aal', 'role',
-  'is_anonymous', 'email', 'email_verified', 'act', 'step_up_at', 'mfa_enrollment_required', 'mfa_enrollment_deadline',
+  'is_anonymous', 'email', 'email_verified', 'act', 'auth_time', 'step_up_at', 'mfa_enrollment_required', 'mfa_enrollment_deadline',
 ]);
 
 /**
@@ -41,8 +41,8 @@ export class StepUpTokenService {
     if (user.isAnonymous || user.claims.act || !user.sessionId) {
       throw new AppError('auth/forbidden', 'Step-up needs a signed-in (non-guest, non-delegated) user session');
     }
-    const [row] = await this.db.query<SessionUser & { amr: string[]; aal: Aal }>(
-      `SELECT s.amr, s.aal, u.id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at
+    const [row] = await this.db.query<SessionUser & { amr: string[]; aal: Aal; auth_time: number }>(
+      `SELECT s.amr, s.aal, ${AUTH_TIME_SQL('s')} AS auth_time, u.id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at
          FROM user_sessions s JOIN users u ON u.id = s.user_id
         WHERE s.id = $1 AND s.user_id = $2 AND s.tenant_id = $3 AND s.revoked_at IS NULL`,
       [user.sessionId, user.userId, user.tenantId],
@@ -53,7 +53,8 @@ export class StepUpTokenService {
     const stepUpAt = Math.floor(Date.now() / 1000);
     const enrollment = await this.mfaPolicy.sessionEnrollmentClaims(row);
     const carried = Object.fromEntries(Object.entries(user.claims).filter(([k]) => !NOT_CARRIED.has(k)));
-    const minted = await this.sessions.mint(row, user.claims.scope, user.sessionId, amr, row.aal, { ...carried, ...enrollment, step_up_at: stepUpAt });
+    // auth_time stays the session's: step_up_at tells when this method was proved
+    const minted = await this.sessions.mint(row, user.claims.scope, user.sessionId, amr, row.aal, row.auth_time, { ...carried, ...enrollment, step_up_at: stepUpAt });
     await this.events.audit(this.db, {
       tenantId: user.tenantId,
       type: 'user.step_up',

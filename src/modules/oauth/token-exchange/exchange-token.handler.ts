@@ -189,6 +189,8 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         scope,
         amr: amr.includes('tx') ? amr : [...amr, 'tx'],
         aal: subject.aal,
+        // when the user authenticated, as amr and aal: the subject's (absent from a token minted before it was a claim)
+        ...(typeof subject.auth_time === 'number' ? { auth_time: subject.auth_time } : {}),
         role: subject.role,
         is_anonymous: false,
         act: { sub: agent.id },
