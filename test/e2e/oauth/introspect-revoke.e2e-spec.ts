@@ -110,6 +110,23 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       expect((await client.tokenIntrospection(config, after)).active).toBe(true);
     });
 
+    it('an exchange whose token was signed before a restore that committed ahead of its issuing statement issues nothing (never a token introspection calls inactive)', async () => {
+      const u = await registerUser(t, tenant);
+      await t.http().delete(`/v1/users/me/agents/${agent.id}`).set('Authorization', `Bearer ${u.access_token}`).expect(200);
+      await t.http().post(`/v1/users/me/agents/${agent.id}/restore`).set('Authorization', `Bearer ${u.access_token}`).expect(200);
+      // the restore's second at or after the iat of the token being issued: what a restore
+      // committing between the exchange's signing and its issuing statement leaves
+      await t.db.query(`UPDATE agent_user_revocations SET restored_at = now() + interval '3 seconds' WHERE user_id = $1 AND agent_client_id = $2`, [u.id, agent.id]);
+      const subjectToken = (await login(t, tenant, u.email)).access_token;
+      expect(await oauthFailure(exchange(config, subjectToken))).toMatchObject({ status: 400, error: 'invalid_grant' });
+      const issued = await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND target_id = $1`, [u.id]);
+      expect(issued).toHaveLength(0);
+      // once the restore is behind the token's second, the agent gets tokens, and they are active
+      await t.db.query(`UPDATE agent_user_revocations SET restored_at = now() - interval '2 seconds' WHERE user_id = $1 AND agent_client_id = $2`, [u.id, agent.id]);
+      const tok = (await exchange(config, subjectToken)).access_token;
+      expect((await client.tokenIntrospection(config, tok)).active).toBe(true);
+    });
+
     it('an ended session: the user token is inactive (also when only PostgreSQL knows)', async () => {
       const s1 = await session();
       await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${s1.access_token}`).expect(204);

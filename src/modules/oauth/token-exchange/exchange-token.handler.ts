@@ -30,8 +30,8 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 /** An absolute URI (RFC 3986 section 4.3) for `audience`. */
 const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$/;
 const MAX_AUDIENCES = 5;
-/** $1-$6 of the issuing statement: agents, grant type, sessions, users, tenants, client secret hashes */
-const GUARD_PARAMS = 6;
+/** $1-$7 of the issuing statement: agents, grant type, sessions, users, tenants, client secret hashes, iats */
+const GUARD_PARAMS = 7;
 const MAX_SUBJECT_TOKEN_LENGTH = 16_384;
 /** spec 8 per-client exchange counter of clients that are not agents (every request is refused) */
 const NON_AGENT_BUCKET = 'token_exchange_non_agent';
@@ -59,6 +59,8 @@ interface Issuance {
   sessionId: string;
   userId: string;
   tenantId: string;
+  /** the token's iat: refused when the user restored the pair at or after it (see issueMany) */
+  iat: number;
   audit: AuditEvent;
   outbox: OutboxMessage;
   action: AgentActionInput;
@@ -312,6 +314,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       sessionId: subject.sid as string,
       userId: subject.sub,
       tenantId: agent.tenant_id,
+      iat: claims.iat,
       audit: {
         tenantId: agent.tenant_id,
         type: 'oauth.token_exchange.issued',
@@ -374,7 +377,10 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
    * The issuing statement for one or several exchanges: guard flags per exchange read in the same
    * snapshot as the inserts, which are conditional on them (a revoke committed before it starts is
    * seen; one committing later is later than this issuance). No explicit transaction: no BEGIN
-   * and COMMIT round trips.
+   * and COMMIT round trips. A pair the user restored at or after the token's iat (second) is
+   * refused too: the token was signed before that restore committed, and introspection tells the
+   * tokens a withdrawal ended from later ones by iat against restored_at, so issuing it would hand
+   * out a token reported inactive; the exchange counts as one made before the restore.
    */
   private async issueMany(items: Issuance[]): Promise<IssueFlags[]> {
     const ok = '(SELECT ok FROM g WHERE g.ord = r.ord)';
@@ -383,7 +389,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const [actionSql, xp] = this.agents.recordActionsSql(items.map((i) => i.action), GUARD_PARAMS + 1 + ap.length + op.length, ok);
     const rows = await this.db.query<IssueFlags & { ord: string }>(
       `WITH i AS (
-         SELECT * FROM unnest($1::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::text[]) WITH ORDINALITY AS i(agent_id, session_id, user_id, tenant_id, secret_hash, ord)
+         SELECT * FROM unnest($1::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::text[], $7::float8[]) WITH ORDINALITY AS i(agent_id, session_id, user_id, tenant_id, secret_hash, iat, ord)
        ), f AS (
          SELECT i.ord,
                 COALESCE(ac.revoked_at IS NULL AND ac.secret_hash = i.secret_hash, false) AS agent_active,
@@ -391,7 +397,8 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
                 EXISTS (SELECT 1 FROM user_sessions s
                          WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL) AS session_ok,
                 NOT EXISTS (SELECT 1 FROM agent_user_revocations v
-                             WHERE v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id AND v.revoked_at IS NOT NULL) AS pair_ok
+                             WHERE v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
+                               AND (v.revoked_at IS NOT NULL OR v.restored_at >= to_timestamp(i.iat))) AS pair_ok
            FROM i LEFT JOIN agent_clients ac ON ac.id = i.agent_id
        ), g AS (
          SELECT *, agent_active AND grant_ok AND session_ok AND pair_ok AS ok FROM f
@@ -404,6 +411,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         items.map((i) => i.userId),
         items.map((i) => i.tenantId),
         items.map((i) => i.secretHash),
+        items.map((i) => i.iat),
         ...ap,
         ...op,
         ...xp,
