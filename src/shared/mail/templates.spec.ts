@@ -29,6 +29,20 @@ describe('mail templates', () => {
     expect(m.subject).toContain(template === 'agent_revoked' ? 'Bot' : 'Acme');
   });
 
+  it.each(['enabled', 'disabled', 'recovery_codes_regenerated'])('mfa_changed (%s) tells what changed, with no link and no secret', (change) => {
+    const m = renderMail('mfa_changed', ctx({ data: { change } }));
+    expect(m.subject).toContain('Acme');
+    expect(m.text).toContain({ enabled: 'turned on', disabled: 'turned off', recovery_codes_regenerated: 'earlier codes no longer work' }[change]);
+    expect(m.text).toContain('reset your password');
+    expect(m.text).not.toContain('token=');
+    expect(m.text).not.toContain('123456');
+  });
+
+  it('mfa_changed without a known change cannot render', () => {
+    expect(() => renderMail('mfa_changed', ctx({ data: { change: 'other' } }))).toThrow(MailTemplateError);
+    expect(() => renderMail('mfa_changed', ctx())).toThrow(MailTemplateError);
+  });
+
   it('email_otp shows the 6-digit code and refuses anything else', () => {
     expect(renderMail('email_otp', ctx()).text).toContain('123456');
     expect(() => renderMail('email_otp', ctx({ secret: { code: '12345' } }))).toThrow(MailTemplateError);

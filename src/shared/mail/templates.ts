@@ -91,6 +91,27 @@ const TEMPLATES: Record<MailTemplate, (c: TemplateContext) => MailContent> = {
     ],
     footer: 'If you did not change it, reset your password right away and contact the support of the service.',
   }),
+  // data.change: what happened to the account's second factor (see src/modules/mfa/mfa-notice.ts)
+  mfa_changed: (c) => {
+    const change = str(c.data.change);
+    const what: Record<string, { subject: string; text: string }> = {
+      enabled: {
+        subject: `Two-step verification was turned on for your ${c.tenantName} account`,
+        text: `Two-step verification was just turned on for your ${c.tenantName} account: signing in now also asks for a code from the authenticator app that was set up.`,
+      },
+      disabled: {
+        subject: `Two-step verification was turned off for your ${c.tenantName} account`,
+        text: `Two-step verification was just turned off for your ${c.tenantName} account: signing in no longer asks for a code from an authenticator app.`,
+      },
+      recovery_codes_regenerated: {
+        subject: `New recovery codes for your ${c.tenantName} account`,
+        text: `New two-step verification recovery codes were just created for your ${c.tenantName} account. The earlier codes no longer work.`,
+      },
+    };
+    const m = what[change];
+    if (!m) throw new MailTemplateError(`mfa_changed needs data.change (one of ${Object.keys(what).join(', ')})`);
+    return { subject: m.subject, paragraphs: [m.text], footer: 'If you did not do this, reset your password right away and contact the support of the service.' };
+  },
   // data.purpose 'step_up': the link confirms a sensitive action of a signed-in session
   magic_link: (c) =>
     c.data.purpose === 'step_up'

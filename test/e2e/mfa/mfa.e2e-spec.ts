@@ -23,6 +23,16 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
   });
   afterAll(() => t.close());
 
+  /** The MFA notices mailed to the user (outbox `mfa_changed`, to the user's address), oldest first. */
+  const mfaNotices = async (userId: string): Promise<string[]> =>
+    (
+      await t.db.query<{ change: string }>(
+        `SELECT o.payload->'data'->>'change' AS change FROM outbox o JOIN users u ON u.email = o.payload->>'to' AND u.tenant_id = o.tenant_id
+          WHERE o.topic = 'email' AND o.payload->>'template' = 'mfa_changed' AND u.id = $1 ORDER BY o.id`,
+        [userId],
+      )
+    ).map((r) => r.change);
+
   describe('enrollment', () => {
     it('setup answers a 20-byte base32 seed without padding and its otpauth URL; the seed is stored envelope-encrypted and pending', async () => {
       const u = await api.register();
@@ -66,6 +76,8 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
         expect(dump).not.toContain(c.replace('-', ''));
       }
       for (const r of stored) expect(r.code_hash).toMatch(/^[0-9a-f]{64}$/);
+      // the user is told by email (outbox, same transaction), as of a password change
+      expect(await mfaNotices(u.userId)).toEqual(['enabled']);
       // enabled: setup and verify-setup again are 409 mfa/already_enabled
       expect((await api.setup(u.accessToken).expect(409)).body.code).toBe('mfa/already_enabled');
       expect((await api.verifySetup(u.accessToken, { code: '123456' }).expect(409)).body.code).toBe('mfa/already_enabled');
@@ -327,6 +339,8 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       const login = await api.login(u.email).expect(200);
       expect(login.body.access_token).toEqual(expect.any(String));
       expect((await api.disable(stepped, { code: '123456', password: STRONG_PASSWORD }).expect(409)).body.code).toBe('mfa/not_enabled');
+      // told when it was turned on and when off; the refused attempts told nothing
+      expect(await mfaNotices(u.userId)).toEqual(['enabled', 'disabled']);
       const [audit] = await t.db.query<{ severity: string }>(`SELECT severity FROM audit_events WHERE type = 'user.mfa_disabled' AND target_id = $1`, [u.userId]);
       expect(audit.severity).toBe('high');
     });
@@ -379,6 +393,7 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       // the code that regenerated was used in its step
       const replay = await api.regenerate(session.access_token, { code: codeAt(u.device.secret, u.device.lastStep), password: STRONG_PASSWORD }).expect(401);
       expect(replay.body.code).toBe('mfa/invalid_code');
+      expect(await mfaNotices(u.userId)).toEqual(['enabled', 'recovery_codes_regenerated']);
     });
 
     it('a wrong password counts with password login of the account (no guessing beside a throttled sign-in); a wrong code with MFA sign-in', async () => {

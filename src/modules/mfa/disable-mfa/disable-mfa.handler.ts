@@ -1,6 +1,8 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { MailService } from '../../../shared/mail/mail.service';
+import { noticeMfaChange } from '../mfa-notice';
 import { MfaConfirmationService } from '../mfa-confirmation.service';
 import { MfaFactorsService } from '../mfa-factors.service';
 import { DisableMfaCommand } from './disable-mfa.command';
@@ -12,6 +14,7 @@ export class DisableMfaHandler implements ICommandHandler<DisableMfaCommand, voi
     private readonly confirmation: MfaConfirmationService,
     private readonly factors: MfaFactorsService,
     private readonly events: EventsService,
+    private readonly mail: MailService,
   ) {}
 
   async execute({ user, code, password, client }: DisableMfaCommand): Promise<void> {
@@ -27,6 +30,7 @@ export class DisableMfaHandler implements ICommandHandler<DisableMfaCommand, voi
         severity: 'high',
         metadata: { factor: 'totp', proof: method },
       });
+      await noticeMfaChange(tx, this.mail, user, 'disabled');
     });
   }
 }

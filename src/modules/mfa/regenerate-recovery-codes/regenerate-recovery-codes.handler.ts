@@ -1,5 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { EventsService } from '../../../shared/events/events.service';
+import { MailService } from '../../../shared/mail/mail.service';
+import { noticeMfaChange } from '../mfa-notice';
 import { MfaConfirmationService } from '../mfa-confirmation.service';
 import { MfaFactorsService } from '../mfa-factors.service';
 import { RecoveryCodesResponseDto } from '../mfa.response.dto';
@@ -11,6 +13,7 @@ export class RegenerateRecoveryCodesHandler implements ICommandHandler<Regenerat
     private readonly confirmation: MfaConfirmationService,
     private readonly factors: MfaFactorsService,
     private readonly events: EventsService,
+    private readonly mail: MailService,
   ) {}
 
   async execute({ user, code, password, client }: RegenerateRecoveryCodesCommand): Promise<RecoveryCodesResponseDto> {
@@ -25,6 +28,7 @@ export class RegenerateRecoveryCodesHandler implements ICommandHandler<Regenerat
         targetId: user.userId,
         severity: 'medium',
       });
+      await noticeMfaChange(tx, this.mail, user, 'recovery_codes_regenerated');
       return fresh;
     });
     return { recovery_codes: codes };

@@ -2,6 +2,8 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { MailService } from '../../../shared/mail/mail.service';
+import { noticeMfaChange } from '../mfa-notice';
 import { EnrollmentTokenService } from '../enrollment-token.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { MfaFactorsService } from '../mfa-factors.service';
@@ -23,6 +25,7 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
     private readonly events: EventsService,
     private readonly throttle: LoginThrottleService,
     private readonly enrollment: EnrollmentTokenService,
+    private readonly mail: MailService,
   ) {}
 
   async execute({ user, code, client }: VerifyTotpSetupCommand): Promise<RecoveryCodesResponseDto> {
@@ -48,6 +51,7 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
           severity: 'medium',
           metadata: { factor: 'totp' },
         });
+        await noticeMfaChange(tx, this.mail, user, 'enabled');
         return recovery;
       });
       await this.throttle.succeeded(realm, user.userId, client.ip);

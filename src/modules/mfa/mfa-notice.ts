@@ -1,0 +1,15 @@
+import { Queryable } from '../../shared/db/db.service';
+import { MailService } from '../../shared/mail/mail.service';
+
+/** A change of a user's second factor the user is told of by email (template `mfa_changed`). */
+export type MfaChange = 'enabled' | 'disabled' | 'recovery_codes_regenerated';
+
+/**
+ * Tells the user by email, in the change's transaction (the outbox), that their second factor
+ * changed, as a password change does: someone holding a stolen session and password could
+ * otherwise turn MFA off, or on with their own authenticator (locking the owner out), unnoticed.
+ */
+export async function noticeMfaChange(tx: Queryable, mail: MailService, user: { tenantId: string; userId: string }, change: MfaChange): Promise<void> {
+  const [u] = await tx.query<{ email: string | null }>(`SELECT email FROM users WHERE id = $1 AND tenant_id = $2`, [user.userId, user.tenantId], 'mfa_notice_email');
+  if (u?.email) await mail.enqueue(tx, { tenantId: user.tenantId, to: u.email, template: 'mfa_changed', data: { change } });
+}
