@@ -16,6 +16,7 @@ import { AppError } from './shared/errors/app-error';
 import { renderError, sendRendered } from './shared/errors/problem';
 import { createValidationPipe } from './shared/errors/validation.pipe';
 import { installBodyParsers } from './shared/http/body-parsers';
+import { installPublicPreflight } from './shared/http/public-cors';
 import { installMetrics } from './shared/http/metrics';
 import { DASHBOARD_COOKIE } from './shared/auth/dashboard-session.service';
 import { closeRequestSchemas, declareBodyRefusals, OAUTH_CLIENT_BASIC } from './shared/http/api-docs';
@@ -115,12 +116,9 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
     maxAge: 600,
     exposedHeaders: ['X-Request-Id', 'Retry-After', 'X-Service-Docs', 'WWW-Authenticate'],
   };
-  // the JWKS and the discovery documents are public: any browser relying party (oidc-client-ts,
-  // a SPA verifying tokens) may read them, without credentials, whatever CORS_ORIGINS says
-  const publicCors = { origin: '*', credentials: false, methods: ['GET', 'HEAD'], maxAge: 600 };
-  await app.register(fastifyCors as never, {
-    delegator: (req: { url?: string }, cb: (err: null, options: object) => void) => cb(null, req.url?.startsWith('/.well-known/') ? publicCors : apiCors),
-  } as never);
+  await app.register(fastifyCors as never, apiCors as never);
+  // the JWKS and the discovery documents are public (PUBLIC_CORS on their routes, and here their preflights)
+  installPublicPreflight(fastify);
 
   const securityHeaders = helmetHeaders({
     contentSecurityPolicy: {

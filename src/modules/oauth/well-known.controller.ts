@@ -1,7 +1,9 @@
 import { Controller, Get, Header, Inject } from '@nestjs/common';
+import { RouteConfig } from '@nestjs/platform-fastify';
 import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { JWKS_MAX_AGE_SECONDS, SigningKeysService } from '../../shared/crypto/signing-keys.service';
+import { PUBLIC_CORS } from '../../shared/http/public-cors';
 import { TOKEN_EXCHANGE_GRANT } from './oauth.constants';
 
 /** OpenID Provider / RFC 8414 metadata, as served (documentation only). */
@@ -67,6 +69,7 @@ export class WellKnownController {
 
   @Get('jwks.json')
   @Header('Cache-Control', `public, max-age=${JWKS_MAX_AGE_SECONDS}`)
+  @RouteConfig({ cors: PUBLIC_CORS })
   @ApiOperation({ summary: 'JSON Web Key Set of the access-token signing keys (one entry per kid)' })
   @ApiOkResponse({
     description: 'RFC 7517 JWK Set (public RSA keys only)',
@@ -98,6 +101,7 @@ export class WellKnownController {
 
   @Get('openid-configuration')
   @Header('Cache-Control', `public, max-age=${JWKS_MAX_AGE_SECONDS}`)
+  @RouteConfig({ cors: PUBLIC_CORS })
   @ApiOperation({ summary: 'OpenID Provider metadata' })
   @ApiOkResponse({ schema: METADATA_SCHEMA })
   openid() {
@@ -106,6 +110,7 @@ export class WellKnownController {
 
   @Get('oauth-authorization-server')
   @Header('Cache-Control', `public, max-age=${JWKS_MAX_AGE_SECONDS}`)
+  @RouteConfig({ cors: PUBLIC_CORS })
   @ApiOperation({ summary: 'OAuth 2.0 Authorization Server metadata (RFC 8414)' })
   @ApiOkResponse({ schema: METADATA_SCHEMA })
   oauthServer() {

@@ -397,6 +397,15 @@ describe('input hardening: odd bodies, characters and requests', () => {
     } finally {
       await cors.close();
     }
+    // without CORS_ORIGINS: no CORS for the API, the public documents as above (and no API header leaks onto them)
+    const jwks = await t.http().get('/.well-known/jwks.json').set('Origin', 'https://rp.example').expect(200);
+    expect(jwks.headers['access-control-allow-origin']).toBe('*');
+    expect(jwks.headers['access-control-allow-credentials']).toBeUndefined();
+    expect(jwks.headers['access-control-expose-headers']).toBeUndefined();
+    const pre = await t.http().options('/.well-known/openid-configuration').set('Origin', 'https://rp.example').set('Access-Control-Request-Method', 'GET').expect(204);
+    expect(pre.headers['access-control-allow-origin']).toBe('*');
+    expect((await t.http().get('/health').set('Origin', 'https://rp.example').expect(200)).headers['access-control-allow-origin']).toBeUndefined();
+    expect((await t.http().options('/v1/auth/me').set('Origin', 'https://rp.example').set('Access-Control-Request-Method', 'GET')).headers['access-control-allow-origin']).toBeUndefined();
   });
 
   it('a body that trickles in slower than HTTP_REQUEST_TIMEOUT_MS gets 408 problem+json and the connection closes', async () => {
