@@ -71,11 +71,16 @@ export class MfaFactorsService {
    * Verifies a code of an enabled factor: a TOTP code (exactly 6 digits) is accepted once per time
    * step (`WHERE last_used_step < step`: a code already used in its step, or older than the last
    * accepted one, is refused); with `allowRecovery`, an unused recovery code is consumed instead.
+   * The factor row is locked first, whichever kind of code is presented: every transaction that
+   * uses or changes a user's codes (sign-in, disable, regeneration) then locks the factor before
+   * any recovery code, in one order. A recovery code locked first deadlocked with a TOTP-confirmed
+   * regeneration or a second disable (500). A caller that waited finds the winner's outcome.
    */
   async verify(tx: Queryable, tenantId: string, userId: string, code: string, allowRecovery: boolean): Promise<MfaMethod | null> {
     const [f] = await tx.query<TotpFactor>(
       `SELECT id, secret_enc, enabled_at FROM user_mfa_factors
-        WHERE user_id = $1 AND tenant_id = $2 AND kind = 'totp' AND enabled_at IS NOT NULL`,
+        WHERE user_id = $1 AND tenant_id = $2 AND kind = 'totp' AND enabled_at IS NOT NULL
+        FOR UPDATE`,
       [userId, tenantId],
       'mfa_factor_enabled',
     );

@@ -345,6 +345,25 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       expect(audit.severity).toBe('high');
     });
 
+    it('disables and a regeneration racing for one user: one wins, the others get a clean 401/409, never a deadlock (500)', async () => {
+      for (let round = 0; round < 3; round++) {
+        const u = await api.enrolledUser();
+        const stepped = await api.steppedUp(u.accessToken);
+        const body = (code: string) => ({ code, password: STRONG_PASSWORD });
+        // a TOTP-confirmed regeneration and disables confirmed with three different recovery codes
+        const answers = await Promise.all([
+          api.regenerate(stepped, body(await u.device.next())),
+          ...u.recoveryCodes.slice(0, 3).map((c) => api.disable(stepped, body(c))),
+        ]);
+        const statuses = answers.map((r) => r.status);
+        expect(statuses.filter((s) => s >= 500)).toEqual([]);
+        expect(statuses.filter((s) => s === 200 || s === 204)).toHaveLength(1);
+        for (const r of answers.filter((a) => a.status >= 400)) expect(['mfa/invalid_code', 'mfa/not_enabled']).toContain(r.body.code);
+        const audit = await t.db.query<{ type: string }>(`SELECT type FROM audit_events WHERE target_id = $1 AND type IN ('user.mfa_disabled', 'user.mfa_recovery_codes_regenerated')`, [u.userId]);
+        expect(audit).toHaveLength(1);
+      }
+    });
+
     it('disable accepts a recovery code (lost authenticator)', async () => {
       const u = await api.enrolledUser();
       const session = await api.signIn(u);
