@@ -42,6 +42,19 @@ describe('renderError', () => {
   });
 });
 
+describe('renderError: transaction conflicts', () => {
+  it('a deadlock or serialization failure PostgreSQL broke is 503 with Retry-After (retryable), not an unexpected 500', () => {
+    for (const code of ['40P01', '40001']) {
+      const err = Object.assign(new Error('deadlock detected'), { code, severity: 'ERROR' });
+      const r = renderError(err, '/v1/auth/mfa/disable', 'rid');
+      expect([r.status, (r.body as { code?: string }).code, r.headers?.['Retry-After']]).toEqual([503, 'server/unavailable', '1']);
+      expect((renderError(err, '/oauth/token', 'rid').body as { error?: string }).error).toBe('temporarily_unavailable');
+    }
+    // the same code from something that is not PostgreSQL is no conflict
+    expect(renderError(Object.assign(new Error('x'), { code: '40P01' }), '/v1/auth/login', 'rid').status).toBe(500);
+  });
+});
+
 describe('isOAuthPath', () => {
   it('reads the path as the router does: percent-decoded', () => {
     expect(isOAuthPath('/oauth/token')).toBe(true);

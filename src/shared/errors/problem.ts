@@ -104,9 +104,23 @@ function fromDatabaseUnavailable(err: { code?: unknown; message?: string; errors
   return unavailable ? new AppError('server/unavailable', 'A dependency is unavailable; retry shortly') : undefined;
 }
 
+/**
+ * PostgreSQL ended the transaction to break a deadlock (40P01) or a serialization conflict
+ * (40001): the request collided with a concurrent one and may simply be sent again, so 503 with
+ * Retry-After rather than 500. Still a bug (two writers locking in different orders): logged at
+ * error level, with its SQLSTATE, so it gets fixed.
+ */
+function fromTransactionConflict(err: { code?: unknown; message?: string }): AppError | undefined {
+  if ((err.code !== '40P01' && err.code !== '40001') || !('severity' in err || 'driverError' in err)) return undefined;
+  logger.error({ sqlstate: err.code, message: err.message }, 'transaction aborted by a conflict with a concurrent one (a lock order to fix)');
+  return new AppError('server/unavailable', 'The request collided with a concurrent one; retry it', { headers: { 'Retry-After': '1' } });
+}
+
 function fromFrameworkError(err: { statusCode?: number; code?: string; message?: string }): AppError | undefined {
   const dataError = fromDatabaseDataError(err);
   if (dataError) return dataError;
+  const conflict = fromTransactionConflict(err);
+  if (conflict) return conflict;
   const down = fromDatabaseUnavailable(err);
   if (down) return down;
   const status = err.statusCode;
