@@ -115,6 +115,9 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
     maxAge: 600,
     exposedHeaders: ['X-Request-Id', 'Retry-After', 'X-Service-Docs', 'WWW-Authenticate'],
+    // an OPTIONS that is no CORS preflight (no Origin or no Access-Control-Request-Method) goes on
+    // to the routes and gets the error envelope, not the plugin's 400 text/plain
+    strictPreflight: false,
   };
   await app.register(fastifyCors as never, apiCors as never);
   // the JWKS and the discovery documents are public (PUBLIC_CORS on their routes, and here their preflights)

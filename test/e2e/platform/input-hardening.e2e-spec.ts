@@ -394,6 +394,12 @@ describe('input hardening: odd bodies, characters and requests', () => {
       }
       const notPublic = await cors.http().get('/v1/auth/me').set('Origin', 'https://attacker.example');
       expect(notPublic.headers['access-control-allow-origin']).toBeUndefined();
+      // an OPTIONS that is no preflight (no Origin, or no requested method) is answered in the envelope, never the plugin's text/plain 400
+      for (const req of [cors.http().options('/v1/auth/me'), cors.http().options('/v1/auth/me').set('Origin', 'https://app.example'), cors.http().options('/.well-known/jwks.json')]) {
+        const r = await req;
+        expect(r.status).toBeLessThan(500);
+        expect(r.headers['content-type'] ?? 'none').not.toMatch(/text\/plain/);
+      }
     } finally {
       await cors.close();
     }
