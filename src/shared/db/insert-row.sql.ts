@@ -1,6 +1,11 @@
-/** The INSERT of one row with parameters numbered from `from`, for composing into a CTE. */
-export function insertRowSql(table: string, columns: readonly (readonly [name: string, type: string])[], from: number): string {
-  return `INSERT INTO ${table} (${columns.map(([n]) => n).join(', ')}) VALUES (${columns.map((_, i) => `$${from + i}`).join(', ')})`;
+/**
+ * The INSERT of one row with parameters numbered from `from`, for composing into a CTE; `computed`:
+ * columns set by an SQL expression rather than a parameter (e.g. `{ created_at: 'clock_timestamp()' }`).
+ */
+export function insertRowSql(table: string, columns: readonly (readonly [name: string, type: string])[], from: number, computed: Record<string, string> = {}): string {
+  const names = [...columns.map(([n]) => n), ...Object.keys(computed)].join(', ');
+  const values = [...columns.map((_, i) => `$${from + i}`), ...Object.values(computed)].join(', ');
+  return `INSERT INTO ${table} (${names}) VALUES (${values})`;
 }
 
 /**

@@ -58,9 +58,15 @@ export class EventsService {
     await tx.query(`WITH a AS (${a} RETURNING 1) ${o}`, [...ap, ...op]);
   }
 
-  /** INSERT of one audit row with parameters numbered from `from` (to compose CTEs). */
+  /**
+   * INSERT of one audit row with parameters numbered from `from` (to compose CTEs). Stamped with
+   * the time of the insert (clock_timestamp), not of the transaction's start (now()): a change that
+   * waited for a lock (two settings changes of one tenant) is then stamped in the order the changes
+   * were made, so the latest row of a trail is the change that holds. (The batched issuances of
+   * auditRowsSql keep now(): one statement, and their rows are matched with its other rows by it.)
+   */
   auditSql(e: AuditEvent, from: number): [string, unknown[]] {
-    return [insertRowSql('audit_events', AUDIT_COLUMNS, from), auditValues(e)];
+    return [insertRowSql('audit_events', AUDIT_COLUMNS, from, { created_at: 'clock_timestamp()' }), auditValues(e)];
   }
 
   /** INSERT of several audit rows (one array parameter per column); `when`: see insertRowsSql. */

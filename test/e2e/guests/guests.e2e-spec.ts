@@ -489,6 +489,23 @@ describe('tenant anonymous settings (contract "Tenant settings")', () => {
     expect(audits.map((a) => a.metadata.confirmed_privileged_role)).toEqual([true, false, false, false, true]);
   });
 
+  it('parallel changes are made one after the other: the newest audit row is the change that holds, and each one starts from the one before', async () => {
+    const o = await signupTenant(t);
+    const patch = settingsPatch(o);
+    await patch({ anonymous_signins_enabled: true, default_user_role: 'read_only' }).expect(200);
+    const ttls = Array.from({ length: 12 }, (_, i) => i + 2);
+    const answers = await Promise.all(ttls.map((d) => patch({ anonymous_user_ttl_days: d })));
+    expect(answers.map((a) => a.status)).toEqual(ttls.map(() => 200));
+    const [now] = await t.db.query<{ anonymous_user_ttl_days: number }>(`SELECT anonymous_user_ttl_days FROM tenants WHERE id = $1`, [o.tenantId]);
+    const trail = await t.db.query<{ metadata: { before: { anonymous_user_ttl_days: number }; after: { anonymous_user_ttl_days: number } } }>(
+      `SELECT metadata FROM audit_events WHERE type = 'tenant.anonymous_settings_updated' AND tenant_id = $1 ORDER BY created_at DESC, id DESC`,
+      [o.tenantId],
+    );
+    expect(trail[0].metadata.after.anonymous_user_ttl_days).toBe(now.anonymous_user_ttl_days);
+    // newest first: each change's before is the after of the one stamped just before it
+    for (let i = 0; i + 1 < trail.length; i++) expect(trail[i].metadata.before.anonymous_user_ttl_days).toBe(trail[i + 1].metadata.after.anonymous_user_ttl_days);
+  });
+
   it('widening the role while guests are enabled needs the confirmation too (no two-step bypass); narrowing does not', async () => {
     const o = await signupTenant(t);
     const { key } = await createApiKey(t, o);
