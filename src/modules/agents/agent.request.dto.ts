@@ -9,7 +9,6 @@ import {
   IsObject,
   IsOptional,
   IsString,
-  IsUrl,
   Length,
   Matches,
   Max,
@@ -20,6 +19,7 @@ import {
 import { AGENT_GRANT_TYPES, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
 import { Present } from '../../shared/http/presence';
 import { IsDisplayName, IsPlainText } from '../../shared/http/display-name';
+import { IsLogoUrl } from './logo-url';
 
 
 /** RFC 6749 section 3.3 scope-token: one or more NQCHAR (no space, quote or backslash). */
@@ -91,8 +91,14 @@ export class AgentFieldsDto {
   @IsOptional() @IsString() @Length(1, 64) @IsDisplayName()
   agent_class?: string | null;
 
-  @ApiPropertyOptional({ type: String, format: 'uri', maxLength: 2048, nullable: true, description: 'shown to end users (agent_logo_url)' })
-  @IsOptional() @IsString() @MaxLength(2048) @IsUrl({ protocols: ['https', 'http'], require_protocol: true, require_tld: false })
+  @ApiPropertyOptional({
+    type: String,
+    format: 'uri',
+    maxLength: 2048,
+    nullable: true,
+    description: 'shown to end users (agent_logo_url): an https URL of a public host (a name or a public IP address), without credentials or fragment',
+  })
+  @IsOptional() @IsString() @MaxLength(2048) @IsLogoUrl()
   logo_url?: string | null;
 
   @ApiPropertyOptional({ type: [String], maxItems: 100, uniqueItems: true, description: 'the scopes the agent may ever be granted (the allowlist of the exchange intersection)' })

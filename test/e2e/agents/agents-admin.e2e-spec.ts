@@ -173,6 +173,27 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
       }
     });
 
+    it('logo_url (loaded by every end user\'s browser) is https to a public host without credentials or fragment, on create and PATCH', async () => {
+      const own = await tenantOnTier(t, 'pro'); // a session of its own: the write limit of the shared one is counted
+      const bad = [
+        'http://cdn.example.com/l.png',
+        'https://u:p@cdn.example.com/l.png',
+        'https://127.0.0.1/l.png',
+        'https://[::1]/l.png',
+        'https://10.0.0.5/l.png',
+        'https://localhost/l.png',
+        'https://intranet/l.png',
+        'https://cdn.example.com/l.png#x',
+      ];
+      for (const logo_url of bad) {
+        const res = await as(t, own).post(agentsUrl(own), { name: 'ok', logo_url }).expect(400);
+        expect(res.body).toMatchObject({ code: 'request/invalid', errors: [expect.objectContaining({ field: 'logo_url' })] });
+      }
+      const agent = await registerAgent(t, own, { logo_url: 'https://cdn.example.com/l.png' });
+      expect((await as(t, own).patch(agentsUrl(own, `/${agent.id}`), { logo_url: 'https://192.168.0.1/l.png' }).expect(400)).body.code).toBe('request/invalid');
+      expect((await as(t, own).patch(agentsUrl(own, `/${agent.id}`), { logo_url: 'https://93.184.216.34/l.png' }).expect(200)).body.logo_url).toBe('https://93.184.216.34/l.png');
+    });
+
     it('agent_class (shown to end users) is printable as names are; a description may span lines and hold tabs, no other controls; PATCH by the same rules', async () => {
       const own = await tenantOnTier(t, 'pro'); // a session of its own: the write limit of the shared one is counted
       for (const body of [

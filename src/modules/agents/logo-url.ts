@@ -1,0 +1,38 @@
+import { ValidateBy, ValidationOptions } from 'class-validator';
+import { isIP } from 'node:net';
+import { classifyAddress, isLocalhostName } from '../webhooks/url-policy';
+
+/**
+ * Whether an agent's `logo_url` may be shown to end users (UserAgentResponse.agent_logo_url): an
+ * absolute https URL (a page served over https blocks other images) with a host name or a public
+ * IP address, no credentials and no fragment. Every end user's browser loads it, so it must not
+ * point them at their own machine or network (`https://127.0.0.1/...`, `localhost`, 10/8, ...)
+ * nor carry a password in the clear.
+ */
+export function isLogoUrl(value: unknown): boolean {
+  if (typeof value !== 'string') return false;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return false;
+  }
+  if (url.protocol !== 'https:' || url.username || url.password || value.includes('#') || !url.hostname) return false;
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (isLocalhostName(host)) return false;
+  if (isIP(host)) return classifyAddress(host) === 'public';
+  // a name: at least two labels (no bare intranet names)
+  return /^[a-z0-9-]+(\.[a-z0-9-]+)+\.?$/i.test(host);
+}
+
+export const IsLogoUrl = (options?: ValidationOptions): PropertyDecorator =>
+  ValidateBy(
+    {
+      name: 'isLogoUrl',
+      validator: {
+        validate: isLogoUrl,
+        defaultMessage: (a) => `${a?.property} must be an https URL of a public host, without credentials or fragment`,
+      },
+    },
+    options,
+  );
