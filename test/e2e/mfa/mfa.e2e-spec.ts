@@ -4,6 +4,9 @@ import { JwtService } from '../../../src/shared/crypto/jwt.service';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { claimsOf, codeAt, currentStep, mfaApi, TotpDevice } from './mfa.helpers';
+import { mfaThrottleRealm } from '../../../src/modules/mfa/mfa-throttle';
+import { sha256Hex } from '../../../src/shared/crypto/tokens';
+import { rawRedis } from '../agents/agents.helpers';
 
 // a test may wait for the next 30 s TOTP step when it needs more codes than the window holds
 jest.setTimeout(90_000);
@@ -216,6 +219,25 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       const results = await Promise.all(challenges.map((c) => api.verify({ mfa_challenge_token: c, code })));
       expect(results.filter((r) => r.status === 200)).toHaveLength(1);
       for (const r of results.filter((x) => x.status !== 200)) expect(r.body.code).toBe('mfa/invalid_code');
+    });
+
+    it('one challenge sent 5 times in parallel with the right code: one session; the duplicates judged no code, so none counts as a failure', async () => {
+      const u = await api.enrolledUser();
+      const challenge = await api.challenge(u.email);
+      const code = await u.device.next();
+      const ip = randomIp();
+      const results = await Promise.all(Array.from({ length: 5 }, () => api.verify({ mfa_challenge_token: challenge, code }, tenant.apiKey, ip)));
+      expect(results.filter((r) => r.status === 200)).toHaveLength(1);
+      for (const r of results.filter((x) => x.status !== 200)) expect(r.body.code).toBe('mfa/invalid_challenge');
+      // the MFA failure counters of the account and of the address (login-throttle.service.ts keys)
+      const redis = rawRedis();
+      try {
+        const prefix = process.env.REDIS_KEY_PREFIX as string;
+        const account = sha256Hex(`${mfaThrottleRealm(tenant.id)}:${u.userId}`).slice(0, 32);
+        expect(Number((await redis.get(`${prefix}{rl:acct:${account}:login-fail}:hits`)) ?? 0)).toBe(0);
+      } finally {
+        redis.disconnect();
+      }
     });
 
     it('a recovery code signs in once (amr [pwd, recovery]); case, spaces and hyphens do not matter', async () => {

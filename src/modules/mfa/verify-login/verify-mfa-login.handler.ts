@@ -52,7 +52,11 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
       [challenge.id, MFA_CHALLENGE_MAX_ATTEMPTS],
       'mfa_challenge_attempt',
     );
-    if (!claimed) throw new AppError('mfa/invalid_challenge');
+    if (!claimed) {
+      // used or ended meanwhile (a duplicate of a request that won it): no code judged, nothing counted
+      await this.throttle.release(realm, challenge.user_id, cmd.client.ip);
+      throw new AppError('mfa/invalid_challenge');
+    }
 
     try {
       const tokens = await this.db.tx(async (tx) => {
@@ -90,7 +94,11 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
       // a passwordless sign-in that resumes an authorization request answers its oauth_params here
       return challenge.oauth_params ? { ...tokens, oauth_params: challenge.oauth_params } : tokens;
     } catch (e) {
-      if (!(e instanceof WrongCode)) throw e;
+      if (!(e instanceof WrongCode)) {
+        // no code was judged (a duplicate of a request that used the challenge, a fault): its attempt goes
+        await this.throttle.release(realm, challenge.user_id, cmd.client.ip);
+        throw e;
+      }
       await this.events.audit(this.db, {
         tenantId,
         type: 'user.mfa_failed',
