@@ -7,11 +7,24 @@ import { AcceptInviteHandler, InviteMemberHandler } from './invites/invite-membe
 import { DashboardLoginHandler } from './login/dashboard-login.handler';
 import { DashboardLogoutHandler } from './logout/dashboard-logout.handler';
 import { DashboardReauthHandler } from './reauth.handler';
+import { MembersController } from './members/members.controller';
+import { ChangeMemberRoleHandler, ListMembersHandler, RemoveMemberHandler } from './members/members.handlers';
 
 /** Dashboard (tenant administrator) authentication: sessions, re-auth, invitations and roles. */
 @Module({
   imports: [UsersModule],
-  controllers: [DashboardAuthController],
-  providers: [DashboardLoginHandler, DashboardLogoutHandler, DashboardReauthHandler, InviteMemberHandler, AcceptInviteHandler, DashboardMembershipsService, DashboardAudit],
+  controllers: [DashboardAuthController, MembersController],
+  providers: [
+    DashboardLoginHandler,
+    DashboardLogoutHandler,
+    DashboardReauthHandler,
+    InviteMemberHandler,
+    AcceptInviteHandler,
+    ListMembersHandler,
+    ChangeMemberRoleHandler,
+    RemoveMemberHandler,
+    DashboardMembershipsService,
+    DashboardAudit,
+  ],
 })
 export class DashboardAuthModule {}

@@ -28,6 +28,8 @@ export const ERROR_CATALOG = {
   'onboarding/email_exists': { status: 409, title: 'An account with this email already exists' },
   'tenant/not_found': { status: 404, title: 'Tenant not found' },
   'member/exists': { status: 409, title: 'This person is already a member' },
+  'member/not_found': { status: 404, title: 'Member not found' },
+  'member/last_owner': { status: 409, title: 'A tenant keeps at least one owner' },
   'invite/invalid': { status: 400, title: 'The invitation is invalid or expired' },
   'api_key/not_found': { status: 404, title: 'API key not found' },
   'api_key/limit_reached': { status: 409, title: 'The tenant has the maximum number of live API keys' },

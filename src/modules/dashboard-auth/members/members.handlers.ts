@@ -1,0 +1,129 @@
+import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
+import { DashboardPrincipal } from '../../../shared/auth/auth-context';
+import { Db, Queryable } from '../../../shared/db/db.service';
+import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
+import { AppError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { MemberResponse, MemberRole } from './members.dto';
+
+interface MemberRow {
+  user_id: string;
+  email: string;
+  role: MemberRole;
+  created_at: Date;
+}
+
+const toResponse = (r: MemberRow): MemberResponse => ({ user_id: r.user_id, email: r.email, role: r.role, joined_at: r.created_at.toISOString() });
+
+export class ListMembersQuery extends Query<Page<MemberResponse>> {
+  constructor(readonly tenantId: string, readonly limit: number, readonly cursor?: string) {
+    super();
+  }
+}
+
+/** The tenant's members, newest first, cursor-paginated (any member may read them). */
+@QueryHandler(ListMembersQuery)
+export class ListMembersHandler implements IQueryHandler<ListMembersQuery> {
+  constructor(private readonly db: Db) {}
+
+  async execute(q: ListMembersQuery): Promise<Page<MemberResponse>> {
+    const list = `members:${q.tenantId}`;
+    const pos = keysetPosition(q.cursor, list);
+    const rows = await this.db.query<MemberRow & { created_at_text: string }>(
+      `SELECT m.user_id, u.email, m.role, m.created_at, m.created_at::text AS created_at_text
+         FROM tenant_members m JOIN dashboard_users u ON u.id = m.user_id
+        WHERE m.tenant_id = $1 AND ($2::timestamptz IS NULL OR (m.created_at, m.user_id) < ($2::timestamptz, $3::uuid))
+        ORDER BY m.created_at DESC, m.user_id DESC LIMIT $4`,
+      [q.tenantId, pos?.[0] ?? null, pos?.[1] ?? null, q.limit + 1],
+    );
+    return toPage(rows, q.limit, toResponse, (r) => [r.created_at_text, r.user_id], list);
+  }
+}
+
+/**
+ * Locks the tenant's membership for a change (the tenant row: every change of a tenant's members'
+ * roles waits for the one before, so two owners demoting or removing each other at once cannot
+ * leave the tenant without one) and reads the member and the number of owners.
+ */
+async function lockMember(tx: Queryable, tenantId: string, userId: string): Promise<{ member: MemberRow; owners: number }> {
+  await tx.query(`SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, [tenantId]);
+  const [member] = await tx.query<MemberRow>(
+    `SELECT m.user_id, u.email, m.role, m.created_at FROM tenant_members m JOIN dashboard_users u ON u.id = m.user_id
+      WHERE m.tenant_id = $1 AND m.user_id = $2`,
+    [tenantId, userId],
+  );
+  if (!member) throw new AppError('member/not_found');
+  const [{ owners }] = await tx.query<{ owners: number }>(`SELECT count(*)::int AS owners FROM tenant_members WHERE tenant_id = $1 AND role = 'owner'`, [tenantId]);
+  return { member, owners };
+}
+
+const LAST_OWNER = 'A tenant keeps at least one owner: make another member an owner first';
+
+export class ChangeMemberRoleCommand extends Command<MemberResponse> {
+  constructor(readonly actor: DashboardPrincipal, readonly userId: string, readonly role: MemberRole) {
+    super();
+  }
+}
+
+/** Owner only, after a reauth: changes a member's role; the last owner cannot step down. */
+@CommandHandler(ChangeMemberRoleCommand)
+export class ChangeMemberRoleHandler implements ICommandHandler<ChangeMemberRoleCommand> {
+  constructor(private readonly db: Db, private readonly events: EventsService) {}
+
+  async execute(cmd: ChangeMemberRoleCommand): Promise<MemberResponse> {
+    const tenantId = cmd.actor.tenant!.id;
+    return this.db.tx(async (tx) => {
+      const { member, owners } = await lockMember(tx, tenantId, cmd.userId);
+      // the same role again changes nothing: no update, no audit event
+      if (member.role === cmd.role) return toResponse(member);
+      if (member.role === 'owner' && owners <= 1) throw new AppError('member/last_owner', LAST_OWNER);
+      await tx.query(`UPDATE tenant_members SET role = $3 WHERE tenant_id = $1 AND user_id = $2`, [tenantId, cmd.userId, cmd.role]);
+      await this.events.audit(tx, {
+        tenantId,
+        type: 'dashboard.member_role_changed',
+        actorType: 'dashboard_user',
+        actorId: cmd.actor.userId,
+        targetType: 'dashboard_user',
+        targetId: cmd.userId,
+        severity: 'medium',
+        metadata: { from: member.role, to: cmd.role },
+      });
+      return toResponse({ ...member, role: cmd.role });
+    });
+  }
+}
+
+export class RemoveMemberCommand extends Command<void> {
+  constructor(readonly actor: DashboardPrincipal, readonly userId: string) {
+    super();
+  }
+}
+
+/**
+ * Owner only, after a reauth: removes a member (an owner may remove themself, unless the last
+ * owner). The person's dashboard sessions lose the tenant at their next request (memberships are
+ * read per request); their account and other memberships stay.
+ */
+@CommandHandler(RemoveMemberCommand)
+export class RemoveMemberHandler implements ICommandHandler<RemoveMemberCommand> {
+  constructor(private readonly db: Db, private readonly events: EventsService) {}
+
+  async execute(cmd: RemoveMemberCommand): Promise<void> {
+    const tenantId = cmd.actor.tenant!.id;
+    await this.db.tx(async (tx) => {
+      const { member, owners } = await lockMember(tx, tenantId, cmd.userId);
+      if (member.role === 'owner' && owners <= 1) throw new AppError('member/last_owner', LAST_OWNER);
+      await tx.query(`DELETE FROM tenant_members WHERE tenant_id = $1 AND user_id = $2`, [tenantId, cmd.userId]);
+      await this.events.audit(tx, {
+        tenantId,
+        type: 'dashboard.member_removed',
+        actorType: 'dashboard_user',
+        actorId: cmd.actor.userId,
+        targetType: 'dashboard_user',
+        targetId: cmd.userId,
+        severity: 'medium',
+        metadata: { role: member.role },
+      });
+    });
+  }
+}

@@ -1,0 +1,132 @@
+import { signupTenant } from '../../factories/dashboard.factory';
+import { createTestApp, TestApp } from '../../setup/app';
+import { addMember, as, Session } from '../agents/agents.helpers';
+
+/**
+ * Members of a tenant's dashboard: list (any member), change a role and remove (owners, after a
+ * reauth). A tenant always keeps an owner, also when two owners act at once.
+ */
+describe('dashboard members: list, change role, remove', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+
+  const url = (s: { slug: string }, rest = '') => `/v1/auth/dashboard/tenants/${s.slug}/members${rest}`;
+  const audits = (tenantId: string, type: string) =>
+    t.db.query<{ actor_id: string; target_id: string; severity: string; metadata: Record<string, unknown> }>(
+      `SELECT actor_id, target_id, severity, metadata FROM audit_events WHERE tenant_id = $1 AND type = $2 ORDER BY created_at`,
+      [tenantId, type],
+    );
+
+  it('lists the members, newest first, to every member; pages with a cursor; another tenant\'s slug is 404', async () => {
+    const owner = await signupTenant(t);
+    const alice = await addMember(t, owner, 'member');
+    const bob = await addMember(t, owner, 'owner');
+    const res = await as(t, alice).get(url(owner)).expect(200);
+    expect(res.body.data).toEqual([
+      { user_id: bob.userId, email: bob.email, role: 'owner', joined_at: expect.any(String) },
+      { user_id: alice.userId, email: alice.email, role: 'member', joined_at: expect.any(String) },
+      { user_id: owner.userId, email: owner.email, role: 'owner', joined_at: expect.any(String) },
+    ]);
+    expect(res.body.pagination).toEqual({ next_cursor: null, has_more: false });
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { body: { data: { user_id: string }[]; pagination: { next_cursor: string | null } } } = await as(t, owner)
+        .get(url(owner, `?limit=1${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`))
+        .expect(200);
+      seen.push(...page.body.data.map((m) => m.user_id));
+      cursor = page.body.pagination.next_cursor;
+    } while (cursor);
+    expect(seen).toEqual([bob.userId, alice.userId, owner.userId]);
+    const other = await signupTenant(t);
+    expect((await as(t, owner).get(url(other)).expect(404)).body.code).toBe('tenant/not_found');
+    expect((await as(t, owner).get(url(owner, '?limit=101')).expect(400)).body.code).toBe('request/invalid');
+  });
+
+  it('an owner changes a role (audited; the same role again changes nothing); members cannot; bad bodies 400; unknown, malformed and other tenants\' ids 404', async () => {
+    const owner = await signupTenant(t);
+    const alice = await addMember(t, owner, 'member');
+    const promoted = await as(t, owner).patch(url(owner, `/${alice.userId}`), { role: 'owner' }).expect(200);
+    expect(promoted.body).toEqual({ user_id: alice.userId, email: alice.email, role: 'owner', joined_at: expect.any(String) });
+    await as(t, owner).patch(url(owner, `/${alice.userId}`), { role: 'owner' }).expect(200);
+    expect(await audits(owner.tenantId, 'dashboard.member_role_changed')).toEqual([
+      { actor_id: owner.userId, target_id: alice.userId, severity: 'medium', metadata: { from: 'member', to: 'owner' } },
+    ]);
+    // alice now writes as an owner: she may demote the original owner
+    expect((await as(t, alice).patch(url(owner, `/${owner.userId}`), { role: 'member' }).expect(200)).body.role).toBe('member');
+    // and the original owner, a member now, may not write
+    expect((await as(t, owner).patch(url(owner, `/${alice.userId}`), { role: 'member' }).expect(403)).body.code).toBe('auth/forbidden');
+    for (const body of [{}, { role: 'admin' }, { role: null }, { role: 'owner', extra: 1 }]) {
+      expect((await as(t, alice).patch(url(owner, `/${owner.userId}`), body).expect(400)).body.code).toBe('request/invalid');
+    }
+    const stranger = await signupTenant(t);
+    for (const id of [stranger.userId, '00000000-0000-4000-8000-000000000000', 'not-a-uuid']) {
+      expect((await as(t, alice).patch(url(owner, `/${id}`), { role: 'member' }).expect(404)).body.code).toBe('member/not_found');
+      expect((await as(t, alice).delete(url(owner, `/${id}`)).expect(404)).body.code).toBe('member/not_found');
+    }
+    // nothing changed in the stranger's own tenant
+    expect((await as(t, stranger).get(url(stranger)).expect(200)).body.data).toEqual([expect.objectContaining({ user_id: stranger.userId, role: 'owner' })]);
+  });
+
+  it('the last owner can neither step down nor leave (409 member/last_owner); with another owner they can', async () => {
+    const owner = await signupTenant(t);
+    const member = await addMember(t, owner, 'member');
+    expect((await as(t, owner).patch(url(owner, `/${owner.userId}`), { role: 'member' }).expect(409)).body.code).toBe('member/last_owner');
+    expect((await as(t, owner).delete(url(owner, `/${owner.userId}`)).expect(409)).body.code).toBe('member/last_owner');
+    await as(t, owner).patch(url(owner, `/${member.userId}`), { role: 'owner' }).expect(200);
+    await as(t, owner).delete(url(owner, `/${owner.userId}`)).expect(204);
+    expect((await as(t, owner).get(url(owner)).expect(404)).body.code).toBe('tenant/not_found');
+    expect((await as(t, member).get(url(owner)).expect(200)).body.data).toEqual([expect.objectContaining({ user_id: member.userId, role: 'owner' })]);
+  });
+
+  it('a removed member loses the tenant at their next request; their account and other memberships stay; audited', async () => {
+    const owner = await signupTenant(t);
+    const member = await addMember(t, owner, 'member');
+    const elsewhere = await signupTenant(t);
+    // the member also belongs to another tenant (same account, invited there too)
+    const inv = await as(t, elsewhere).post(`/v1/auth/dashboard/tenants/${elsewhere.slug}/members`, { email: member.email, role: 'member' }).expect(201);
+    await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: 'correct horse battery staple' }).expect(200);
+    expect((await as(t, member).get(url(owner)).expect(200)).body.data).toHaveLength(2);
+    await as(t, owner).delete(url(owner, `/${member.userId}`)).expect(204);
+    expect((await as(t, member).get(url(owner)).expect(404)).body.code).toBe('tenant/not_found');
+    expect((await as(t, member).get(`/v1/auth/dashboard/tenants/${owner.slug}/api-keys`).expect(404)).body.code).toBe('tenant/not_found');
+    const me = await as(t, member).get('/v1/auth/dashboard/me').expect(200);
+    expect(me.body.memberships).toEqual([{ tenant_slug: elsewhere.slug, role: 'member' }]);
+    expect(await audits(owner.tenantId, 'dashboard.member_removed')).toEqual([{ actor_id: owner.userId, target_id: member.userId, severity: 'medium', metadata: { role: 'member' } }]);
+    // gone already: 404, no second event
+    expect((await as(t, owner).delete(url(owner, `/${member.userId}`)).expect(404)).body.code).toBe('member/not_found');
+    expect(await audits(owner.tenantId, 'dashboard.member_removed')).toHaveLength(1);
+  });
+
+  it('changing or removing needs a recent sign-in or reauth (403 auth/reauth_required); listing does not', async () => {
+    const owner = await signupTenant(t);
+    const member = await addMember(t, owner, 'member');
+    await t.db.query(`UPDATE dashboard_sessions SET created_at = created_at - interval '1 hour', reauth_at = NULL WHERE user_id = $1`, [owner.userId]);
+    expect((await as(t, owner).patch(url(owner, `/${member.userId}`), { role: 'owner' }).expect(403)).body.code).toBe('auth/reauth_required');
+    expect((await as(t, owner).delete(url(owner, `/${member.userId}`)).expect(403)).body.code).toBe('auth/reauth_required');
+    await as(t, owner).get(url(owner)).expect(200);
+    await t.http().post('/v1/auth/dashboard/reauth').set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ password: owner.password }).expect(200);
+    await as(t, owner).delete(url(owner, `/${member.userId}`)).expect(204);
+  });
+
+  it('two owners demoting or removing each other at once: one wins, the tenant keeps an owner, no 5xx', async () => {
+    for (const action of ['demote', 'remove'] as const) {
+      for (let round = 0; round < 3; round++) {
+        const a: Session = await signupTenant(t);
+        const b = await addMember(t, a, 'owner');
+        const act = (actor: Session, target: Session) =>
+          action === 'demote' ? as(t, actor).patch(url(a, `/${target.userId}`), { role: 'member' }) : as(t, actor).delete(url(a, `/${target.userId}`));
+        const answers = await Promise.all([act(a, b), act(b, a)]);
+        const statuses = answers.map((r) => r.status).sort();
+        // the loser is no owner any more (403) or would remove the last one (409)
+        expect(statuses[0]).toBe(action === 'demote' ? 200 : 204);
+        expect([403, 404, 409]).toContain(statuses[1]);
+        const owners = await t.db.query(`SELECT 1 FROM tenant_members WHERE tenant_id = $1 AND role = 'owner'`, [a.tenantId]);
+        expect(owners).toHaveLength(1);
+      }
+    }
+  });
+});
