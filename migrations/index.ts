@@ -23,6 +23,7 @@ import { DashboardInvitePending1765360000000 } from './1765360000000-dashboard-i
 import { MaintenanceRuns1765400000000 } from './1765400000000-maintenance-runs';
 import { MaintenanceRunLease1765500000000 } from './1765500000000-maintenance-run-lease';
 import { SessionAuthenticatedAt1765600000000 } from './1765600000000-session-authenticated-at';
+import { DashboardPasswordResets1765700000000 } from './1765700000000-dashboard-password-resets';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -51,4 +52,5 @@ export const ALL_MIGRATIONS = [
   MaintenanceRuns1765400000000,
   MaintenanceRunLease1765500000000,
   SessionAuthenticatedAt1765600000000,
+  DashboardPasswordResets1765700000000,
 ];

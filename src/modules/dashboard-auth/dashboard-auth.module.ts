@@ -8,12 +8,14 @@ import { DashboardLoginHandler } from './login/dashboard-login.handler';
 import { DashboardLogoutHandler } from './logout/dashboard-logout.handler';
 import { DashboardReauthHandler } from './reauth.handler';
 import { MembersController } from './members/members.controller';
+import { DashboardPasswordController } from './password/dashboard-password.controller';
+import { DashboardForgotPasswordHandler, DashboardResetPasswordHandler } from './password/dashboard-password.handlers';
 import { ChangeMemberRoleHandler, ListMembersHandler, RemoveMemberHandler } from './members/members.handlers';
 
 /** Dashboard (tenant administrator) authentication: sessions, re-auth, invitations and roles. */
 @Module({
   imports: [UsersModule],
-  controllers: [DashboardAuthController, MembersController],
+  controllers: [DashboardAuthController, MembersController, DashboardPasswordController],
   providers: [
     DashboardLoginHandler,
     DashboardLogoutHandler,
@@ -23,6 +25,8 @@ import { ChangeMemberRoleHandler, ListMembersHandler, RemoveMemberHandler } from
     ListMembersHandler,
     ChangeMemberRoleHandler,
     RemoveMemberHandler,
+    DashboardForgotPasswordHandler,
+    DashboardResetPasswordHandler,
     DashboardMembershipsService,
     DashboardAudit,
   ],

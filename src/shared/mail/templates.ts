@@ -91,6 +91,18 @@ const TEMPLATES: Record<MailTemplate, (c: TemplateContext) => MailContent> = {
     ],
     footer: 'If you did not change it, reset your password right away and contact the support of the service.',
   }),
+  // a tenant administrator's dashboard account (no tenant: the account may belong to several)
+  dashboard_password_reset: (c) => ({
+    subject: 'Reset your dashboard password',
+    paragraphs: [`Use this link to choose a new password for your dashboard account. It works once and expires ${expiresIn(c)}. Every device signed in to the dashboard with this account will be signed out.`],
+    action: { label: 'Choose a new password', url: flowLink(c.accountsUrl, '/dashboard/reset-password', secretToken(c)) },
+    footer: `${IGNORE} Your password stays unchanged.`,
+  }),
+  dashboard_password_changed: () => ({
+    subject: 'Your dashboard password was reset',
+    paragraphs: ['The password of your dashboard account was just reset with a link sent to this address. Every device signed in to the dashboard with this account was signed out.'],
+    footer: 'If you did not reset it, reset your password right away and tell the other owners of your tenants.',
+  }),
   // data.change: what happened to the account's second factor (see src/modules/mfa/mfa-notice.ts)
   mfa_changed: (c) => {
     const change = str(c.data.change);

@@ -1,0 +1,12 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { IsEmail, IsString, Length, MaxLength } from 'class-validator';
+
+export class DashboardForgotPasswordRequestDto {
+  // IsEmail, as at login: an account whose address predates the stricter check can still reset
+  @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
+}
+
+export class DashboardResetPasswordRequestDto {
+  @ApiProperty({ minLength: 1, maxLength: 512, description: 'the token of the emailed link' }) @IsString() @Length(1, 512) token!: string;
+  @ApiProperty({ minLength: 12, maxLength: 128, description: 'the new password' }) @IsString() @Length(12, 128) password!: string;
+}

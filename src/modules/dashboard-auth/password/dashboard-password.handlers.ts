@@ -1,0 +1,130 @@
+import { Inject } from '@nestjs/common';
+import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { APP_CONFIG, AppConfig } from '../../../config/config';
+import { ClientInfoValue } from '../../../shared/auth/auth-context';
+import { ClientHasher } from '../../../shared/crypto/client-hash';
+import { EnvelopeCipher } from '../../../shared/crypto/envelope-cipher';
+import { PasswordHasher } from '../../../shared/crypto/password-hasher';
+import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
+import { Db } from '../../../shared/db/db.service';
+import { AppError, RateLimitedError } from '../../../shared/errors/app-error';
+import { EventsService } from '../../../shared/events/events.service';
+import { MailService } from '../../../shared/mail/mail.service';
+import { addressSubject } from '../../../shared/rate-limit/address-key';
+import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
+import { ACCEPTED, AcceptedResponse } from '../../account-security/account-security.constants';
+import { normalizeEmail } from '../../users/email';
+
+/** A dashboard password reset link lives 30 minutes, as an end user's. */
+export const DASHBOARD_RESET_TTL_SECONDS = 30 * 60;
+
+export class DashboardForgotPasswordCommand extends Command<AcceptedResponse> {
+  constructor(readonly email: string, readonly client: ClientInfoValue) {
+    super();
+  }
+}
+
+/**
+ * OWASP Forgot Password for dashboard accounts: the same 202 body for every address, after the
+ * same statement (it writes a link only for an existing account) and a comparable amount of other
+ * work; limited per client address and per recipient before anything is looked up (the
+ * RATE_LIMIT_EMAIL_* values of the end-user flows). The link (256 random bits, stored as SHA-256)
+ * lives 30 minutes and replaces the account's earlier ones.
+ */
+@CommandHandler(DashboardForgotPasswordCommand)
+export class DashboardForgotPasswordHandler implements ICommandHandler<DashboardForgotPasswordCommand, AcceptedResponse> {
+  constructor(
+    private readonly db: Db,
+    private readonly limiter: RateLimitService,
+    private readonly mail: MailService,
+    private readonly events: EventsService,
+    private readonly hasher: ClientHasher,
+    private readonly cipher: EnvelopeCipher,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async execute(cmd: DashboardForgotPasswordCommand): Promise<AcceptedResponse> {
+    const email = normalizeEmail(cmd.email);
+    const c = this.config;
+    const limits = await Promise.all([
+      this.limiter.hit('dash-forgot-ip', `ip:${addressSubject(this.hasher, cmd.client.ip)}`, c.RATE_LIMIT_EMAIL_PER_IP, c.RATE_LIMIT_EMAIL_WINDOW_SECONDS),
+      this.limiter.hit('dash-forgot-addr', `addr:${sha256Hex(`dashboard:${email}`).slice(0, 32)}`, c.RATE_LIMIT_EMAIL_PER_ADDRESS, c.RATE_LIMIT_EMAIL_WINDOW_SECONDS),
+    ]);
+    const waits = limits.filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);
+    if (waits.length) throw new RateLimitedError(Math.max(...waits));
+    const token = randomToken();
+    await this.db.tx(async (tx) => {
+      const [user] = await tx.query<{ id: string; email: string }>(
+        `WITH u AS (SELECT id, email FROM dashboard_users WHERE email_normalized = $1),
+              gone AS (DELETE FROM dashboard_password_resets WHERE user_id IN (SELECT id FROM u)),
+              ins AS (INSERT INTO dashboard_password_resets (user_id, token_hash, expires_at)
+                      SELECT id, $2, now() + make_interval(secs => $3) FROM u)
+         SELECT id, email FROM u`,
+        [email, sha256Hex(token), DASHBOARD_RESET_TTL_SECONDS],
+      );
+      const audit = { tenantId: null, type: 'dashboard.password_reset_requested', actorType: 'anonymous' as const };
+      if (!user) {
+        // the work a mail costs (its secret is encrypted into the outbox), and a trail as keyed hash prefixes
+        this.cipher.encrypt(JSON.stringify({ token }));
+        await this.events.audit(tx, { ...audit, metadata: { email_hash_prefix: this.hasher.prefix(email), ip_hash_prefix: this.hasher.prefix(cmd.client.ip), mail_sent: false } });
+        return;
+      }
+      await this.mail.enqueue(tx, { tenantId: null, to: user.email, template: 'dashboard_password_reset', data: { expires_in_minutes: DASHBOARD_RESET_TTL_SECONDS / 60 }, secret: { token } });
+      await this.events.audit(tx, { ...audit, targetType: 'dashboard_user', targetId: user.id, metadata: { mail_sent: true } });
+    });
+    return ACCEPTED;
+  }
+}
+
+export class DashboardResetPasswordCommand extends Command<void> {
+  constructor(readonly token: string, readonly password: string, readonly client: ClientInfoValue) {
+    super();
+  }
+}
+
+/**
+ * Sets a dashboard account's password with an emailed link: single use (of parallel uses one
+ * wins), the account's other links go, every dashboard session of the account ends (whoever knew
+ * the old password is signed out), the account is told by email, audited. The address the reset
+ * came from is known to the failed sign-in throttle afterwards, as after an end user's reset.
+ */
+@CommandHandler(DashboardResetPasswordCommand)
+export class DashboardResetPasswordHandler implements ICommandHandler<DashboardResetPasswordCommand, void> {
+  constructor(
+    private readonly db: Db,
+    private readonly passwords: PasswordHasher,
+    private readonly mail: MailService,
+    private readonly events: EventsService,
+    private readonly throttle: LoginThrottleService,
+  ) {}
+
+  async execute(cmd: DashboardResetPasswordCommand): Promise<void> {
+    const passwordHash = await this.passwords.hash(cmd.password);
+    const user = await this.db.tx(async (tx) => {
+      const [u] = await tx.query<{ id: string; email: string; email_normalized: string }>(
+        `WITH r AS (UPDATE dashboard_password_resets SET used_at = now()
+                     WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now() RETURNING user_id)
+         SELECT u.id, u.email, u.email_normalized FROM dashboard_users u JOIN r ON r.user_id = u.id`,
+        [sha256Hex(cmd.token)],
+      );
+      if (!u) throw new AppError('token/invalid');
+      await tx.query(`UPDATE dashboard_users SET password_hash = $2 WHERE id = $1`, [u.id, passwordHash]);
+      await tx.query(`DELETE FROM dashboard_password_resets WHERE user_id = $1 AND used_at IS NULL`, [u.id]);
+      const ended = await tx.exec(`UPDATE dashboard_sessions SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL`, [u.id]);
+      await this.events.audit(tx, {
+        tenantId: null,
+        type: 'dashboard.password_reset',
+        actorType: 'dashboard_user',
+        actorId: u.id,
+        targetType: 'dashboard_user',
+        targetId: u.id,
+        severity: 'medium',
+        metadata: { sessions_ended: ended.rowCount },
+      });
+      await this.mail.enqueue(tx, { tenantId: null, to: u.email, template: 'dashboard_password_changed', data: {} });
+      return u;
+    });
+    await this.throttle.trustAddress('dashboard', user.email_normalized, cmd.client.ip);
+  }
+}
