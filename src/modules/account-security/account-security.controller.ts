@@ -14,7 +14,7 @@ import { ResendVerificationCommand, VerifyEmailCommand } from './email-verificat
 import { ResendVerificationRequestDto, VerifyEmailRequestDto } from './email-verification/verify-email.request.dto';
 import { RequestMagicLinkCommand, VerifyMagicLinkCommand } from './magic-link/magic-link.commands';
 import { UserMagicLinkRequestDto, UserMagicLinkVerifyRequestDto } from './magic-link/magic-link.request.dto';
-import { VERIFY_PER_IP } from './mail-limits.service';
+import { VERIFY_PER_IP } from '../../shared/rate-limit/mail-limits.service';
 import { PasswordlessResponse } from './passwordless-sign-in.service';
 import { ChangePasswordCommand, ForgotPasswordCommand, ResetPasswordCommand } from './password/password.commands';
 import { ChangePasswordRequestDto, ForgotPasswordRequestDto, ResetPasswordRequestDto } from './password/password.request.dto';

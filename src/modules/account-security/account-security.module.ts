@@ -15,7 +15,6 @@ import { VerificationMailer } from './email-verification/verification-mailer';
 import { VerifyEmailHandler } from './email-verification/verify-email.handler';
 import { RequestMagicLinkHandler } from './magic-link/request-magic-link.handler';
 import { VerifyMagicLinkHandler } from './magic-link/verify-magic-link.handler';
-import { MailLimits } from './mail-limits.service';
 import { OAuthParamsChecker } from './oauth-params';
 import { OneTimeTokens } from './one-time-tokens.service';
 import { PasswordlessSignIn } from './passwordless-sign-in.service';
@@ -45,7 +44,6 @@ import { TenantFlags } from './tenant-flags';
   providers: [
     OneTimeTokens,
     EmailCodes,
-    MailLimits,
     RequestTrail,
     TenantFlags,
     OAuthParamsChecker,

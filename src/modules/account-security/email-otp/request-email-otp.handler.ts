@@ -6,7 +6,7 @@ import { mailboxSpelling, normalizeEmail } from '../../users/email';
 import { UserEmailPolicy } from '../../users/user-email-policy.service';
 import { ACCEPTED, AcceptedResponse, EMAIL_OTP_TTL_SECONDS } from '../account-security.constants';
 import { EmailCodes } from '../email-codes.service';
-import { MailLimits } from '../mail-limits.service';
+import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { OAuthParamsChecker } from '../oauth-params';
 import { RequestTrail } from '../request-trail';
 import { bindingHash } from '../resume-binding';

@@ -5,7 +5,7 @@ import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
 import { normalizeEmail } from '../../users/email';
 import { ACCEPTED, AcceptedResponse } from '../account-security.constants';
-import { MailLimits } from '../mail-limits.service';
+import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { RequestTrail } from '../request-trail';
 import { VerificationMailer } from './verification-mailer';

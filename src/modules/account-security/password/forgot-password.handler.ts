@@ -4,7 +4,7 @@ import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { normalizeEmail } from '../../users/email';
 import { ACCEPTED, AcceptedResponse, PASSWORD_RESET_TTL_SECONDS } from '../account-security.constants';
-import { MailLimits } from '../mail-limits.service';
+import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { RequestTrail } from '../request-trail';
 import { ForgotPasswordCommand } from './password.commands';

@@ -4,7 +4,7 @@ import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { EMAIL_OTP_TTL_SECONDS, MAGIC_LINK_TTL_SECONDS } from '../account-security.constants';
 import { EmailCodes } from '../email-codes.service';
-import { MailLimits } from '../mail-limits.service';
+import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { InitiateStepUpCommand } from './step-up.commands';
 import { StepUpInitiatedResponse } from './step-up.request.dto';

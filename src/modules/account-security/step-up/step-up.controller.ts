@@ -5,7 +5,7 @@ import { ClientInfo, ClientInfoValue, CurrentUser, UserPrincipal } from '../../.
 import { BearerAuth } from '../../../shared/auth/guards';
 import { ApiProblems, Problems } from '../../../shared/http/api-docs';
 import { RateLimit } from '../../../shared/rate-limit/rate-limit.decorator';
-import { VERIFY_PER_IP } from '../mail-limits.service';
+import { VERIFY_PER_IP } from '../../../shared/rate-limit/mail-limits.service';
 import { CompleteStepUpCommand, InitiateStepUpCommand } from './step-up.commands';
 import {
   StepUpEmailOtpInitiateRequestDto,

@@ -59,6 +59,11 @@ async function lockMember(tx: Queryable, tenantId: string, userId: string): Prom
 
 const LAST_OWNER = 'A tenant keeps at least one owner: make another member an owner first';
 
+/** The audit event of a change of a member, by an owner of the tenant (medium severity). */
+function memberChanged(events: EventsService, tx: Queryable, actor: DashboardPrincipal, userId: string, type: string, metadata: Record<string, unknown>): Promise<void> {
+  return events.audit(tx, { tenantId: actor.tenant!.id, type, actorType: 'dashboard_user', actorId: actor.userId, targetType: 'dashboard_user', targetId: userId, severity: 'medium', metadata });
+}
+
 export class ChangeMemberRoleCommand extends Command<MemberResponse> {
   constructor(readonly actor: DashboardPrincipal, readonly userId: string, readonly role: MemberRole) {
     super();
@@ -78,16 +83,7 @@ export class ChangeMemberRoleHandler implements ICommandHandler<ChangeMemberRole
       if (member.role === cmd.role) return toResponse(member);
       if (member.role === 'owner' && owners <= 1) throw new AppError('member/last_owner', LAST_OWNER);
       await tx.query(`UPDATE tenant_members SET role = $3 WHERE tenant_id = $1 AND user_id = $2`, [tenantId, cmd.userId, cmd.role]);
-      await this.events.audit(tx, {
-        tenantId,
-        type: 'dashboard.member_role_changed',
-        actorType: 'dashboard_user',
-        actorId: cmd.actor.userId,
-        targetType: 'dashboard_user',
-        targetId: cmd.userId,
-        severity: 'medium',
-        metadata: { from: member.role, to: cmd.role },
-      });
+      await memberChanged(this.events, tx, cmd.actor, cmd.userId, 'dashboard.member_role_changed', { from: member.role, to: cmd.role });
       return toResponse({ ...member, role: cmd.role });
     });
   }
@@ -114,16 +110,7 @@ export class RemoveMemberHandler implements ICommandHandler<RemoveMemberCommand>
       const { member, owners } = await lockMember(tx, tenantId, cmd.userId);
       if (member.role === 'owner' && owners <= 1) throw new AppError('member/last_owner', LAST_OWNER);
       await tx.query(`DELETE FROM tenant_members WHERE tenant_id = $1 AND user_id = $2`, [tenantId, cmd.userId]);
-      await this.events.audit(tx, {
-        tenantId,
-        type: 'dashboard.member_removed',
-        actorType: 'dashboard_user',
-        actorId: cmd.actor.userId,
-        targetType: 'dashboard_user',
-        targetId: cmd.userId,
-        severity: 'medium',
-        metadata: { role: member.role },
-      });
+      await memberChanged(this.events, tx, cmd.actor, cmd.userId, 'dashboard.member_removed', { role: member.role });
     });
   }
 }

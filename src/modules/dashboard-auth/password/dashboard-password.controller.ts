@@ -5,7 +5,7 @@ import { ClientInfo, ClientInfoValue } from '../../../shared/auth/auth-context';
 import { ApiProblems, Problems } from '../../../shared/http/api-docs';
 import { RateLimit } from '../../../shared/rate-limit/rate-limit.decorator';
 import { AcceptedResponse } from '../../account-security/account-security.constants';
-import { VERIFY_PER_IP } from '../../account-security/mail-limits.service';
+import { VERIFY_PER_IP } from '../../../shared/rate-limit/mail-limits.service';
 import { DashboardForgotPasswordRequestDto, DashboardResetPasswordRequestDto } from './dashboard-password.dto';
 import { DashboardForgotPasswordCommand, DashboardResetPasswordCommand } from './dashboard-password.handlers';
 

@@ -1,23 +1,22 @@
-import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { ClientInfoValue } from '../../../shared/auth/auth-context';
 import { ClientHasher } from '../../../shared/crypto/client-hash';
 import { EnvelopeCipher } from '../../../shared/crypto/envelope-cipher';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
 import { Db } from '../../../shared/db/db.service';
-import { AppError, RateLimitedError } from '../../../shared/errors/app-error';
+import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
-import { addressSubject } from '../../../shared/rate-limit/address-key';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
-import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
+import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { ACCEPTED, AcceptedResponse } from '../../account-security/account-security.constants';
 import { normalizeEmail } from '../../users/email';
 
 /** A dashboard password reset link lives 30 minutes, as an end user's. */
 export const DASHBOARD_RESET_TTL_SECONDS = 30 * 60;
+/** Where MailLimits counts a dashboard account's mails (end users' are counted per tenant). */
+const DASHBOARD_MAIL_SCOPE = 'dashboard';
 
 export class DashboardForgotPasswordCommand extends Command<AcceptedResponse> {
   constructor(readonly email: string, readonly client: ClientInfoValue) {
@@ -36,23 +35,17 @@ export class DashboardForgotPasswordCommand extends Command<AcceptedResponse> {
 export class DashboardForgotPasswordHandler implements ICommandHandler<DashboardForgotPasswordCommand, AcceptedResponse> {
   constructor(
     private readonly db: Db,
-    private readonly limiter: RateLimitService,
+    private readonly limits: MailLimits,
     private readonly mail: MailService,
     private readonly events: EventsService,
     private readonly hasher: ClientHasher,
     private readonly cipher: EnvelopeCipher,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   async execute(cmd: DashboardForgotPasswordCommand): Promise<AcceptedResponse> {
     const email = normalizeEmail(cmd.email);
-    const c = this.config;
-    const limits = await Promise.all([
-      this.limiter.hit('dash-forgot-ip', `ip:${addressSubject(this.hasher, cmd.client.ip)}`, c.RATE_LIMIT_EMAIL_PER_IP, c.RATE_LIMIT_EMAIL_WINDOW_SECONDS),
-      this.limiter.hit('dash-forgot-addr', `addr:${sha256Hex(`dashboard:${email}`).slice(0, 32)}`, c.RATE_LIMIT_EMAIL_PER_ADDRESS, c.RATE_LIMIT_EMAIL_WINDOW_SECONDS),
-    ]);
-    const waits = limits.filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);
-    if (waits.length) throw new RateLimitedError(Math.max(...waits));
+    // the mail limits of every flow: per client address (all flows together) and per recipient (this flow; a dashboard account has no tenant)
+    await this.limits.enforce('dashboard-forgot', DASHBOARD_MAIL_SCOPE, email, cmd.client.ip);
     const token = randomToken();
     await this.db.tx(async (tx) => {
       const [user] = await tx.query<{ id: string; email: string }>(

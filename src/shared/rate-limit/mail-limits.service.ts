@@ -1,11 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../../config/config';
-import { sha256Hex } from '../../shared/crypto/tokens';
-import { RateLimitedError } from '../../shared/errors/app-error';
-import { RateLimitService } from '../../shared/rate-limit/rate-limit.service';
-import { RateLimitRule } from '../../shared/rate-limit/rate-limit.decorator';
-import { addressSubject } from '../../shared/rate-limit/address-key';
-import { ClientHasher } from '../../shared/crypto/client-hash';
+import { sha256Hex } from '../crypto/tokens';
+import { RateLimitedError } from '../errors/app-error';
+import { RateLimitService } from './rate-limit.service';
+import { RateLimitRule } from './rate-limit.decorator';
+import { addressSubject } from './address-key';
+import { ClientHasher } from '../crypto/client-hash';
 
 /** Per client address limit of token and code checks (guessing is already hopeless; this bounds the work). */
 export const VERIFY_PER_IP: RateLimitRule = {
