@@ -215,6 +215,9 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
           await me(next.body.access_token).expect(401);
         } else {
           expect(session.revoked_reason).toBeNull();
+          // nor does signing out with it (RFC 7009: a token that is no longer one has no effect)
+          await t.http().post('/oauth/revoke').type('form').set('X-API-Key', tenant.apiKey).send({ token: old, token_type_hint: 'refresh_token' }).expect(200);
+          expect((await t.db.query<{ revoked_reason: string | null }>(`SELECT revoked_reason FROM user_sessions WHERE id = $1`, [sid]))[0].revoked_reason).toBeNull();
           await me(next.body.access_token).expect(200);
           await refresh(next.body.refresh_token).expect(200);
         }

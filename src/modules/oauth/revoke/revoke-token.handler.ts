@@ -96,10 +96,16 @@ export class RevokeTokenHandler implements ICommandHandler<RevokeTokenCommand, v
     }
   }
 
-  /** A refresh token of the tenant with the right secret ends its session (RFC 7009 section 2.1). */
+  /**
+   * A refresh token of the tenant with the right secret ends its session (RFC 7009 section 2.1).
+   * Not one a guest's claim retired (revoked, never rotated): it is no token of the session any
+   * more, as refresh treats it, so presenting it (a tab that signs out with the guest token it
+   * held) has no effect and the claimed session goes on.
+   */
   private async revokeRefreshToken(caller: OAuthCaller, id: string, secret: string): Promise<void> {
     const [row] = await this.db.query<{ session_id: string; secret_hash: string; user_id: string }>(
-      `SELECT session_id, secret_hash, user_id FROM refresh_tokens WHERE id = $1 AND tenant_id = $2`,
+      `SELECT session_id, secret_hash, user_id FROM refresh_tokens
+        WHERE id = $1 AND tenant_id = $2 AND NOT (revoked_at IS NOT NULL AND rotated_at IS NULL)`,
       [id, caller.tenantId],
     );
     if (!row || !safeEqual(row.secret_hash, sha256Hex(secret))) return;
