@@ -115,10 +115,17 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
     maxAge: 600,
     exposedHeaders: ['X-Request-Id', 'Retry-After', 'X-Service-Docs', 'WWW-Authenticate'],
-    // an OPTIONS that is no CORS preflight (no Origin or no Access-Control-Request-Method) goes on
-    // to the routes and gets the error envelope, not the plugin's 400 text/plain
-    strictPreflight: false,
   };
+  // an OPTIONS that is no CORS preflight (no Origin or no Access-Control-Request-Method) is answered
+  // as any request no route takes (405 with Allow, or 404, in the error envelope), before the CORS
+  // plugin (registered next) would answer it with a 400 text/plain or, for the public documents, a 204
+  fastify.addHook('onRequest', (req, reply, done) => {
+    if (req.method === 'OPTIONS' && !(req.headers.origin && req.headers['access-control-request-method'])) {
+      reply.callNotFound();
+      return;
+    }
+    done();
+  });
   await app.register(fastifyCors as never, apiCors as never);
   // the JWKS and the discovery documents are public (PUBLIC_CORS on their routes, and here their preflights)
   installPublicPreflight(fastify);

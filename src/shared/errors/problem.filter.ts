@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { AppError } from './app-error';
 import { renderError, sendRendered } from './problem';
+import { PUBLIC_DOCUMENTS_PREFIX } from '../http/public-cors';
 
 /** The one global exception filter: every error leaves as problem+json (or RFC 6749 under /oauth). */
 @Catch()
@@ -16,6 +17,9 @@ export class ProblemFilter implements ExceptionFilter {
     const rendered = renderError(methodNotAllowed(exception, req) ?? exception, req.url, String(req.id));
     if (rendered.status === 429 && !rendered.headers['X-Service-Docs'])
       rendered.headers['X-Service-Docs'] = this.config.RATE_LIMIT_DOCS_URL;
+    // under the public documents' prefix an error is as public as they are (a relying party's
+    // browser reads the 404 of a document that does not exist, not a CORS failure)
+    if (req.url.startsWith(PUBLIC_DOCUMENTS_PREFIX) && !reply.hasHeader('Access-Control-Allow-Origin')) rendered.headers['Access-Control-Allow-Origin'] = '*';
     sendRendered(reply, rendered);
   }
 }

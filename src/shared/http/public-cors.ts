@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
  * merges over the API's options), so every other request keeps the plugin's static options: a
  * per-request options delegator had the plugin rebuild its options on every request.
  */
-export const PUBLIC_CORS = { origin: '*', credentials: false, methods: ['GET', 'HEAD'], maxAge: 600, exposedHeaders: null, strictPreflight: false } as const;
+export const PUBLIC_CORS = { origin: '*', credentials: false, methods: ['GET', 'HEAD'], maxAge: 600, exposedHeaders: null } as const;
 
 /** The path prefix of the public documents. */
 export const PUBLIC_DOCUMENTS_PREFIX = '/.well-known/';

@@ -394,12 +394,24 @@ describe('input hardening: odd bodies, characters and requests', () => {
       }
       const notPublic = await cors.http().get('/v1/auth/me').set('Origin', 'https://attacker.example');
       expect(notPublic.headers['access-control-allow-origin']).toBeUndefined();
-      // an OPTIONS that is no preflight (no Origin, or no requested method) is answered in the envelope, never the plugin's text/plain 400
-      for (const req of [cors.http().options('/v1/auth/me'), cors.http().options('/v1/auth/me').set('Origin', 'https://app.example'), cors.http().options('/.well-known/jwks.json')]) {
+      // an OPTIONS that is no preflight (no Origin, or no requested method) is answered as any
+      // request no route takes, in the envelope: never the plugin's 400 text/plain, nor a CORS 204
+      for (const [path, origin, status, code] of [
+        ['/v1/auth/me', undefined, 405, 'request/method_not_allowed'],
+        ['/v1/auth/me', 'https://app.example', 405, 'request/method_not_allowed'],
+        ['/v1/nope', 'https://app.example', 404, 'request/not_found'],
+        ['/.well-known/jwks.json', undefined, 405, 'request/method_not_allowed'],
+      ] as const) {
+        const req = cors.http().options(path);
+        if (origin) req.set('Origin', origin);
         const r = await req;
-        expect(r.status).toBeLessThan(500);
-        expect(r.headers['content-type'] ?? 'none').not.toMatch(/text\/plain/);
+        expect([r.status, r.headers['content-type'], r.body.code]).toEqual([status, 'application/problem+json; charset=utf-8', code]);
       }
+      const oauth = await cors.http().options('/oauth/token');
+      expect([oauth.status, oauth.body.error]).toEqual([405, 'invalid_request']);
+      // a document that does not exist is as public as the others: its 404 is readable cross-origin
+      const missing = await cors.http().get('/.well-known/nope').set('Origin', 'https://rp.example').expect(404);
+      expect(missing.headers['access-control-allow-origin']).toBe('*');
     } finally {
       await cors.close();
     }
