@@ -17,6 +17,8 @@ export class DashboardPasswordResets1765700000000 implements MigrationInterface 
         used_at timestamptz,
         created_at timestamptz NOT NULL DEFAULT now()
       );
+      -- one live link per account, also when requests race (a new one replaces it in place)
+      CREATE UNIQUE INDEX dashboard_password_resets_live_uq ON dashboard_password_resets (user_id) WHERE used_at IS NULL;
       CREATE INDEX dashboard_password_resets_user_idx ON dashboard_password_resets (user_id);
     `);
   }

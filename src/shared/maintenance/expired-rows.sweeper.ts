@@ -25,6 +25,9 @@ export function expiredRowRules(
     { table: 'idempotency_keys', expired: gone('expires_at') },
     { table: 'agent_denylist', expired: gone('expires_at') }, // every token it refused has expired too
     { table: 'revoked_access_tokens', expired: gone('expires_at') }, // the token itself has expired
+    { table: 'dashboard_password_resets', expired: gone('expires_at') }, // used or not, the link is dead
+    // invitations accepted, or that expired unused, a day ago (the audit log keeps who joined)
+    { table: 'dashboard_invites', expired: `(${gone('expires_at')} OR (accepted_at IS NOT NULL AND ${gone('accepted_at')}))` },
     // end-user sessions that ended (revoked) a day ago, found through a partial index; their
     // refresh tokens go with them by cascade. Sessions that simply ran out of refresh tokens go
     // with their last token (see ExpiredRowsSweeper.sweepRefreshTokens).

@@ -1,3 +1,4 @@
+import { PasswordHasher } from '../../../src/shared/crypto/password-hasher';
 import { signupTenant } from '../../factories/dashboard.factory';
 import { randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { linkToken, MailWorld, sha256Hex, startMailWorld } from '../account-security/account-security.helpers';
@@ -80,6 +81,37 @@ describe('dashboard password reset', () => {
     const answers = await Promise.all(Array.from({ length: 5 }, (_, i) => reset(token, `${NEW_PASSWORD} ${i}`)));
     expect(answers.map((a) => a.status).sort()).toEqual([204, 400, 400, 400, 400]);
     expect(await t.db.query(`SELECT 1 FROM audit_events WHERE target_id = $1 AND type = 'dashboard.password_reset'`, [owner.userId])).toHaveLength(1);
+  });
+
+  it('a sign-in whose password was checked before a reset committed opens no session after it', async () => {
+    const owner = await signupTenant(t);
+    const newHash = await t.app.get(PasswordHasher).hash(NEW_PASSWORD);
+    // the reset holds the account's row while the sign-in (its password already checked) waits for it
+    const outcome = await t.db.tx(async (tx) => {
+      await tx.query(`SELECT 1 FROM dashboard_users WHERE id = $1 FOR UPDATE`, [owner.userId]);
+      const signIn = login(owner.email, STRONG_PASSWORD).then((r) => r);
+      await new Promise((r) => setTimeout(r, 400));
+      await tx.query(`UPDATE dashboard_users SET password_hash = $2 WHERE id = $1`, [owner.userId, newHash]);
+      await tx.query(`UPDATE dashboard_sessions SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL`, [owner.userId]);
+      return { signIn }; // not the promise itself: the transaction must commit before it is awaited
+    });
+    const res = await outcome.signIn;
+    expect([res.status, res.body.code]).toEqual([401, 'auth/invalid_credentials']);
+    expect(await t.db.query(`SELECT 1 FROM dashboard_sessions WHERE user_id = $1 AND revoked_at IS NULL`, [owner.userId])).toHaveLength(0);
+    await login(owner.email, NEW_PASSWORD).expect(200);
+  });
+
+  it('a dead link costs no password hash; parallel requests leave one live link', async () => {
+    const hash = jest.spyOn(t.app.get(PasswordHasher), 'hash');
+    try {
+      expect((await reset('y'.repeat(43), NEW_PASSWORD).expect(400)).body.code).toBe('token/invalid');
+      expect(hash).not.toHaveBeenCalled();
+    } finally {
+      hash.mockRestore();
+    }
+    const owner = await signupTenant(t);
+    await Promise.all(Array.from({ length: 3 }, () => forgot(owner.email).expect(202)));
+    expect(await t.db.query(`SELECT 1 FROM dashboard_password_resets WHERE user_id = $1 AND used_at IS NULL`, [owner.userId])).toHaveLength(1);
   });
 
   it('limits requests per address (429 with Retry-After, for known and unknown addresses alike)', async () => {

@@ -49,6 +49,9 @@ describe('worker maintenance: expired one-time rows', () => {
       await put('agent_denylist', `INSERT INTO agent_denylist (tenant_id, agent_client_id, reason, expires_at) VALUES ($1, $2, 'tokens_killed', ${at}) RETURNING id`, [tenant.id, agent.id]);
       await put('revoked_access_tokens', `INSERT INTO revoked_access_tokens (jti, tenant_id, expires_at) VALUES ($1, $2, ${at}) RETURNING jti AS id`, [randomUUID(), tenant.id]);
       await put('dashboard_sessions', `INSERT INTO dashboard_sessions (token_hash, user_id, csrf_token, absolute_expires_at) VALUES ($1, $2, $3, ${at}) RETURNING id`, [hex(), d.userId, hex()]);
+      // one live link per account: the older ones were used
+      await put('dashboard_password_resets', `INSERT INTO dashboard_password_resets (user_id, token_hash, expires_at, used_at) VALUES ($1, $2, ${at}, $3) RETURNING id`, [d.userId, hex(), age === 'live' ? null : new Date()]);
+      await put('dashboard_invites', `INSERT INTO dashboard_invites (tenant_id, email, email_normalized, role, token_hash, invited_by, expires_at) VALUES ($1, $2, $2, 'member', $3, $4, ${at}) RETURNING id`, [d.tenantId, `${hex()}@example.com`, hex(), d.userId]);
     }
     // dashboard sessions also end by revocation and by idleness
     const [revoked] = await db.query<{ id: string }>(`INSERT INTO dashboard_sessions (token_hash, user_id, csrf_token, absolute_expires_at, revoked_at) VALUES ($1, $2, $3, now() + interval '1 hour', now() - interval '2 days') RETURNING id`, [randomUUID(), d.userId, randomUUID()]);
@@ -99,7 +102,7 @@ describe('worker maintenance: expired one-time rows', () => {
   it('deletes rows expired more than a day ago, keeps the recently expired and the live ones', async () => {
     const ids = await seed();
     const r = await w.worker.get(ExpiredRowsSweeper).runOnce();
-    for (const table of ['account_tokens', 'email_otp_codes', 'mfa_challenges', 'idempotency_keys', 'agent_denylist', 'revoked_access_tokens', 'dashboard_sessions', 'refresh_tokens', 'user_sessions']) {
+    for (const table of ['account_tokens', 'email_otp_codes', 'mfa_challenges', 'idempotency_keys', 'agent_denylist', 'revoked_access_tokens', 'dashboard_password_resets', 'dashboard_invites', 'dashboard_sessions', 'refresh_tokens', 'user_sessions']) {
       expect(r[table]).toBeGreaterThanOrEqual(1);
       expect(await exists(table, ids[table].old)).toBe(false);
       expect(await exists(table, ids[table].recent)).toBe(true);
@@ -193,7 +196,7 @@ describe('worker maintenance: expired one-time rows', () => {
       process.env.DATABASE_URL = saved;
       resetConfigForTests();
     }
-    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, revoked_access_tokens 1, dashboard_sessions 3, outbox 0, webhook_deliveries 0$/m);
+    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, revoked_access_tokens 1, dashboard_password_resets 1, dashboard_invites 1, dashboard_sessions 3, outbox 0, webhook_deliveries 0$/m);
     expect(await exists('account_tokens', ids.account_tokens.old)).toBe(false);
   });
 });

@@ -50,9 +50,11 @@ export class DashboardForgotPasswordHandler implements ICommandHandler<Dashboard
     await this.db.tx(async (tx) => {
       const [user] = await tx.query<{ id: string; email: string }>(
         `WITH u AS (SELECT id, email FROM dashboard_users WHERE email_normalized = $1),
-              gone AS (DELETE FROM dashboard_password_resets WHERE user_id IN (SELECT id FROM u)),
+              used AS (DELETE FROM dashboard_password_resets WHERE user_id IN (SELECT id FROM u) AND used_at IS NOT NULL),
               ins AS (INSERT INTO dashboard_password_resets (user_id, token_hash, expires_at)
-                      SELECT id, $2, now() + make_interval(secs => $3) FROM u)
+                      SELECT id, $2, now() + make_interval(secs => $3) FROM u
+                      ON CONFLICT (user_id) WHERE used_at IS NULL
+                      DO UPDATE SET token_hash = EXCLUDED.token_hash, expires_at = EXCLUDED.expires_at, created_at = now())
          SELECT id, email FROM u`,
         [email, sha256Hex(token), DASHBOARD_RESET_TTL_SECONDS],
       );
@@ -93,6 +95,9 @@ export class DashboardResetPasswordHandler implements ICommandHandler<DashboardR
   ) {}
 
   async execute(cmd: DashboardResetPasswordCommand): Promise<void> {
+    // a dead link costs no password hash (an argon2 run for any made-up token would let anyone load the hashing pool)
+    const [live] = await this.db.query(`SELECT 1 FROM dashboard_password_resets WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()`, [sha256Hex(cmd.token)]);
+    if (!live) throw new AppError('token/invalid');
     const passwordHash = await this.passwords.hash(cmd.password);
     const user = await this.db.tx(async (tx) => {
       const [u] = await tx.query<{ id: string; email: string; email_normalized: string }>(
