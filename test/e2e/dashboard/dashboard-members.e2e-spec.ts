@@ -9,7 +9,8 @@ import { addMember, as, Session } from '../agents/agents.helpers';
 describe('dashboard members: list, change role, remove', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await createTestApp();
+    // addMember accepts every invitation from one client address: room for this file's 20-odd acceptances a minute
+    t = await createTestApp({ RATE_LIMIT_SIGNUP_PER_MIN: '25' });
   });
   afterAll(() => t.close());
 
@@ -110,6 +111,45 @@ describe('dashboard members: list, change role, remove', () => {
     await as(t, owner).get(url(owner)).expect(200);
     await t.http().post('/v1/auth/dashboard/reauth').set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ password: owner.password }).expect(200);
     await as(t, owner).delete(url(owner, `/${member.userId}`)).expect(204);
+  });
+
+  it('an owner removed or demoted cannot come back, nor bring anyone in, through an invitation sent before', async () => {
+    for (const action of ['remove', 'demote'] as const) {
+      const owner = await signupTenant(t);
+      const rogue = await addMember(t, owner, 'owner');
+      const planted = await as(t, rogue).post(url(owner), { email: `alt-${action}-${Date.now()}@example.com`, role: 'owner' }).expect(201);
+      if (action === 'remove') await as(t, owner).delete(url(owner, `/${rogue.userId}`)).expect(204);
+      else await as(t, owner).patch(url(owner, `/${rogue.userId}`), { role: 'member' }).expect(200);
+      // withdrawn with the change (the pending row is gone); acceptance refuses it in any case
+      expect(await t.db.query(`SELECT 1 FROM dashboard_invites WHERE tenant_id = $1 AND invited_by = $2 AND accepted_at IS NULL`, [owner.tenantId, rogue.userId])).toHaveLength(0);
+      const accepted = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: planted.body.invite_token, password: 'correct horse battery staple' });
+      expect([accepted.status, accepted.body.code]).toEqual([400, 'invite/invalid']);
+      expect((await as(t, owner).get(url(owner)).expect(200)).body.data.map((m: { role: string }) => m.role).filter((r: string) => r === 'owner')).toHaveLength(1);
+    }
+    // acceptance checks the inviter too (an invitation row left behind by anything else)
+    const owner = await signupTenant(t);
+    const other = await addMember(t, owner, 'owner');
+    const inv = await as(t, other).post(url(owner), { email: `late-${Date.now()}@example.com`, role: 'owner' }).expect(201);
+    await t.db.query(`UPDATE tenant_members SET role = 'member' WHERE tenant_id = $1 AND user_id = $2`, [owner.tenantId, other.userId]);
+    expect((await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: 'correct horse battery staple' }).expect(400)).body.code).toBe('invite/invalid');
+  });
+
+  it('a change sent by an owner who is removed while it waits has no effect (the actor\'s role is read again under the lock)', async () => {
+    const a = await signupTenant(t);
+    const b = await addMember(t, a, 'owner');
+    const c = await addMember(t, a, 'member');
+    const outcome = await t.db.tx(async (tx) => {
+      await tx.query(`SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE`, [a.tenantId]);
+      const first = as(t, a).delete(url(a, `/${b.userId}`)).then((r) => r);
+      await new Promise((r) => setTimeout(r, 300));
+      const second = as(t, b).delete(url(a, `/${c.userId}`)).then((r) => r);
+      await new Promise((r) => setTimeout(r, 300));
+      return { first, second }; // not the promises themselves: the transaction must commit first
+    });
+    expect((await outcome.first).status).toBe(204);
+    const second = await outcome.second;
+    expect([second.status, second.body.code]).toEqual([404, 'tenant/not_found']);
+    expect((await as(t, a).get(url(a)).expect(200)).body.data.map((m: { user_id: string }) => m.user_id)).toContain(c.userId);
   });
 
   it('two owners demoting or removing each other at once: one wins, the tenant keeps an owner, no 5xx', async () => {

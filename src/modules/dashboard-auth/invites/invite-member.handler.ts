@@ -15,6 +15,7 @@ import { UserEmailPolicy } from '../../users/user-email-policy.service';
 import { DashboardAudit } from '../dashboard-audit.service';
 import { DashboardMembershipsService } from '../dashboard-memberships.service';
 import { AcceptInviteCommand, AcceptInviteResult, InviteMemberCommand } from './invite-member.command';
+import { lockAccountWithPassword } from '../password-still';
 import { length } from 'class-validator';
 
 /**
@@ -157,6 +158,17 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
         sha256Hex(cmd.token),
       ]);
       if (!rowCount) throw new AppError('invite/invalid');
+      // who sent it must still be an owner (read under a share lock: a removal or demotion of the
+      // inviter waits for this acceptance, or this acceptance sees it): an owner who was removed
+      // or demoted cannot come back, nor bring anyone in, through an invitation sent before
+      const inviter = await tx.query(
+        `SELECT 1 FROM tenant_members m JOIN dashboard_invites i ON i.tenant_id = m.tenant_id AND i.invited_by = m.user_id
+          WHERE i.id = $1 AND m.role = 'owner' FOR SHARE OF m`,
+        [inv.id],
+      );
+      if (!inviter.length) throw new AppError('invite/invalid', 'The invitation was withdrawn: who sent it is no longer an owner of the tenant');
+      // an existing account: the password judged above must still be its password (see lockAccountWithPassword)
+      if (existing) await lockAccountWithPassword(tx, this.hasher, existing.id, existing.password_hash, cmd.password);
       let userId = existing?.id;
       if (!userId) {
         try {

@@ -43,10 +43,16 @@ export class ListMembersHandler implements IQueryHandler<ListMembersQuery> {
 /**
  * Locks the tenant's membership for a change (the tenant row: every change of a tenant's members'
  * roles waits for the one before, so two owners demoting or removing each other at once cannot
- * leave the tenant without one) and reads the member and the number of owners.
+ * leave the tenant without one) and reads the member and the number of owners. The actor's own
+ * role is read again under the lock: an owner removed or demoted by a change that committed
+ * while this request waited has no say any more.
  */
-async function lockMember(tx: Queryable, tenantId: string, userId: string): Promise<{ member: MemberRow; owners: number }> {
+async function lockMember(tx: Queryable, actor: DashboardPrincipal, userId: string): Promise<{ member: MemberRow; owners: number }> {
+  const tenantId = actor.tenant!.id;
   await tx.query(`SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, [tenantId]);
+  const [self] = await tx.query<{ role: MemberRole }>(`SELECT role FROM tenant_members WHERE tenant_id = $1 AND user_id = $2`, [tenantId, actor.userId]);
+  if (!self) throw new AppError('tenant/not_found');
+  if (self.role !== 'owner') throw new AppError('auth/forbidden', 'Only tenant owners may do this');
   const [member] = await tx.query<MemberRow>(
     `SELECT m.user_id, u.email, m.role, m.created_at FROM tenant_members m JOIN dashboard_users u ON u.id = m.user_id
       WHERE m.tenant_id = $1 AND m.user_id = $2`,
@@ -58,6 +64,14 @@ async function lockMember(tx: Queryable, tenantId: string, userId: string): Prom
 }
 
 const LAST_OWNER = 'A tenant keeps at least one owner: make another member an owner first';
+
+/**
+ * An owner who is removed or demoted takes back the invitations they sent and that are still
+ * pending (acceptance also refuses them: see AcceptInviteHandler).
+ */
+async function withdrawInvitations(tx: Queryable, tenantId: string, userId: string): Promise<void> {
+  await tx.query(`DELETE FROM dashboard_invites WHERE tenant_id = $1 AND invited_by = $2 AND accepted_at IS NULL`, [tenantId, userId]);
+}
 
 /** The audit event of a change of a member, by an owner of the tenant (medium severity). */
 function memberChanged(events: EventsService, tx: Queryable, actor: DashboardPrincipal, userId: string, type: string, metadata: Record<string, unknown>): Promise<void> {
@@ -78,10 +92,12 @@ export class ChangeMemberRoleHandler implements ICommandHandler<ChangeMemberRole
   async execute(cmd: ChangeMemberRoleCommand): Promise<MemberResponse> {
     const tenantId = cmd.actor.tenant!.id;
     return this.db.tx(async (tx) => {
-      const { member, owners } = await lockMember(tx, tenantId, cmd.userId);
+      const { member, owners } = await lockMember(tx, cmd.actor, cmd.userId);
       // the same role again changes nothing: no update, no audit event
       if (member.role === cmd.role) return toResponse(member);
       if (member.role === 'owner' && owners <= 1) throw new AppError('member/last_owner', LAST_OWNER);
+      // the invitations first: an acceptance locks its invitation, then the inviter's membership
+      if (member.role === 'owner') await withdrawInvitations(tx, tenantId, cmd.userId);
       await tx.query(`UPDATE tenant_members SET role = $3 WHERE tenant_id = $1 AND user_id = $2`, [tenantId, cmd.userId, cmd.role]);
       await memberChanged(this.events, tx, cmd.actor, cmd.userId, 'dashboard.member_role_changed', { from: member.role, to: cmd.role });
       return toResponse({ ...member, role: cmd.role });
@@ -107,8 +123,10 @@ export class RemoveMemberHandler implements ICommandHandler<RemoveMemberCommand>
   async execute(cmd: RemoveMemberCommand): Promise<void> {
     const tenantId = cmd.actor.tenant!.id;
     await this.db.tx(async (tx) => {
-      const { member, owners } = await lockMember(tx, tenantId, cmd.userId);
+      const { member, owners } = await lockMember(tx, cmd.actor, cmd.userId);
       if (member.role === 'owner' && owners <= 1) throw new AppError('member/last_owner', LAST_OWNER);
+      // the invitations first: an acceptance locks its invitation, then the inviter's membership
+      await withdrawInvitations(tx, tenantId, cmd.userId);
       await tx.query(`DELETE FROM tenant_members WHERE tenant_id = $1 AND user_id = $2`, [tenantId, cmd.userId]);
       await memberChanged(this.events, tx, cmd.actor, cmd.userId, 'dashboard.member_removed', { role: member.role });
     });
