@@ -113,7 +113,7 @@ function fromDatabaseUnavailable(err: { code?: unknown; message?: string; errors
 function fromTransactionConflict(err: { code?: unknown; message?: string }): AppError | undefined {
   if ((err.code !== '40P01' && err.code !== '40001') || !('severity' in err || 'driverError' in err)) return undefined;
   logger.error({ sqlstate: err.code, message: err.message }, 'transaction aborted by a conflict with a concurrent one (a lock order to fix)');
-  return new AppError('server/unavailable', 'The request collided with a concurrent one; retry it', { headers: { 'Retry-After': '1' } });
+  return new AppError('server/unavailable', 'The request collided with a concurrent one; retry it', { headers: { 'Retry-After': '1' }, logged: true });
 }
 
 function fromFrameworkError(err: { statusCode?: number; code?: string; message?: string }): AppError | undefined {

@@ -118,7 +118,9 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       // committing between the exchange's signing and its issuing statement leaves
       await t.db.query(`UPDATE agent_user_revocations SET restored_at = now() + interval '3 seconds' WHERE user_id = $1 AND agent_client_id = $2`, [u.id, agent.id]);
       const subjectToken = (await login(t, tenant, u.email)).access_token;
-      expect(await oauthFailure(exchange(config, subjectToken))).toMatchObject({ status: 400, error: 'invalid_grant' });
+      // nothing wrong with the request: to be sent again a second later
+      const refused = await postToken(t, agent, exchangeBody(subjectToken)).expect(503);
+      expect([refused.body.error, refused.headers['retry-after']]).toEqual(['temporarily_unavailable', '1']);
       const issued = await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND target_id = $1`, [u.id]);
       expect(issued).toHaveLength(0);
       // once the restore is behind the token's second, the agent gets tokens, and they are active

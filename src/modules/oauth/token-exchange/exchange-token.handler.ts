@@ -49,6 +49,8 @@ interface IssueFlags {
   grant_ok: boolean;
   session_ok: boolean;
   pair_ok: boolean;
+  /** the pair is not withdrawn now, but was restored at or after the token's iat second */
+  pair_restored_late: boolean;
 }
 
 /** What one exchange writes, and the guards it is written under. */
@@ -369,6 +371,11 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       await this.clientUnauthorized(caller, 'client_disabled', subjectJtiPrefix);
       throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
     }
+    // signed in the second the user restored the pair: a token introspection would call inactive;
+    // nothing is wrong with the request, so it is to be sent again (the next second's token is live)
+    if (flags.session_ok && flags.pair_restored_late) {
+      throw new OAuthError('temporarily_unavailable', "The user just restored this agent's access; retry shortly", 503, { 'Retry-After': '1' });
+    }
     const reason = flags.session_ok ? 'agent_revoked_by_user' : 'session_revoked';
     throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
   }
@@ -398,12 +405,15 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
                          WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL) AS session_ok,
                 NOT EXISTS (SELECT 1 FROM agent_user_revocations v
                              WHERE v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
-                               AND (v.revoked_at IS NOT NULL OR v.restored_at >= to_timestamp(i.iat))) AS pair_ok
+                               AND (v.revoked_at IS NOT NULL OR v.restored_at >= to_timestamp(i.iat))) AS pair_ok,
+                EXISTS (SELECT 1 FROM agent_user_revocations v
+                         WHERE v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
+                           AND v.revoked_at IS NULL AND v.restored_at >= to_timestamp(i.iat)) AS pair_restored_late
            FROM i LEFT JOIN agent_clients ac ON ac.id = i.agent_id
        ), g AS (
          SELECT *, agent_active AND grant_ok AND session_ok AND pair_ok AS ok FROM f
        ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
-       SELECT ord, agent_active, grant_ok, session_ok, pair_ok FROM g ORDER BY ord`,
+       SELECT ord, agent_active, grant_ok, session_ok, pair_ok, pair_restored_late FROM g ORDER BY ord`,
       [
         items.map((i) => i.agentId),
         TOKEN_EXCHANGE_GRANT,
