@@ -240,6 +240,22 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       }
     });
 
+    it('a verify racing a password change that ends the challenges waits for it and is refused, never a deadlock', async () => {
+      const u = await api.enrolledUser();
+      const challenge = await api.challenge(u.email);
+      const code = await u.device.next();
+      // what a password change does: the user's row, then the user's pending challenges
+      const outcome = await t.db.tx(async (tx) => {
+        await tx.query(`SELECT 1 FROM users WHERE id = $1 FOR NO KEY UPDATE`, [u.userId]);
+        const verify = api.verify({ mfa_challenge_token: challenge, code }).then((r) => r);
+        await new Promise((r) => setTimeout(r, 300));
+        await tx.query(`DELETE FROM mfa_challenges WHERE user_id = $1 AND used_at IS NULL`, [u.userId]);
+        return { verify }; // not the promise itself: the transaction must commit before it is awaited
+      });
+      const res = await outcome.verify;
+      expect([res.status, res.body.code]).toEqual([401, 'mfa/invalid_challenge']);
+    });
+
     it('a recovery code signs in once (amr [pwd, recovery]); case, spaces and hyphens do not matter', async () => {
       const u = await api.enrolledUser();
       const [first, second] = u.recoveryCodes;

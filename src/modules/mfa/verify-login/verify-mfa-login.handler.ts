@@ -60,6 +60,9 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
 
     try {
       const tokens = await this.db.tx(async (tx) => {
+        // the user's row before the challenge: a password reset or change locks the user's row and
+        // then deletes the user's challenges, so taking the challenge first deadlocked with it
+        await tx.query(`SELECT 1 FROM users WHERE id = $1 FOR NO KEY UPDATE`, [challenge.user_id], 'mfa_verify_user_lock');
         const won = await tx.query(`UPDATE mfa_challenges SET used_at = now() WHERE id = $1 AND used_at IS NULL RETURNING id`, [challenge.id]);
         if (!won.length) throw new AppError('mfa/invalid_challenge');
         const method = await this.factors.verify(tx, tenantId, challenge.user_id, cmd.code, true);
