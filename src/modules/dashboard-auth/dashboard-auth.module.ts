@@ -8,6 +8,8 @@ import { DashboardLoginHandler } from './login/dashboard-login.handler';
 import { DashboardLogoutHandler } from './logout/dashboard-logout.handler';
 import { DashboardReauthHandler } from './reauth.handler';
 import { MembersController } from './members/members.controller';
+import { InvitesController } from './invites/invites.controller';
+import { ListInvitesHandler, RevokeInviteHandler } from './invites/pending-invites';
 import { DashboardPasswordController } from './password/dashboard-password.controller';
 import { DashboardForgotPasswordHandler, DashboardResetPasswordHandler } from './password/dashboard-password.handlers';
 import { ChangeMemberRoleHandler, ListMembersHandler, RemoveMemberHandler } from './members/members.handlers';
@@ -15,7 +17,7 @@ import { ChangeMemberRoleHandler, ListMembersHandler, RemoveMemberHandler } from
 /** Dashboard (tenant administrator) authentication: sessions, re-auth, invitations and roles. */
 @Module({
   imports: [UsersModule],
-  controllers: [DashboardAuthController, MembersController, DashboardPasswordController],
+  controllers: [DashboardAuthController, MembersController, InvitesController, DashboardPasswordController],
   providers: [
     DashboardLoginHandler,
     DashboardLogoutHandler,
@@ -25,6 +27,8 @@ import { ChangeMemberRoleHandler, ListMembersHandler, RemoveMemberHandler } from
     ListMembersHandler,
     ChangeMemberRoleHandler,
     RemoveMemberHandler,
+    ListInvitesHandler,
+    RevokeInviteHandler,
     DashboardForgotPasswordHandler,
     DashboardResetPasswordHandler,
     DashboardMembershipsService,

@@ -31,6 +31,7 @@ export const ERROR_CATALOG = {
   'member/not_found': { status: 404, title: 'Member not found' },
   'member/last_owner': { status: 409, title: 'A tenant keeps at least one owner' },
   'invite/invalid': { status: 400, title: 'The invitation is invalid or expired' },
+  'invite/not_found': { status: 404, title: 'Invitation not found' },
   'api_key/not_found': { status: 404, title: 'API key not found' },
   'api_key/limit_reached': { status: 409, title: 'The tenant has the maximum number of live API keys' },
   'user/email_exists': { status: 409, title: 'An account with this email already exists' },

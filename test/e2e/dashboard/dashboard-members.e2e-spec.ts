@@ -152,6 +152,37 @@ describe('dashboard members: list, change role, remove', () => {
     expect((await as(t, a).get(url(a)).expect(200)).body.data.map((m: { user_id: string }) => m.user_id)).toContain(c.userId);
   });
 
+  it('pending invitations: every member lists them; an owner withdraws one (its token refused after); others\' ids 404', async () => {
+    const owner = await signupTenant(t);
+    const member = await addMember(t, owner, 'member');
+    const invites = (s: Session, rest = '') => `/v1/auth/dashboard/tenants/${s.slug}/invites${rest}`;
+    const first = await as(t, owner).post(url(owner), { email: `first-${Date.now()}@example.com`, role: 'member' }).expect(201);
+    const second = await as(t, owner).post(url(owner), { email: `second-${Date.now()}@example.com`, role: 'owner' }).expect(201);
+    // an expired one is not pending
+    const third = await as(t, owner).post(url(owner), { email: `third-${Date.now()}@example.com`, role: 'member' }).expect(201);
+    await t.db.query(`UPDATE dashboard_invites SET expires_at = now() - interval '1 second' WHERE token_hash = encode(sha256(convert_to($1, 'UTF8')), 'hex')`, [third.body.invite_token]);
+    const listed = await as(t, member).get(invites(owner)).expect(200);
+    expect(listed.body.data).toEqual([
+      { id: expect.any(String), email: expect.stringMatching(/^second-/), role: 'owner', invited_by: owner.userId, created_at: expect.any(String), expires_at: expect.any(String) },
+      { id: expect.any(String), email: expect.stringMatching(/^first-/), role: 'member', invited_by: owner.userId, created_at: expect.any(String), expires_at: expect.any(String) },
+    ]);
+    expect(listed.body.pagination).toEqual({ next_cursor: null, has_more: false });
+    const [secondId, firstId] = listed.body.data.map((i: { id: string }) => i.id);
+    expect((await as(t, member).delete(invites(owner, `/${secondId}`)).expect(403)).body.code).toBe('auth/forbidden');
+    await as(t, owner).delete(invites(owner, `/${secondId}`)).expect(204);
+    expect((await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: second.body.invite_token, password: 'correct horse battery staple' }).expect(400)).body.code).toBe('invite/invalid');
+    expect((await as(t, owner).delete(invites(owner, `/${secondId}`)).expect(404)).body.code).toBe('invite/not_found');
+    const stranger = await signupTenant(t);
+    for (const id of [firstId, '00000000-0000-4000-8000-000000000000', 'not-a-uuid']) {
+      expect((await as(t, stranger).delete(invites(stranger, `/${id}`)).expect(404)).body.code).toBe('invite/not_found');
+    }
+    expect((await as(t, stranger).get(invites(owner)).expect(404)).body.code).toBe('tenant/not_found');
+    // the other one still works
+    await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: first.body.invite_token, password: 'correct horse battery staple' }).expect(200);
+    expect((await as(t, owner).get(invites(owner)).expect(200)).body.data).toEqual([]);
+    expect(await audits(owner.tenantId, 'dashboard.invite_revoked')).toEqual([{ actor_id: owner.userId, target_id: secondId, severity: 'info', metadata: { role: 'owner' } }]);
+  });
+
   it('two owners demoting or removing each other at once: one wins, the tenant keeps an owner, no 5xx', async () => {
     for (const action of ['demote', 'remove'] as const) {
       for (let round = 0; round < 3; round++) {
