@@ -403,13 +403,11 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
                 COALESCE(ac.disabled_at IS NULL AND $2 = ANY (ac.grant_types), false) AS grant_ok,
                 EXISTS (SELECT 1 FROM user_sessions s
                          WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL) AS session_ok,
-                NOT EXISTS (SELECT 1 FROM agent_user_revocations v
-                             WHERE v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
-                               AND (v.revoked_at IS NOT NULL OR v.restored_at >= to_timestamp(i.iat))) AS pair_ok,
-                EXISTS (SELECT 1 FROM agent_user_revocations v
-                         WHERE v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
-                           AND v.revoked_at IS NULL AND v.restored_at >= to_timestamp(i.iat)) AS pair_restored_late
+                -- the pair's one revocation row (primary key), read once for both flags
+                COALESCE(v.revoked_at IS NULL AND NOT coalesce(v.restored_at >= to_timestamp(i.iat), false), true) AS pair_ok,
+                COALESCE(v.revoked_at IS NULL AND v.restored_at >= to_timestamp(i.iat), false) AS pair_restored_late
            FROM i LEFT JOIN agent_clients ac ON ac.id = i.agent_id
+           LEFT JOIN agent_user_revocations v ON v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
        ), g AS (
          SELECT *, agent_active AND grant_ok AND session_ok AND pair_ok AS ok FROM f
        ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
