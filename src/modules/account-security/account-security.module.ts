@@ -21,7 +21,6 @@ import { PasswordlessSignIn } from './passwordless-sign-in.service';
 import { ChangePasswordHandler } from './password/change-password.handler';
 import { ForgotPasswordHandler } from './password/forgot-password.handler';
 import { ResetPasswordHandler } from './password/reset-password.handler';
-import { RequestTrail } from './request-trail';
 import { EmailDomainsHandlers } from './settings/email-domains.handlers';
 import { PasskeyDomainHandlers } from './settings/passkey-domain.handlers';
 import { SecuritySettingsController } from './settings/security-settings.controller';
@@ -44,7 +43,6 @@ import { TenantFlags } from './tenant-flags';
   providers: [
     OneTimeTokens,
     EmailCodes,
-    RequestTrail,
     TenantFlags,
     OAuthParamsChecker,
     OtpCaptcha,

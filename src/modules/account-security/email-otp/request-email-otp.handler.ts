@@ -8,7 +8,7 @@ import { ACCEPTED, AcceptedResponse, EMAIL_OTP_TTL_SECONDS } from '../account-se
 import { EmailCodes } from '../email-codes.service';
 import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { OAuthParamsChecker } from '../oauth-params';
-import { RequestTrail } from '../request-trail';
+import { RequestTrail } from '../../../shared/events/request-trail';
 import { bindingHash } from '../resume-binding';
 import { TenantFlags } from '../tenant-flags';
 import { RequestEmailOtpCommand } from './email-otp.commands';

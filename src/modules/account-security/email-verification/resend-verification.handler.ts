@@ -7,7 +7,7 @@ import { normalizeEmail } from '../../users/email';
 import { ACCEPTED, AcceptedResponse } from '../account-security.constants';
 import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
-import { RequestTrail } from '../request-trail';
+import { RequestTrail } from '../../../shared/events/request-trail';
 import { VerificationMailer } from './verification-mailer';
 import { ResendVerificationCommand } from './verify-email.command';
 import { findAccountUser } from '../account-user';

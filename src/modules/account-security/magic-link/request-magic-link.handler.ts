@@ -7,7 +7,7 @@ import { ACCEPTED, AcceptedResponse, MAGIC_LINK_TTL_SECONDS } from '../account-s
 import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { OAuthParamsChecker } from '../oauth-params';
 import { OneTimeTokens } from '../one-time-tokens.service';
-import { RequestTrail } from '../request-trail';
+import { RequestTrail } from '../../../shared/events/request-trail';
 import { bindingHash } from '../resume-binding';
 import { TenantFlags } from '../tenant-flags';
 import { RequestMagicLinkCommand } from './magic-link.commands';

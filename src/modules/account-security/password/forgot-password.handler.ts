@@ -6,7 +6,7 @@ import { normalizeEmail } from '../../users/email';
 import { ACCEPTED, AcceptedResponse, PASSWORD_RESET_TTL_SECONDS } from '../account-security.constants';
 import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
-import { RequestTrail } from '../request-trail';
+import { RequestTrail } from '../../../shared/events/request-trail';
 import { ForgotPasswordCommand } from './password.commands';
 import { findAccountUser } from '../account-user';
 

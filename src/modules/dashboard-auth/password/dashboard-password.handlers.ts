@@ -1,12 +1,11 @@
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { ClientInfoValue } from '../../../shared/auth/auth-context';
-import { ClientHasher } from '../../../shared/crypto/client-hash';
-import { EnvelopeCipher } from '../../../shared/crypto/envelope-cipher';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { RequestTrail } from '../../../shared/events/request-trail';
 import { MailService } from '../../../shared/mail/mail.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
@@ -38,8 +37,7 @@ export class DashboardForgotPasswordHandler implements ICommandHandler<Dashboard
     private readonly limits: MailLimits,
     private readonly mail: MailService,
     private readonly events: EventsService,
-    private readonly hasher: ClientHasher,
-    private readonly cipher: EnvelopeCipher,
+    private readonly trail: RequestTrail,
   ) {}
 
   async execute(cmd: DashboardForgotPasswordCommand): Promise<AcceptedResponse> {
@@ -58,15 +56,17 @@ export class DashboardForgotPasswordHandler implements ICommandHandler<Dashboard
          SELECT id, email FROM u`,
         [email, sha256Hex(token), DASHBOARD_RESET_TTL_SECONDS],
       );
-      const audit = { tenantId: null, type: 'dashboard.password_reset_requested', actorType: 'anonymous' as const };
-      if (!user) {
-        // the work a mail costs (its secret is encrypted into the outbox), and a trail as keyed hash prefixes
-        this.cipher.encrypt(JSON.stringify({ token }));
-        await this.events.audit(tx, { ...audit, metadata: { email_hash_prefix: this.hasher.prefix(email), ip_hash_prefix: this.hasher.prefix(cmd.client.ip), mail_sent: false } });
-        return;
-      }
+      // an unknown address: the trail of the end-user flows (the work a mail costs, keyed hash prefixes)
+      if (!user) return this.trail.nothingSent(tx, null, 'dashboard.password_reset_requested', email, cmd.client.ip);
       await this.mail.enqueue(tx, { tenantId: null, to: user.email, template: 'dashboard_password_reset', data: { expires_in_minutes: DASHBOARD_RESET_TTL_SECONDS / 60 }, secret: { token } });
-      await this.events.audit(tx, { ...audit, targetType: 'dashboard_user', targetId: user.id, metadata: { mail_sent: true } });
+      await this.events.audit(tx, {
+        tenantId: null,
+        type: 'dashboard.password_reset_requested',
+        actorType: 'anonymous',
+        targetType: 'dashboard_user',
+        targetId: user.id,
+        metadata: { mail_sent: true },
+      });
     });
     return ACCEPTED;
   }

@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { ClientHasher } from '../../shared/crypto/client-hash';
-import { EnvelopeCipher } from '../../shared/crypto/envelope-cipher';
-import { randomToken } from '../../shared/crypto/tokens';
-import { Queryable } from '../../shared/db/db.service';
-import { EventsService } from '../../shared/events/events.service';
+import { ClientHasher } from '../crypto/client-hash';
+import { EnvelopeCipher } from '../crypto/envelope-cipher';
+import { randomToken } from '../crypto/tokens';
+import { Queryable } from '../db/db.service';
+import { EventsService } from './events.service';
 
 /**
  * The audit of a mail request for an address without a (suitable) account. It also does the
@@ -21,7 +21,7 @@ export class RequestTrail {
     private readonly hasher: ClientHasher,
   ) {}
 
-  async nothingSent(tx: Queryable, tenantId: string, type: string, emailNormalized: string, ip: string): Promise<void> {
+  async nothingSent(tx: Queryable, tenantId: string | null, type: string, emailNormalized: string, ip: string): Promise<void> {
     this.cipher.encrypt(JSON.stringify({ token: randomToken() }));
     await this.events.audit(tx, {
       tenantId,
