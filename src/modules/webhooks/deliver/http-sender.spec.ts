@@ -1,5 +1,5 @@
 import { createServer, IncomingHttpHeaders, Server } from 'http';
-import type { AddressInfo } from 'net';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'net';
 import { postWebhook } from './http-sender';
 
 const prod = { allowLoopback: false };
@@ -66,5 +66,34 @@ describe('postWebhook', () => {
     expect((await postWebhook(`https://127.0.0.1:${port}/in`, '{}', {}, { timeoutMs: 2000, policy: prod })).error).toMatch(/^url must not resolve/);
     expect((await postWebhook(`http://127.0.0.1:${port}/in`, '{}', {}, { timeoutMs: 2000, policy: prod })).error).toBe('url must use https');
     expect(seen).toHaveLength(1);
+  });
+
+  it('settles on a 101 Switching Protocols or a socket closed before any answer, never hanging past the attempt', async () => {
+    // a raw TCP receiver: Node emits neither 'response' nor 'error' for a 101 it did not ask for
+    const sockets: Socket[] = [];
+    let answer = 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n';
+    const raw = createTcpServer((sock) => {
+      sockets.push(sock);
+      sock.once('data', () => (answer ? sock.write(answer) : sock.end()));
+    });
+    await new Promise<void>((r) => raw.listen(0, '127.0.0.1', r));
+    const rawPort = (raw.address() as AddressInfo).port;
+    try {
+      // the attempt's timeout is long: the result must come from the answer, not from the timer
+      const settled = async (p: Promise<unknown>) => {
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          return await Promise.race([p, new Promise((r) => (timer = setTimeout(() => r('hung'), 3000)))]);
+        } finally {
+          clearTimeout(timer);
+        }
+      };
+      expect(await settled(postWebhook(`http://127.0.0.1:${rawPort}/in`, '{}', {}, { timeoutMs: 10_000, policy: dev }))).toEqual({ ok: false, statusCode: 101, error: 'HTTP 101' });
+      answer = '';
+      expect(await settled(postWebhook(`http://127.0.0.1:${rawPort}/in`, '{}', {}, { timeoutMs: 10_000, policy: dev }))).toEqual({ ok: false, statusCode: null, error: 'connection reset' });
+    } finally {
+      sockets.forEach((s) => s.destroy());
+      await new Promise((r) => raw.close(r));
+    }
   });
 });

@@ -41,7 +41,8 @@ export function describeError(err: unknown, timeoutMs: number): string {
  * address checked) and the connection goes to the addresses that were checked; no redirects are
  * followed (3xx is a failure). `timeoutMs` bounds the whole attempt, from the DNS lookup to the
  * response headers; a lookup still running then is cancelled, so nothing of the attempt outlives
- * it (the tenant's delivery slot is held until here). 2xx is a delivery.
+ * it (the tenant's delivery slot is held until here), and every attempt settles by then, whatever the
+ * receiver does (a 101 or a socket closed without an answer is a failure). 2xx is a delivery.
  */
 export async function postWebhook(rawUrl: string, body: string, headers: Record<string, string>, opts: SendOptions): Promise<SendResult> {
   const deadline = Date.now() + opts.timeoutMs;
@@ -93,8 +94,22 @@ export async function postWebhook(rawUrl: string, body: string, headers: Record<
         finish({ ok, statusCode: status, error: ok ? null : `HTTP ${status}` });
       },
     );
-    const timer = setTimeout(() => req.destroy(new AttemptTimeout()), Math.max(0, deadline - Date.now()));
-    req.on('error', (err) => finish({ ok: false, statusCode: null, error: describeError(err, opts.timeoutMs) }));
+    const fail = (err: unknown) => finish({ ok: false, statusCode: null, error: describeError(err, opts.timeoutMs) });
+    // the timer settles the attempt itself: destroying a request that is already destroyed emits nothing
+    const timer = setTimeout(() => {
+      const timeout = new AttemptTimeout();
+      req.destroy(timeout);
+      fail(timeout);
+    }, Math.max(0, deadline - Date.now()));
+    req.on('error', fail);
+    // a 101 Switching Protocols emits neither 'response' nor 'error' (Node hands the socket to
+    // 'upgrade' listeners, or destroys it): it is an answer, and not a 2xx
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      finish({ ok: false, statusCode: res.statusCode ?? 101, error: `HTTP ${res.statusCode ?? 101}` });
+    });
+    // closed before any answer or error (after a response, `finish` has already run)
+    req.on('close', () => fail(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' })));
     req.end(body);
   });
 }
