@@ -37,6 +37,15 @@ const COLUMNS = 'id, user_id, email_normalized, session_id, binding_hash, oauth_
 export class OneTimeTokens {
   async issue(tx: Queryable, t: IssueToken): Promise<string> {
     const token = randomToken();
+    // Parallel issues for one user and kind are serialized (until the caller's transaction ends),
+    // in a statement of its own: the replacing statement below then starts after the other one
+    // committed and sees its row, so exactly one live token is left. An unknown address takes the
+    // same lock on its address (comparable work).
+    await tx.query(
+      'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
+      [`account_token:${t.tenantId}:${t.kind}:${t.userId ?? t.emailNormalized}`],
+      'account_token_issue_lock',
+    );
     await tx.query(
       `WITH u AS (SELECT id FROM users WHERE id = $1 AND tenant_id = $2),
             gone AS (DELETE FROM account_tokens

@@ -95,6 +95,26 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
     await post(w.t, '/v1/auth/refresh', tenant.apiKey, { refresh_token: signed.body.refresh_token }).expect(200);
   });
 
+  it('parallel requests leave one live link per kind: the last issued replaces the others (magic link and password reset)', async () => {
+    for (let round = 0; round < 2; round++) {
+      const u = await register(w.t, tenant.apiKey);
+      const answers = await Promise.all([
+        ...Array.from({ length: 5 }, () => request({ email: u.email })),
+        ...Array.from({ length: 5 }, () => post(w.t, '/v1/auth/password/forgot', tenant.apiKey, { email: u.email }, randomIp())),
+      ]);
+      expect(answers.map((r) => r.status)).toEqual(Array(10).fill(202));
+      const live = await w.t.db.query<{ kind: string; n: number }>(
+        `SELECT kind, count(*)::int AS n FROM account_tokens WHERE user_id = $1 AND used_at IS NULL AND expires_at > now() GROUP BY kind ORDER BY kind`,
+        [u.id],
+      );
+      expect(live).toEqual([
+        { kind: 'email_verification', n: 1 },
+        { kind: 'magic_link', n: 1 },
+        { kind: 'password_reset', n: 1 },
+      ]);
+    }
+  });
+
   it('an unknown address gets the same status and body and no mail; magic links never create accounts', async () => {
     const known = await register(w.t, tenant.apiKey);
     const unknown = uniqueEmail('nobody');
