@@ -67,6 +67,7 @@ describe('account security: step-up by magic link and email code (spec 2.5)', ()
   describe('magic link', () => {
     it('mails a link for this session (tenant name, action hint); verify answers a fresh access token with amr + "email" and step_up_at', async () => {
       const u = await register(w.t, tenant.apiKey);
+      await w.t.db.query('UPDATE users SET email_verified = true WHERE id = $1', [u.id]);
       const r = await bearerPost(w.t, '/v1/auth/step-up/magic-link', u.access, { action_hint: 'change your email address' }).expect(202);
       expect(r.body).toEqual({ status: 'accepted', expires_in: 900 });
       const mail = await linkMail(u.email);
@@ -79,6 +80,17 @@ describe('account security: step-up by magic link and email code (spec 2.5)', ()
       expectStepUp(res.body, u, u.access, 'email');
       // the new token works like any access token of the session
       await w.t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.body.access_token}`).expect(200);
+    });
+
+    it('mails the action hint only to a verified address: an unverified one may not be the registrant\'s, so it gets the link without their text', async () => {
+      const u = await register(w.t, tenant.apiKey);
+      await bearerPost(w.t, '/v1/auth/step-up/magic-link', u.access, { action_hint: 'LOCKED: unlock at https://evil.example' }).expect(202);
+      const link = await linkMail(u.email);
+      expect(link.text).toContain(`${ACCOUNTS_URL}/step-up/magic-link?token=`);
+      expect(`${link.text}${link.html}`).not.toContain('evil.example');
+      await bearerPost(w.t, '/v1/auth/step-up/email-otp', u.access, { action_hint: 'LOCKED: unlock at https://evil.example' }).expect(202);
+      const code = await codeMail(u.email);
+      expect(`${code.text}${code.html}`).not.toContain('evil.example');
     });
 
     it('works once', async () => {

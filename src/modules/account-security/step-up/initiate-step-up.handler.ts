@@ -34,7 +34,9 @@ export class InitiateStepUpHandler implements ICommandHandler<InitiateStepUpComm
     const tenantId = s.tenantId;
     await this.flags.requireChannel(tenantId, cmd.channel);
     await this.limits.enforce(`step-up-${cmd.channel}`, tenantId, s.emailNormalized, cmd.client.ip);
-    const hint = cmd.actionHint?.replace(/[\r\n\t]+/g, ' ').trim() || undefined;
+    // The hint is text of the caller's choosing: mailed only to a verified address, never to one
+    // that whoever registered it may not own (it would carry their words, under the tenant's name).
+    const hint = (s.emailVerified && cmd.actionHint?.replace(/[\r\n\t]+/g, ' ').trim()) || undefined;
     const link = cmd.channel === 'magic_link';
     await this.db.tx(async (tx) => {
       const secret = link

@@ -3,7 +3,7 @@ import { IsString, Length, MaxLength } from 'class-validator';
 import { IsPlainText } from '../../../shared/http/display-name';
 import { Present } from '../../../shared/http/presence';
 
-const HINT_DOC = 'what the step-up is for, shown in the email (e.g. "change your email address"); no control characters but tabs and line breaks, no bidirectional overrides';
+const HINT_DOC = 'what the step-up is for, shown in the email (e.g. "change your email address") when the address of the account is verified (an unverified address gets the mail without it); no control characters but tabs and line breaks, no bidirectional overrides';
 
 /** spec 2.5 StepUpMagicLinkInitiateRequest */
 export class StepUpMagicLinkInitiateRequestDto {

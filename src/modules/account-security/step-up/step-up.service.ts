@@ -9,6 +9,8 @@ export interface StepUpSubject {
   sessionId: string;
   email: string;
   emailNormalized: string;
+  /** the address is verified: only then does its mail carry text the caller chose (the action hint) */
+  emailVerified: boolean;
 }
 
 /**
@@ -25,8 +27,8 @@ export class StepUpService {
     if (p.claims.act) throw new AppError('auth/forbidden', 'Agent tokens cannot step up');
     if (p.isAnonymous) throw new AppError('auth/forbidden', 'Guests have no email address to step up with');
     if (!p.sessionId) throw new AppError('auth/forbidden', 'This token has no session to step up');
-    const [u] = await this.db.query<{ email: string | null; email_normalized: string | null; session_live: boolean }>(
-      `SELECT u.email, u.email_normalized,
+    const [u] = await this.db.query<{ email: string | null; email_normalized: string | null; email_verified: boolean; session_live: boolean }>(
+      `SELECT u.email, u.email_normalized, u.email_verified,
               EXISTS (SELECT 1 FROM user_sessions s WHERE s.id = $3 AND s.user_id = u.id AND s.revoked_at IS NULL) AS session_live
          FROM users u WHERE u.id = $1 AND u.tenant_id = $2`,
       [p.userId, p.tenantId, p.sessionId],
@@ -34,6 +36,6 @@ export class StepUpService {
     );
     if (!u || !u.session_live) throw new InvalidTokenError();
     if (!u.email || !u.email_normalized) throw new AppError('auth/forbidden', 'The account has no email address to step up with');
-    return { userId: p.userId, tenantId: p.tenantId, sessionId: p.sessionId, email: u.email, emailNormalized: u.email_normalized };
+    return { userId: p.userId, tenantId: p.tenantId, sessionId: p.sessionId, email: u.email, emailNormalized: u.email_normalized, emailVerified: u.email_verified };
   }
 }
