@@ -52,14 +52,24 @@ async function setTier(app: INestApplicationContext, slug: string, tier: string)
       [slug, tier],
     );
     if (!t) throw new CliError(`no tenant with slug "${slug}"`);
+    // the same tier again changes nothing and records nothing (it still tells the caches, below)
+    if (t.from === t.to) return t;
     await events.audit(tx, {
       tenantId: t.id, type: 'tenant.tier_changed', actorType: 'system', targetType: 'tenant', targetId: t.id,
       severity: 'medium', metadata: { from: t.from, to: t.to, via: 'cli' },
     });
     return t;
   });
-  await app.get(ApiKeyCache).invalidateTenant(app.get(Db), changed.id); // the keys carry the tier
-  await app.get(AgentClientCache).invalidateTenant(app.get(Db), changed.id); // so do the agent clients
+  const keys = await app.get(ApiKeyCache).invalidateTenant(app.get(Db), changed.id); // the keys carry the tier
+  const agents = await app.get(AgentClientCache).invalidateTenant(app.get(Db), changed.id); // so do the agent clients
+  // committed, but the API may serve the old tier from its caches until they expire: not a success
+  if (!keys || !agents) {
+    const ttl = Math.max(app.get<AppConfig>(APP_CONFIG).API_KEY_CACHE_TTL_SECONDS, app.get<AppConfig>(APP_CONFIG).AGENT_CLIENT_CACHE_TTL_SECONDS);
+    throw new CliError(
+      `tenant ${slug} (${changed.id}): tier ${changed.from} -> ${changed.to} is saved, but Redis could not be told, so the API may go on using ` +
+        `tier ${changed.from} for up to ${ttl} s; run the command again once Redis answers`,
+    );
+  }
   return changed;
 }
 
@@ -88,7 +98,7 @@ export const COMMANDS: CliCommand[] = [
     run: async ({ app, args, io }) => {
       if (args.length !== 2) throw new CliUsageError('tenants:set-tier needs <slug> <tier>');
       const t = await setTier(app, args[0], args[1]);
-      io.out(`tenant ${args[0]} (${t.id}): tier ${t.from} -> ${t.to}`);
+      io.out(t.from === t.to ? `tenant ${args[0]} (${t.id}): tier ${t.to} (unchanged)` : `tenant ${args[0]} (${t.id}): tier ${t.from} -> ${t.to}`);
     },
   },
   {

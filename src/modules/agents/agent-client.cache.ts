@@ -21,8 +21,8 @@ export class AgentClientCache extends ReadThroughCache<AgentClientRow> {
   }
 
   /** Every agent of a tenant (its tier is in each row). */
-  async invalidateTenant(db: Queryable, tenantId: string): Promise<void> {
+  async invalidateTenant(db: Queryable, tenantId: string): Promise<boolean> {
     const rows = await db.query<{ id: string }>(`SELECT id FROM agent_clients WHERE tenant_id = $1`, [tenantId]);
-    await this.invalidate(rows.map((r) => r.id));
+    return this.invalidate(rows.map((r) => r.id));
   }
 }

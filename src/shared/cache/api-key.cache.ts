@@ -19,8 +19,8 @@ export class ApiKeyCache extends ReadThroughCache<ApiKeyPrincipal> {
   }
 
   /** Every key of a tenant (revoked ones need no slot: a revoked key's slot was tombstoned). */
-  async invalidateTenant(db: Queryable, tenantId: string): Promise<void> {
+  async invalidateTenant(db: Queryable, tenantId: string): Promise<boolean> {
     const rows = await db.query<{ key_hash: string }>(`SELECT key_hash FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL`, [tenantId]);
-    await this.invalidate(rows.map((r) => r.key_hash));
+    return this.invalidate(rows.map((r) => r.key_hash));
   }
 }

@@ -106,13 +106,14 @@ export class ReadThroughCache<T> {
     return value;
   }
 
-  /** After a commit that changed (or removed) these rows. */
-  async invalidate(ids: readonly string[]): Promise<void> {
-    if (!ids.length) return;
+  /** After a commit that changed (or removed) these rows; false when Redis could not be told (logged). */
+  async invalidate(ids: readonly string[]): Promise<boolean> {
+    if (!ids.length) return true;
     const pipe = this.redis.pipeline();
     for (const id of ids) pipe.set(this.key(id), TOMBSTONE + randomBytes(9).toString('base64url'), 'EX', TOMBSTONE_SECONDS);
     const res = await pipe.exec().catch((e: Error) => [[e, null]] as [Error, null][]);
     const failed = res?.find(([err]) => err);
     if (failed) this.log.error(`invalidation of ${ids.length} slot(s) failed: ${failed[0]?.message}`);
+    return !failed;
   }
 }

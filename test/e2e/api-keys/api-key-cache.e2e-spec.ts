@@ -1,5 +1,6 @@
 import Redis from 'ioredis';
 import { CliIo, runCli } from '../../../src/cli';
+import { resetConfigForTests } from '../../../src/config/config.module';
 import { AgentsService } from '../../../src/modules/agents/agents.service';
 import { sha256Hex } from '../../../src/shared/crypto/tokens';
 import { Db } from '../../../src/shared/db/db.service';
@@ -126,5 +127,33 @@ describe('API-key principal cache', () => {
     // PostgreSQL reads for every request of the tenant until the tombstone expires)
     await register(t, k.key).expect(201);
     expect(JSON.parse((await slot(k.key))!).tier).toBe('pro');
+  });
+
+  it('cli tenants:set-tier that cannot tell Redis exits 1 and says so (the change is saved); the same tier again records nothing', async () => {
+    const other = await signupTenant(t);
+    const k = await createApiKey(t, other);
+    await register(t, k.key).expect(201);
+    const lines: string[] = [];
+    const io: CliIo = { out: (l) => lines.push(l), err: (l) => lines.push(l) };
+    const redisUrl = process.env.REDIS_URL;
+    process.env.REDIS_URL = 'redis://127.0.0.1:1'; // nothing listens there
+    resetConfigForTests();
+    try {
+      expect(await runCli(['tenants:set-tier', other.slug, 'pro'], io)).toBe(1);
+    } finally {
+      process.env.REDIS_URL = redisUrl;
+      resetConfigForTests();
+    }
+    expect(lines.join('\n')).toMatch(/tier free -> pro is saved, but Redis could not be told, so the API may go on using tier free for up to \d+ s/);
+    const [row] = await t.db.query<{ tier: string }>('SELECT tier FROM tenants WHERE id = $1', [other.tenantId]);
+    expect(row.tier).toBe('pro');
+    expect(JSON.parse((await slot(k.key))!).tier).toBe('free'); // the stale slot the message warns about
+    // run again once Redis answers: the slot is invalidated, and no second tier_changed event
+    lines.length = 0;
+    expect(await runCli(['tenants:set-tier', other.slug, 'pro'], io)).toBe(0);
+    expect(lines).toEqual([`tenant ${other.slug} (${other.tenantId}): tier pro (unchanged)`]);
+    expect(await slot(k.key)).toMatch(/^-/);
+    const audits = await t.db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.tier_changed'`, [other.tenantId]);
+    expect(audits).toHaveLength(1);
   });
 });
