@@ -23,7 +23,9 @@ import { IsLogoUrl } from './logo-url';
 
 
 /** RFC 6749 section 3.3 scope-token: one or more NQCHAR (no space, quote or backslash). */
-const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+export const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+/** SCOPE_TOKEN for the OpenAPI document */
+export const SCOPE_TOKEN_PATTERN = SCOPE_TOKEN.source;
 
 const limit = (key: string) =>
   ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: RATE_LIMIT_OAUTH_AGENT_CEILING, description: `per-minute override of ${key}; hard ceiling RATE_LIMIT_OAUTH_AGENT_CEILING (600)` });
@@ -101,7 +103,13 @@ export class AgentFieldsDto {
   @IsOptional() @IsString() @MaxLength(2048) @IsLogoUrl()
   logo_url?: string | null;
 
-  @ApiPropertyOptional({ type: [String], maxItems: 100, uniqueItems: true, description: 'the scopes the agent may ever be granted (the allowlist of the exchange intersection)' })
+  @ApiPropertyOptional({
+    type: 'array',
+    items: { type: 'string', minLength: 1, maxLength: 128, pattern: SCOPE_TOKEN_PATTERN },
+    maxItems: 100,
+    uniqueItems: true,
+    description: 'the scopes the agent may ever be granted (the allowlist of the exchange intersection); each an RFC 6749 scope-token of 1-128 characters',
+  })
   @Present() @IsArray() @ArrayMaxSize(100) @ArrayUnique() @IsString({ each: true }) @Length(1, 128, { each: true })
   @Matches(SCOPE_TOKEN, { each: true, message: 'each scope must be an RFC 6749 scope-token' })
   scopes?: string[];

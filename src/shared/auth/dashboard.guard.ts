@@ -73,7 +73,7 @@ export function DashboardAuth(opts: DashboardAuthOptions = {}) {
     SetMetadata(DASHBOARD_AUTH, opts),
     UseGuards(DashboardGuard),
     ApiCookieAuth(DASHBOARD_COOKIE),
-    ApiHeader({ name: 'X-CSRF-Token', required: false, description: 'required on state-changing requests' }),
+    ApiHeader({ name: 'X-CSRF-Token', required: true, description: 'required on state-changing requests' }), // reads: removed by csrfOnWrites
     ...(opts.tenant ? [ApiParam({ name: 'slug', type: String, description: 'tenant slug (a tenant the session is not a member of: 404 tenant/not_found)' })] : []),
   );
 }

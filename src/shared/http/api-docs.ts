@@ -177,6 +177,21 @@ export function declareBodyRefusals(openapi: OpenAPIObject): void {
   }
 }
 
+/**
+ * X-CSRF-Token, said as the dashboard guard enforces it: required on every state-changing request
+ * authenticated by the session cookie (403 `csrf/invalid` without it), not a parameter of reads.
+ */
+export function csrfOnWrites(openapi: OpenAPIObject): void {
+  for (const ops of Object.values(openapi.paths)) {
+    for (const [method, op] of Object.entries(ops) as [string, { parameters?: { name?: string; in?: string; required?: boolean; description?: string }[] }][]) {
+      if (!op?.parameters) continue;
+      const isCsrf = (p: { name?: string; in?: string }) => p.in === 'header' && p.name?.toLowerCase() === 'x-csrf-token';
+      if (method === 'get' || method === 'head') op.parameters = op.parameters.filter((p) => !isCsrf(p));
+      else for (const p of op.parameters.filter(isCsrf)) Object.assign(p, { required: true, description: "the session's csrf_token (from login, signup or /v1/auth/dashboard/me); without it 403 csrf/invalid" });
+    }
+  }
+}
+
 type SchemaNode = { $ref?: string; properties?: Record<string, SchemaNode>; items?: SchemaNode; required?: string[]; additionalProperties?: boolean | SchemaNode; allOf?: SchemaNode[] };
 type OpenApiDoc = { paths: Record<string, Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: SchemaNode }> } }>>; components?: { schemas?: Record<string, SchemaNode> } };
 

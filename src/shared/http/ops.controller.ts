@@ -1,5 +1,5 @@
 import { Controller, Get, Header, Headers, Inject, Logger, OnModuleInit, ServiceUnavailableException } from '@nestjs/common';
-import { ApiOkResponse, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
+import { ApiHeader, ApiOkResponse, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
@@ -94,6 +94,7 @@ export class OpsController implements OnModuleInit {
       'For the scraper: with METRICS_TOKEN set, only `Authorization: Bearer <METRICS_TOKEN>` is answered (401 otherwise); with METRICS_ENABLED=false the route answers 404 as an unknown path. Keep it off the public network.',
   })
   @ApiProduces('text/plain')
+  @ApiHeader({ name: 'authorization', required: false, description: '`Bearer <METRICS_TOKEN>`: needed only when METRICS_TOKEN is set' })
   @ApiOkResponse({ description: 'the metrics of this API process', content: { 'text/plain': { schema: { type: 'string' } } } })
   @ApiProblemResponse(401, 'auth/unauthorized', 'METRICS_TOKEN is set and the request does not carry it as a bearer token')
   @ApiProblemResponse(404, 'request/not_found', 'METRICS_ENABLED=false')

@@ -74,6 +74,23 @@ describe('platform: the OpenAPI document', () => {
     const metrics = doc.paths['/metrics'].get;
     expect(Object.keys(metrics.responses['200'].content ?? {})).toEqual(['text/plain']);
     expect(metrics.responses['401']).toBeDefined();
+    // the token header is needed only when METRICS_TOKEN is set
+    expect((metrics.parameters ?? []).filter((p: { in: string; required?: boolean }) => p.in === 'header' && p.required)).toEqual([]);
+  });
+
+  it('requires X-CSRF-Token on every state-changing dashboard operation, and does not list it on reads', () => {
+    let writes = 0;
+    for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, { parameters?: { name: string; in: string; required?: boolean }[] }>>)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const csrf = (op.parameters ?? []).filter((p) => p.in === 'header' && p.name.toLowerCase() === 'x-csrf-token');
+        if (method === 'get') expect({ path, csrf }).toEqual({ path, csrf: [] });
+        else if (path.startsWith('/v1/auth/dashboard/tenants/')) {
+          expect({ path, method, required: csrf.map((p) => p.required) }).toEqual({ path, method, required: [true] });
+          writes++;
+        }
+      }
+    }
+    expect(writes).toBeGreaterThan(20);
   });
 
   it('states the spec 2 constraints of array items and consents in the schemas, not only in descriptions', () => {
@@ -84,6 +101,11 @@ describe('platform: the OpenAPI document', () => {
       expect(props(dto)[field]).toMatchObject({ type: 'boolean', enum: [true] });
     }
     for (const field of ['scopes', 'grant_types']) expect(props('RegisterAgentRequestDto')[field].uniqueItems).toBe(true);
+    const scopeToken = { type: 'string', minLength: 1, maxLength: 128, pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$' };
+    expect(props('RegisterAgentRequestDto').scopes.items).toEqual(scopeToken);
+    expect(props('CreateOAuthClientRequestDto').scopes.items).toEqual(scopeToken);
+    for (const field of ['scopes', 'grant_types', 'redirect_uris']) expect(props('CreateOAuthClientRequestDto')[field].uniqueItems).toBe(true);
+    expect(props('CreateOAuthClientRequestDto').redirect_uris.items).toEqual({ type: 'string', format: 'uri', maxLength: 2048 });
     expect(props('TokenRequestDto').token_type_hint.enum).toBeUndefined(); // a hint: other values are ignored (RFC 7009 2.1)
   });
 

@@ -4,6 +4,7 @@ import { CursorQuery } from '../../../shared/db/pagination';
 import { Present } from '../../../shared/http/presence';
 import { IsDisplayName } from '../../../shared/http/display-name';
 import { IsRedirectUri } from './redirect-uri';
+import { SCOPE_TOKEN, SCOPE_TOKEN_PATTERN } from '../agent.request.dto';
 
 /** Grant types of legacy (non-agent) OAuth clients; agent grants live on agent clients (spec 5 rule 2). */
 export const OAUTH_CLIENT_GRANT_TYPES = ['authorization_code', 'refresh_token', 'client_credentials'] as const;
@@ -18,9 +19,10 @@ export class CreateOAuthClientRequestDto {
   client_type!: 'public' | 'confidential';
 
   @ApiPropertyOptional({
-    type: [String],
-    format: 'uri',
+    type: 'array',
+    items: { type: 'string', format: 'uri', maxLength: 2048 },
     maxItems: 20,
+    uniqueItems: true,
     description:
       'https; http only on a loopback host (127.0.0.1, [::1], localhost); or a native app private-use scheme named as a reverse domain (com.example.app:/cb). ' +
       'No fragment (RFC 6749 section 3.1.2), no userinfo (RFC 9700, RFC 8252)',
@@ -29,13 +31,19 @@ export class CreateOAuthClientRequestDto {
   @IsRedirectUri({ each: true })
   redirect_uris?: string[];
 
-  @ApiPropertyOptional({ type: [String], enum: OAUTH_CLIENT_GRANT_TYPES, default: ['authorization_code'] })
+  @ApiPropertyOptional({ type: [String], enum: OAUTH_CLIENT_GRANT_TYPES, maxItems: 3, uniqueItems: true, default: ['authorization_code'] })
   @Present() @IsArray() @ArrayMaxSize(3) @ArrayUnique() @IsIn(OAUTH_CLIENT_GRANT_TYPES, { each: true })
   grant_types?: string[];
 
-  @ApiPropertyOptional({ type: [String], maxItems: 100 })
+  @ApiPropertyOptional({
+    type: 'array',
+    items: { type: 'string', minLength: 1, maxLength: 128, pattern: SCOPE_TOKEN_PATTERN },
+    maxItems: 100,
+    uniqueItems: true,
+    description: 'each an RFC 6749 scope-token of 1-128 characters',
+  })
   @Present() @IsArray() @ArrayMaxSize(100) @ArrayUnique() @IsString({ each: true }) @Length(1, 128, { each: true })
-  @Matches(/^[\x21\x23-\x5B\x5D-\x7E]+$/, { each: true, message: 'each scope must be an RFC 6749 scope-token' })
+  @Matches(SCOPE_TOKEN, { each: true, message: 'each scope must be an RFC 6749 scope-token' })
   scopes?: string[];
 }
 
