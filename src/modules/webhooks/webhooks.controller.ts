@@ -100,7 +100,11 @@ export class WebhooksController {
   @Post(':id/enable')
   @HttpCode(200)
   @DashboardAuth({ tenant: true, owner: true })
-  @ApiOperation({ summary: 'Enable an endpoint that was disabled after repeated failures (owner); idempotent' })
+  @ApiOperation({
+    summary: 'Enable an endpoint that was disabled after repeated failures (owner); idempotent',
+    description:
+      'Deliveries resume with the next event. Events that happened while the endpoint was disabled are not sent to it (its pending deliveries ended as failed, with the error `endpoint disabled`, in its delivery log).',
+  })
   @ApiOkResponse({ type: WebhookEndpointResponse })
   @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'webhook/not_found')
   enable(@CurrentDashboard() s: DashboardPrincipal, @EndpointId() id: string): Promise<WebhookEndpointResponse> {

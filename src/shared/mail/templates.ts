@@ -169,7 +169,7 @@ const TEMPLATES: Record<MailTemplate, (c: TemplateContext) => MailContent> = {
     const url = str(c.data.url, 'a webhook endpoint');
     return {
       subject: `A webhook endpoint of ${c.tenantName} was disabled`,
-      paragraphs: [`Deliveries to ${url} kept failing, so the endpoint was disabled. Fix the endpoint, then enable it again in the dashboard.`],
+      paragraphs: [`Deliveries to ${url} kept failing, so the endpoint was disabled. Fix the endpoint, then enable it again in the dashboard. Events that happen while it is disabled are not sent to it.`],
       footer: `You receive this email as an owner of ${c.tenantName}.`,
     };
   },
