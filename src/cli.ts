@@ -34,6 +34,8 @@ export interface CliCommand {
   providers?: Provider[];
   /** false: runs without an application context (help) */
   needsApp?: boolean;
+  /** checks the arguments before anything is connected (throw CliUsageError) */
+  check?: (args: string[]) => void;
   run: (ctx: { app: INestApplicationContext; args: string[]; io: CliIo }) => Promise<void>;
 }
 
@@ -41,7 +43,6 @@ const TIERS = ['free', 'pro', 'enterprise'] as const;
 
 /** `tenants:set-tier <slug> <tier>`: tier is the operator's to set (billing is out of scope). */
 async function setTier(app: INestApplicationContext, slug: string, tier: string): Promise<{ id: string; from: string; to: string }> {
-  if (!(TIERS as readonly string[]).includes(tier)) throw new CliUsageError(`tier must be one of ${TIERS.join(', ')}`);
   const events = app.get(EventsService);
   const changed = await app.get(Db).tx(async (tx) => {
     const [t] = await tx.query<{ id: string; from: string; to: string }>(
@@ -75,7 +76,6 @@ async function setTier(app: INestApplicationContext, slug: string, tier: string)
 
 /** Whether email-OTP requests of a tenant must carry a verified captcha_token (not a spec 2.8 field). */
 async function setEmailOtpCaptcha(app: INestApplicationContext, slug: string, value: string): Promise<string> {
-  if (value !== 'on' && value !== 'off') throw new CliUsageError('the value must be on or off');
   const events = app.get(EventsService);
   return app.get(Db).tx(async (tx) => {
     const [t] = await tx.query<{ id: string }>(`UPDATE tenants SET email_otp_captcha_required = $2, updated_at = now() WHERE slug = $1 RETURNING id`, [slug, value === 'on']);
@@ -95,8 +95,11 @@ export const COMMANDS: CliCommand[] = [
     args: '<slug> <free|pro|enterprise>',
     description: "sets a tenant's tier (audited)",
     providers: [AgentClientCache],
-    run: async ({ app, args, io }) => {
+    check: (args) => {
       if (args.length !== 2) throw new CliUsageError('tenants:set-tier needs <slug> <tier>');
+      if (!(TIERS as readonly string[]).includes(args[1])) throw new CliUsageError(`tier must be one of ${TIERS.join(', ')}`);
+    },
+    run: async ({ app, args, io }) => {
       const t = await setTier(app, args[0], args[1]);
       io.out(t.from === t.to ? `tenant ${args[0]} (${t.id}): tier ${t.to} (unchanged)` : `tenant ${args[0]} (${t.id}): tier ${t.from} -> ${t.to}`);
     },
@@ -105,8 +108,11 @@ export const COMMANDS: CliCommand[] = [
     name: 'tenants:email-otp-captcha',
     args: '<slug> <on|off>',
     description: 'requires (or not) a verified captcha_token on email-OTP requests of a tenant (needs TURNSTILE_SECRET)',
-    run: async ({ app, args, io }) => {
+    check: (args) => {
       if (args.length !== 2) throw new CliUsageError('tenants:email-otp-captcha needs <slug> <on|off>');
+      if (args[1] !== 'on' && args[1] !== 'off') throw new CliUsageError('the value must be on or off');
+    },
+    run: async ({ app, args, io }) => {
       // on without a secret would leave every email-code request of the tenant unanswerable (503)
       if (args[1] === 'on' && !app.get<AppConfig>(APP_CONFIG).TURNSTILE_SECRET) {
         throw new CliUsageError('tenants:email-otp-captcha on needs TURNSTILE_SECRET set for the API (captcha tokens are verified with it); set it first');
@@ -121,8 +127,10 @@ export const COMMANDS: CliCommand[] = [
     description:
       `creates a new signing key, published at once, signing ${KEY_PUBLISH_LEAD_SECONDS} s later (once cached JWKS have expired); the old ones stay published until their tokens expire. ` +
       '--now: it signs at once. --revoke-old (a compromised key): it signs at once and every older key is withdrawn, its tokens refused (clients refresh)',
-    run: async ({ app, args, io }) => {
+    check: (args) => {
       if (args.length > 1 || (args.length === 1 && args[0] !== '--now' && args[0] !== '--revoke-old')) throw new CliUsageError('keys:rotate takes only --now or --revoke-old');
+    },
+    run: async ({ app, args, io }) => {
       const { kid, activeFrom, revoked } = await app.get(SigningKeysService).rotate({ immediate: args[0] === '--now', revokeOld: args[0] === '--revoke-old' });
       io.out(`new signing key: ${kid} (published now, in every instance's JWKS as soon as it is told, 30 s at the latest; signs from ${activeFrom.toISOString()})`);
       if (revoked.length) io.out(`withdrawn (tokens refused by every instance as soon as it is told, 30 s at the latest): ${revoked.join(', ')}`);
@@ -132,8 +140,10 @@ export const COMMANDS: CliCommand[] = [
     name: 'guests:purge',
     description: 'runs the guest purge now (the worker also runs it daily)',
     providers: [GuestPurgeService],
-    run: async ({ app, args, io }) => {
+    check: (args) => {
       if (args.length) throw new CliUsageError('guests:purge takes no arguments');
+    },
+    run: async ({ app, io }) => {
       const r = await app.get(GuestPurgeService).runOnce();
       io.out(`purged ${r.deleted} guest(s) in ${r.tenants} tenant(s)`);
       // a partial run is not a success: the operator (or the script calling this) must see it
@@ -145,8 +155,10 @@ export const COMMANDS: CliCommand[] = [
     name: 'maintenance:sweep',
     description: 'deletes expired one-time rows now (the worker also does it hourly)',
     providers: [ExpiredRowsSweeper],
-    run: async ({ app, args, io }) => {
+    check: (args) => {
       if (args.length) throw new CliUsageError('maintenance:sweep takes no arguments');
+    },
+    run: async ({ app, io }) => {
       const r = await app.get(ExpiredRowsSweeper).runOnce();
       io.out(`swept ${Object.entries(r).map(([t, n]) => `${t} ${n}`).join(', ')}`);
     },
@@ -189,6 +201,7 @@ export async function runCli(argv: string[], io: CliIo = stdio): Promise<number>
   }
   let app: INestApplicationContext | undefined;
   try {
+    cmd.check?.(args);
     if (cmd.needsApp !== false) app = await NestFactory.createApplicationContext(CliModule.for(cmd), { logger: ['error'], abortOnError: false });
     await cmd.run({ app: app as INestApplicationContext, args, io });
     return 0;

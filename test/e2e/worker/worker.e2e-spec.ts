@@ -339,6 +339,24 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
       expect(row.tier).toBe('free');
     });
 
+    it('checks the arguments before connecting: a wrong invocation gets its usage message even when the database is unreachable', async () => {
+      const url = process.env.DATABASE_URL;
+      process.env.DATABASE_URL = 'postgres://postgres@127.0.0.1:1/none'; // nothing listens there
+      resetConfigForTests();
+      try {
+        for (const argv of [['tenants:set-tier'], ['tenants:set-tier', 'x', 'gold'], ['tenants:email-otp-captcha', 'x', 'maybe'], ['keys:rotate', '--later'], ['guests:purge', 'now'], ['maintenance:sweep', 'x']]) {
+          const io = captureIo();
+          expect(await runCli(argv, io)).toBe(1);
+          const out = io.stderr.join('\n');
+          expect(out).toContain('usage: npm run cli -- <command> [args]');
+          expect(out).not.toMatch(/ECONNREFUSED|failed:/);
+        }
+      } finally {
+        process.env.DATABASE_URL = url;
+        resetConfigForTests();
+      }
+    });
+
     it('help (also --help and -h) lists every command', async () => {
       const io = captureIo();
       expect(await runCli(['help'], io)).toBe(0);
