@@ -33,6 +33,16 @@ export class IdempotencyService {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
+  /**
+   * Whether `key` already holds this request (the same hash, answered or still running): the
+   * caller may then skip a check the first request passed and that cannot be passed twice (a
+   * single-use bot-challenge token), since `run` will replay or wait for that first answer.
+   */
+  async holds(scope: string, key: string, hash: string): Promise<boolean> {
+    const rows = await this.db.query(`SELECT 1 FROM idempotency_keys WHERE scope = $1 AND key = $2 AND request_hash = $3 AND expires_at >= now()`, [scope, sha256Hex(key), hash]);
+    return rows.length > 0;
+  }
+
   async run<T>(
     scope: string,
     key: string,

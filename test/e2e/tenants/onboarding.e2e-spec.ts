@@ -224,6 +224,7 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
   let server: http.Server;
   const seen: URLSearchParams[] = [];
   const elsewhere: string[] = [];
+  const spent = new Set<string>();
   beforeAll(async () => {
     // a real siteverify peer speaking the Turnstile protocol
     server = http.createServer((req, res) => {
@@ -247,6 +248,13 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
           return res.end(JSON.stringify({ success: true }));
         }
         const secretOk = form.get('secret') === 'ts-secret';
+        // a real token is single-use: siteverify refuses it the second time
+        const response = form.get('response') ?? '';
+        if (secretOk && response.startsWith('once-')) {
+          const first = !spent.has(response);
+          spent.add(response);
+          return res.end(JSON.stringify(first ? { success: true, hostname: 'app.example.com' } : { success: false, 'error-codes': ['timeout-or-duplicate'] }));
+        }
         // a real token names the site it was solved on; one solved on another site sharing the site key is valid there
         if (secretOk && form.get('response') === 'elsewhere-token') return res.end(JSON.stringify({ success: true, hostname: 'phish.example' }));
         res.end(JSON.stringify(form.get('response') === 'good-token' && secretOk ? { success: true, hostname: 'App.Example.com' } : { success: false, 'error-codes': ['invalid-input-response'] }));
@@ -274,6 +282,24 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
     // a filled honeypot is checked after the bot challenge, as a real signup is: no tell either way
     expect((await send({ website: 'x' }).expect(400)).body.code).toBe('onboarding/bot_check_failed');
     await send({ website: 'x', turnstile_token: 'good-token' }).expect(201);
+  });
+
+  it('a resent request (same idempotency_key and request) gets the first answer although its single-use token is spent; another request with that key is checked', async () => {
+    const ip = randomIp();
+    const body = { ...valid(), idempotency_key: randomUUID(), turnstile_token: `once-${randomUUID()}` };
+    const first = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', ip).send(body).expect(201);
+    const calls = seen.length;
+    const again = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', ip).send(body).expect(201);
+    expect(again.body).toEqual(first.body);
+    expect(again.headers['set-cookie']).toBeDefined();
+    expect(seen.length).toBe(calls); // the spent token was not sent to siteverify again
+    expect(await t.db.query(`SELECT 1 FROM tenants WHERE name = $1`, [body.tenant_name])).toHaveLength(1);
+    // the same key for another request is checked as any new request: the spent token fails
+    const other = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', ip).send({ ...body, tenant_name: 'Another Name' }).expect(400);
+    expect(other.body.code).toBe('onboarding/bot_check_failed');
+    // a new request whose token was spent by another is refused
+    const reuse = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp()).send({ ...valid(), turnstile_token: body.turnstile_token }).expect(400);
+    expect(reuse.body.code).toBe('onboarding/bot_check_failed');
   });
 
   it('refuses a token solved on a host outside TURNSTILE_HOSTNAMES, creating nothing', async () => {

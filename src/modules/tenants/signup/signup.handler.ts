@@ -32,7 +32,11 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
   ) {}
 
   async execute({ body, client }: SignupCommand): Promise<SignupResult> {
-    await this.turnstile.verify(body.turnstile_token, client.ip, this.config.turnstileHostnames);
+    // A resent request (same idempotency_key, same request) passed the bot challenge the first
+    // time; its token is single-use (siteverify answers timeout-or-duplicate), so checking it again
+    // would refuse the very retry the key exists for. The replay proves the password instead.
+    const resent = this.turnstile.enabled && body.idempotency_key ? await this.idempotency.holds('signup', body.idempotency_key, signupHash(body)) : false;
+    if (!resent) await this.turnstile.verify(body.turnstile_token, client.ip, this.config.turnstileHostnames);
     if (body.website && body.website.trim() !== '') return this.decoy(body, client.ip);
     if (!body.idempotency_key) {
       const passwordHash = await this.hasher.hash(body.password);
