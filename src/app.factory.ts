@@ -177,6 +177,7 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
           `| mails per address and flow (forgot, resend, magic link, email code, step-up) / mail requests per client address | ${config.RATE_LIMIT_EMAIL_PER_ADDRESS} / ${config.RATE_LIMIT_EMAIL_PER_IP} per ${config.RATE_LIMIT_EMAIL_WINDOW_SECONDS} s | rate_limit/exceeded |\n` +
           `| token and code checks (verify-email, reset, magic link and code verification, step-up) per client address | ${config.RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
           `| POST /v1/auth/mfa/verify per client address | ${config.RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
+          `| wrong second-factor codes per account (addresses that passed MFA before excepted) | ${config.MFA_FAILURES_PER_ACCOUNT} per ${config.LOGIN_FAILURE_WINDOW_SECONDS} s | auth/login_throttled |\n` +
           '| POST /oauth/token per agent client / per subject token jti | 60 (override up to 600) / 10 per min | slow_down (RFC 6749 envelope) |\n' +
           '| POST /oauth/token token exchange per client that is not an agent (always refused: unauthorized_client) | 60 per min | slow_down (RFC 6749 envelope) |\n' +
           '| POST /oauth/token: unexpired tokens an agent holds at once (all users) | agent_settings.max_concurrent_tokens, unset = none; Retry-After until the oldest expires | slow_down (RFC 6749 envelope) |\n' +

@@ -141,6 +141,8 @@ export class EnvSchema {
 
   // TOTP MFA (src/modules/mfa): POST /v1/auth/mfa/verify per client address; MFA enrollment-only token lifetime
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN = 30;
+  /** wrong second-factor codes per account from all client addresses in LOGIN_FAILURE_WINDOW_SECONDS (addresses that passed MFA before excepted); 429 beyond */
+  @Transform(toInt) @IsInt() @Min(1) MFA_FAILURES_PER_ACCOUNT = 10;
   @Transform(toInt) @IsInt() @Min(60) @Max(3600) MFA_ENROLLMENT_TOKEN_TTL_SECONDS = 600;
 
   // account security (src/modules/account-security): link lifetime of email verification; limits of

@@ -1,11 +1,12 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '../../config/config';
 import { ClientInfoValue, UserPrincipal } from '../../shared/auth/auth-context';
 import { PasswordHasher } from '../../shared/crypto/password-hasher';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
 import { LoginThrottleService, passwordSignInRealm } from '../../shared/rate-limit/login-throttle.service';
 import { MfaFactorsService, MfaMethod } from './mfa-factors.service';
-import { mfaThrottleRealm } from './mfa-throttle';
+import { mfaThrottleLimits, mfaThrottleRealm } from './mfa-throttle';
 
 class WrongCode extends Error {}
 
@@ -25,6 +26,7 @@ export class MfaConfirmationService {
     private readonly hasher: PasswordHasher,
     private readonly factors: MfaFactorsService,
     private readonly throttle: LoginThrottleService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   async run<T>(
@@ -51,7 +53,7 @@ export class MfaConfirmationService {
       throw new AppError('auth/invalid_credentials', 'The password is wrong');
     }
     const codeRealm = mfaThrottleRealm(user.tenantId);
-    await this.throttle.attempt(codeRealm, user.userId, client.ip);
+    await this.throttle.attempt(codeRealm, user.userId, client.ip, mfaThrottleLimits(this.config));
     try {
       const result = await this.db.tx(async (tx) => {
         const method = await this.factors.verify(tx, user.tenantId, user.userId, proof.code, proof.allowRecovery);

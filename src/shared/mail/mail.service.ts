@@ -3,7 +3,7 @@ import { Queryable } from '../db/db.service';
 import { EventsService } from '../events/events.service';
 
 /** Names of the email templates the worker renders (src/shared/mail/templates.ts). */
-export type MailTemplate = 'dashboard_invite' | 'email_verification' | 'password_reset' | 'password_changed' | 'magic_link' | 'email_otp' | 'agent_revoked' | 'webhook_disabled' | 'mfa_changed' | 'dashboard_password_reset' | 'dashboard_password_changed';
+export type MailTemplate = 'dashboard_invite' | 'email_verification' | 'password_reset' | 'password_changed' | 'magic_link' | 'email_otp' | 'agent_revoked' | 'webhook_disabled' | 'mfa_changed' | 'mfa_sign_in_failed' | 'dashboard_password_reset' | 'dashboard_password_changed';
 
 /** The outbox topic (and BullMQ queue) of emails. */
 export const MAIL_TOPIC = 'email';

@@ -38,6 +38,16 @@ describe('mail templates', () => {
     expect(m.text).not.toContain('123456');
   });
 
+  it.each([
+    ['password', 'change it now'],
+    ['email', 'secure your email account'],
+  ])('mfa_sign_in_failed after a %s first factor says what is known to the attacker, with no link', (first_factor, advice) => {
+    const m = renderMail('mfa_sign_in_failed', ctx({ data: { first_factor } }));
+    expect(m.subject).toContain('Acme');
+    expect(m.text).toContain(advice);
+    expect(m.text).not.toContain('token=');
+  });
+
   it('mfa_changed without a known change cannot render', () => {
     expect(() => renderMail('mfa_changed', ctx({ data: { change: 'other' } }))).toThrow(MailTemplateError);
     expect(() => renderMail('mfa_changed', ctx())).toThrow(MailTemplateError);

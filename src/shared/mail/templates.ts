@@ -124,6 +124,22 @@ const TEMPLATES: Record<MailTemplate, (c: TemplateContext) => MailContent> = {
     if (!m) throw new MailTemplateError(`mfa_changed needs data.change (one of ${Object.keys(what).join(', ')})`);
     return { subject: m.subject, paragraphs: [m.text], footer: 'If you did not do this, reset your password right away and contact the support of the service.' };
   },
+  // data.first_factor: 'password' or 'email' (a magic link or email code); see src/modules/mfa/mfa-notice.ts
+  mfa_sign_in_failed: (c) => {
+    const password = str(c.data.first_factor) !== 'email';
+    return {
+      subject: `A sign-in to your ${c.tenantName} account was stopped at two-step verification`,
+      paragraphs: [
+        password
+          ? `Someone signed in to your ${c.tenantName} account with the right password, then gave a wrong two-step verification code, so they were not let in.`
+          : `Someone signed in to your ${c.tenantName} account with a link or code sent to this address, then gave a wrong two-step verification code, so they were not let in.`,
+        password
+          ? 'If this was not you, your password is known to someone else: change it now (changing it also ends sign-ins waiting for a code).'
+          : 'If this was not you, someone can read this mailbox: secure your email account and change its password now.',
+      ],
+      footer: 'Repeated wrong codes send this email once in a while, not for each one, so an attack does not flood your inbox.',
+    };
+  },
   // data.purpose 'step_up': the link confirms a sensitive action of a signed-in session
   magic_link: (c) =>
     c.data.purpose === 'step_up'

@@ -338,6 +338,39 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       await api.verify({ mfa_challenge_token: second, code: codeAt(u.device.secret, u.device.lastStep) }, tenant.apiKey, randomIp()).expect(200);
     });
 
+    it('wrong codes from many addresses: past MFA_FAILURES_PER_ACCOUNT (10, not the password\'s 50) the account answers 429 to new addresses; one that passed MFA before still signs in', async () => {
+      const u = await api.enrolledUser();
+      const home = randomIp();
+      const first = await api.challenge(u.email);
+      await api.verify({ mfa_challenge_token: first, code: await u.device.next() }, tenant.apiKey, home).expect(200);
+      for (let i = 0; i < 2; i++) {
+        const token = await api.challenge(u.email);
+        for (let j = 0; j < 5; j++) await api.verify({ mfa_challenge_token: token, code: wrongCode(u) }, tenant.apiKey, randomIp()).expect(401);
+      }
+      const token = await api.challenge(u.email);
+      const res = await api.verify({ mfa_challenge_token: token, code: wrongCode(u) }, tenant.apiKey, randomIp()).expect(429);
+      expect(res.body.code).toBe('auth/login_throttled');
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+      await api.verify({ mfa_challenge_token: token, code: await u.device.next() }, tenant.apiKey, home).expect(200);
+    });
+
+    it('a wrong code after the right password mails the user once per window (the password is known to whoever it was), with the audit row', async () => {
+      const u = await api.enrolledUser();
+      const notices = () =>
+        t.db.query<{ first_factor: string }>(
+          `SELECT payload->'data'->>'first_factor' AS first_factor FROM outbox WHERE topic = 'email' AND payload->>'template' = 'mfa_sign_in_failed' AND payload->>'to' = $1`,
+          [u.email],
+        );
+      const token = await api.challenge(u.email);
+      await api.verify({ mfa_challenge_token: token, code: wrongCode(u) }).expect(401);
+      expect(await notices()).toEqual([{ first_factor: 'password' }]);
+      await api.verify({ mfa_challenge_token: token, code: wrongCode(u) }).expect(401);
+      await api.verify({ mfa_challenge_token: await api.challenge(u.email), code: wrongCode(u) }).expect(401);
+      expect(await notices()).toHaveLength(1);
+      const audits = await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.mfa_failed' AND target_id = $1`, [u.userId]);
+      expect(audits).toHaveLength(3);
+    });
+
     it.each([
       ['mfa_challenge_token missing', { code: '123456' }, 'mfa_challenge_token'],
       ['mfa_challenge_token empty', { mfa_challenge_token: '', code: '123456' }, 'mfa_challenge_token'],

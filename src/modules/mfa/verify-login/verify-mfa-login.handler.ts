@@ -1,15 +1,21 @@
+import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import Redis from 'ioredis';
+import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { sha256Hex } from '../../../shared/crypto/tokens';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { MailService } from '../../../shared/mail/mail.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { REDIS } from '../../../shared/redis/redis.module';
 import { activityCtes } from '../../sessions/activity.sql';
 import { SessionsService, SessionUser } from '../../sessions/sessions.service';
 import { MfaFactorsService } from '../mfa-factors.service';
 import { MFA_CHALLENGE_MAX_ATTEMPTS } from '../mfa-login-policy.service';
-import { mfaThrottleRealm } from '../mfa-throttle';
+import { noticeMfaSignInFailed } from '../mfa-notice';
+import { mfaThrottleLimits, mfaThrottleRealm } from '../mfa-throttle';
 import { MfaVerifyResponse, VerifyMfaLoginCommand } from './verify-mfa-login.command';
 
 class WrongCode extends Error {}
@@ -31,6 +37,9 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
     private readonly events: EventsService,
     private readonly throttle: LoginThrottleService,
     private readonly profiles: UserProfileCache,
+    private readonly mail: MailService,
+    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   async execute(cmd: VerifyMfaLoginCommand): Promise<MfaVerifyResponse> {
@@ -44,7 +53,7 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
     );
     if (!challenge) throw new AppError('mfa/invalid_challenge');
     const realm = mfaThrottleRealm(tenantId);
-    await this.throttle.attempt(realm, challenge.user_id, cmd.client.ip);
+    await this.throttle.attempt(realm, challenge.user_id, cmd.client.ip, mfaThrottleLimits(this.config));
 
     const [claimed] = await this.db.query<{ attempts: number }>(
       `UPDATE mfa_challenges SET attempts = attempts + 1
@@ -102,18 +111,29 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
         await this.throttle.release(realm, challenge.user_id, cmd.client.ip);
         throw e;
       }
-      await this.events.audit(this.db, {
-        tenantId,
-        type: 'user.mfa_failed',
-        actorType: 'user',
-        actorId: challenge.user_id,
-        targetType: 'user',
-        targetId: challenge.user_id,
-        severity: 'medium',
-        metadata: { flow: 'login', attempt: claimed.attempts },
+      // the first wrong code of a window also tells the user: their first factor is known to whoever this is
+      const tell = await this.firstFailureInWindow(challenge.user_id);
+      await this.db.tx(async (tx) => {
+        await this.events.audit(tx, {
+          tenantId,
+          type: 'user.mfa_failed',
+          actorType: 'user',
+          actorId: challenge.user_id,
+          targetType: 'user',
+          targetId: challenge.user_id,
+          severity: 'medium',
+          metadata: { flow: 'login', attempt: claimed.attempts },
+        });
+        if (tell) await noticeMfaSignInFailed(tx, this.mail, { tenantId, userId: challenge.user_id }, challenge.first_factor_amr);
       });
       const dead = claimed.attempts >= MFA_CHALLENGE_MAX_ATTEMPTS;
       throw new AppError('mfa/invalid_code', dead ? 'Invalid code; the challenge has ended, sign in again' : 'Invalid code');
     }
+  }
+
+  /** True once per user and LOGIN_FAILURE_WINDOW_SECONDS (a Redis marker); false when Redis cannot tell. */
+  private async firstFailureInWindow(userId: string): Promise<boolean> {
+    const set = await this.redis.set(`mfa-failed-notice:${userId}`, '1', 'EX', this.config.LOGIN_FAILURE_WINDOW_SECONDS, 'NX').catch(() => null);
+    return set === 'OK';
   }
 }

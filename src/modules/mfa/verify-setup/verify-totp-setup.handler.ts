@@ -1,4 +1,6 @@
+import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
@@ -8,7 +10,7 @@ import { EnrollmentTokenService } from '../enrollment-token.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { MfaFactorsService } from '../mfa-factors.service';
 import { RecoveryCodesResponseDto } from '../mfa.response.dto';
-import { mfaThrottleRealm } from '../mfa-throttle';
+import { mfaThrottleLimits, mfaThrottleRealm } from '../mfa-throttle';
 import { VerifyTotpSetupCommand } from './verify-totp-setup.command';
 
 class WrongCode extends Error {}
@@ -26,11 +28,12 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
     private readonly throttle: LoginThrottleService,
     private readonly enrollment: EnrollmentTokenService,
     private readonly mail: MailService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   async execute({ user, code, client }: VerifyTotpSetupCommand): Promise<RecoveryCodesResponseDto> {
     const realm = mfaThrottleRealm(user.tenantId);
-    await this.throttle.attempt(realm, user.userId, client.ip);
+    await this.throttle.attempt(realm, user.userId, client.ip, mfaThrottleLimits(this.config));
     try {
       const codes = await this.db.tx(async (tx) => {
         const factor = await this.factors.lockFactor(tx, user.tenantId, user.userId);
