@@ -74,19 +74,39 @@ async function setTier(app: INestApplicationContext, slug: string, tier: string)
   return changed;
 }
 
-/** Whether email-OTP requests of a tenant must carry a verified captcha_token (not a spec 2.8 field). */
-async function setEmailOtpCaptcha(app: INestApplicationContext, slug: string, value: string): Promise<string> {
+/**
+ * A tenant switch that is not a spec 2.8 field, so the operator's (read-only in settings/security):
+ * sets `column` and, when it changed, audits `auditType` (metadata `{ [key]: on, via: 'cli' }`), in
+ * one transaction. Answers the tenant id and whether it changed.
+ */
+async function setTenantSwitch(
+  app: INestApplicationContext,
+  slug: string,
+  on: boolean,
+  s: { column: 'email_otp_captcha_required' | 'minor_protection_enabled'; auditType: string; key: string },
+): Promise<{ id: string; changed: boolean }> {
   const events = app.get(EventsService);
   return app.get(Db).tx(async (tx) => {
-    const [t] = await tx.query<{ id: string }>(`UPDATE tenants SET email_otp_captcha_required = $2, updated_at = now() WHERE slug = $1 RETURNING id`, [slug, value === 'on']);
+    const [t] = await tx.query<{ id: string; before: boolean }>(
+      `UPDATE tenants t SET ${s.column} = $2, updated_at = now()
+         FROM (SELECT id, ${s.column} AS before FROM tenants WHERE slug = $1 FOR UPDATE) old
+        WHERE t.id = old.id RETURNING t.id, old.before`,
+      [slug, on],
+    );
     if (!t) throw new CliError(`no tenant with slug "${slug}"`);
+    if (t.before === on) return { id: t.id, changed: false };
     await events.audit(tx, {
-      tenantId: t.id, type: 'tenant.email_otp_captcha_changed', actorType: 'system', targetType: 'tenant', targetId: t.id,
-      metadata: { required: value === 'on', via: 'cli' },
+      tenantId: t.id, type: s.auditType, actorType: 'system', targetType: 'tenant', targetId: t.id,
+      severity: 'medium', metadata: { [s.key]: on, via: 'cli' },
     });
-    return t.id;
+    return { id: t.id, changed: true };
   });
 }
+
+const onOff = (name: string) => (args: string[]) => {
+  if (args.length !== 2) throw new CliUsageError(`${name} needs <slug> <on|off>`);
+  if (args[1] !== 'on' && args[1] !== 'off') throw new CliUsageError('the value must be on or off');
+};
 
 /** The command table; a context adds its operator commands here. */
 export const COMMANDS: CliCommand[] = [
@@ -108,17 +128,31 @@ export const COMMANDS: CliCommand[] = [
     name: 'tenants:email-otp-captcha',
     args: '<slug> <on|off>',
     description: 'requires (or not) a verified captcha_token on email-OTP requests of a tenant (needs TURNSTILE_SECRET)',
-    check: (args) => {
-      if (args.length !== 2) throw new CliUsageError('tenants:email-otp-captcha needs <slug> <on|off>');
-      if (args[1] !== 'on' && args[1] !== 'off') throw new CliUsageError('the value must be on or off');
-    },
+    check: onOff('tenants:email-otp-captcha'),
     run: async ({ app, args, io }) => {
       // on without a secret would leave every email-code request of the tenant unanswerable (503)
       if (args[1] === 'on' && !app.get<AppConfig>(APP_CONFIG).TURNSTILE_SECRET) {
         throw new CliUsageError('tenants:email-otp-captcha on needs TURNSTILE_SECRET set for the API (captcha tokens are verified with it); set it first');
       }
-      const id = await setEmailOtpCaptcha(app, args[0], args[1]);
-      io.out(`tenant ${args[0]} (${id}): email OTP captcha ${args[1]}`);
+      const t = await setTenantSwitch(app, args[0], args[1] === 'on', { column: 'email_otp_captcha_required', auditType: 'tenant.email_otp_captcha_changed', key: 'required' });
+      io.out(`tenant ${args[0]} (${t.id}): email OTP captcha ${args[1]}${t.changed ? '' : ' (unchanged)'}`);
+    },
+  },
+  {
+    name: 'tenants:minor-protection',
+    args: '<slug> <on|off>',
+    description: "minor protection (spec: registration requires a date_of_birth, else 400 user/date_of_birth_required; passwordless sign-up refused) for a tenant's end users",
+    check: onOff('tenants:minor-protection'),
+    run: async ({ app, args, io }) => {
+      const t = await setTenantSwitch(app, args[0], args[1] === 'on', { column: 'minor_protection_enabled', auditType: 'tenant.minor_protection_changed', key: 'enabled' });
+      // the API keys' cache carries the switch (registration reads it from there)
+      if (!(await app.get(ApiKeyCache).invalidateTenant(app.get(Db), t.id))) {
+        throw new CliError(
+          `tenant ${args[0]} (${t.id}): minor protection ${args[1]} is saved, but Redis could not be told, so the API may go on with the old setting for up to ` +
+            `${app.get<AppConfig>(APP_CONFIG).API_KEY_CACHE_TTL_SECONDS} s; run the command again once Redis answers`,
+        );
+      }
+      io.out(`tenant ${args[0]} (${t.id}): minor protection ${args[1]}${t.changed ? '' : ' (unchanged)'}`);
     },
   },
   {

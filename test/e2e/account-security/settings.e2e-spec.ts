@@ -61,6 +61,7 @@ describe('account security: tenant security settings and email domains (spec 2.8
         magic_link_enabled: false,
         email_otp_enabled: false,
         email_otp_captcha_required: false,
+        minor_protection_enabled: false,
         sms_allowed_countries: null,
       });
       await get(member, 'security').expect(200);
@@ -184,6 +185,7 @@ describe('account security: tenant security settings and email domains (spec 2.8
       ['sms_allowed_countries with 301 entries', { sms_allowed_countries: Array.from({ length: 301 }, () => 'US') }, 'sms_allowed_countries'],
       ['an unknown property', { passkey_rp_id: 'example.com' }, 'passkey_rp_id'],
       ['a read-only field', { byok_twilio_auth_token_set: true }, 'byok_twilio_auth_token_set'],
+      ['minor_protection_enabled (not a spec 2.8 field)', { minor_protection_enabled: true }, 'minor_protection_enabled'],
       ['email_otp_captcha_required (not a spec 2.8 field)', { email_otp_captcha_required: true }, 'email_otp_captcha_required'],
     ])('PATCH rejects %s with 400 request/invalid, changing nothing', async (_n, body, field) => {
       const before = (await get(owner, 'security').expect(200)).body;

@@ -156,4 +156,36 @@ describe('API-key principal cache', () => {
     const audits = await t.db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.tier_changed'`, [other.tenantId]);
     expect(audits).toHaveLength(1);
   });
+  it('cli tenants:minor-protection switches the date_of_birth requirement, shown at once on keys that were cached, read-only in settings/security, audited once per change', async () => {
+    const other = await signupTenant(t);
+    const k = await createApiKey(t, other);
+    await register(t, k.key).expect(201); // the key is cached without minor protection
+    const lines: string[] = [];
+    const io: CliIo = { out: (l) => lines.push(l), err: (l) => lines.push(l) };
+    expect(await runCli(['tenants:minor-protection', other.slug, 'on'], io)).toBe(0);
+    expect(lines).toEqual([`tenant ${other.slug} (${other.tenantId}): minor protection on`]);
+    for (const app of [t, second]) expect((await register(app, k.key).expect(400)).body.code).toBe('user/date_of_birth_required');
+    await t.http().post('/v1/auth/register').set('X-API-Key', k.key).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true, date_of_birth: '1990-01-31' }).expect(201);
+    const settings = await t.http().get(`/v1/auth/dashboard/tenants/${other.slug}/settings/security`).set('Cookie', other.cookie).expect(200);
+    expect(settings.body.minor_protection_enabled).toBe(true);
+    // read-only there: a PATCH naming it is refused as any unknown property
+    const patch = await t.http().patch(`/v1/auth/dashboard/tenants/${other.slug}/settings/security`).set('Cookie', other.cookie).set('X-CSRF-Token', other.csrf).send({ minor_protection_enabled: false }).expect(400);
+    expect(patch.body.code).toBe('request/invalid');
+    lines.length = 0;
+    expect(await runCli(['tenants:minor-protection', other.slug, 'on'], io)).toBe(0);
+    expect(lines).toEqual([`tenant ${other.slug} (${other.tenantId}): minor protection on (unchanged)`]);
+    expect(await runCli(['tenants:minor-protection', other.slug, 'off'], io)).toBe(0);
+    await register(t, k.key).expect(201);
+    const audits = await t.db.query<{ metadata: Record<string, unknown>; actor_type: string }>(
+      `SELECT metadata, actor_type FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.minor_protection_changed' ORDER BY created_at`,
+      [other.tenantId],
+    );
+    expect(audits).toEqual([
+      { actor_type: 'system', metadata: { enabled: true, via: 'cli' } },
+      { actor_type: 'system', metadata: { enabled: false, via: 'cli' } },
+    ]);
+    for (const argv of [['tenants:minor-protection', other.slug], ['tenants:minor-protection', other.slug, 'yes'], ['tenants:minor-protection', 'no-such-tenant', 'on']]) {
+      expect(await runCli(argv, io)).toBe(1);
+    }
+  });
 });

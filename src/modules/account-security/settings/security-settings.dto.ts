@@ -68,7 +68,8 @@ export class SecuritySettingsResponse {
   @ApiProperty({ type: String, nullable: true }) byok_twilio_messaging_service_sid!: string | null;
   @ApiProperty() magic_link_enabled!: boolean;
   @ApiProperty() email_otp_enabled!: boolean;
-  @ApiProperty({ description: 'email code requests need a captcha_token (read-only here)' }) email_otp_captcha_required!: boolean;
+  @ApiProperty({ description: 'email code requests need a captcha_token (read-only here; the operator CLI tenants:email-otp-captcha sets it)' }) email_otp_captcha_required!: boolean;
+  @ApiProperty({ description: 'registration requires a date_of_birth (read-only here; the operator CLI tenants:minor-protection sets it)' }) minor_protection_enabled!: boolean;
   @ApiProperty({ type: [String], nullable: true }) sms_allowed_countries!: string[] | null;
 }
 

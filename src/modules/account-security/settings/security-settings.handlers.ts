@@ -18,7 +18,7 @@ interface Row extends Omit<SecuritySettingsResponse, 'mfa_required_since' | 'byo
 const COLUMNS = `mfa_policy, mfa_grace_period_days, mfa_required_since, block_disposable_emails, block_email_subaddresses,
   automatic_account_linking_enabled, explicit_account_linking_enabled, sms_otp_enabled, sms_otp_monthly_cap,
   byok_twilio_account_sid, byok_twilio_auth_token_enc, byok_twilio_messaging_service_sid, magic_link_enabled,
-  email_otp_enabled, email_otp_captcha_required, sms_allowed_countries`;
+  email_otp_enabled, email_otp_captcha_required, minor_protection_enabled, sms_allowed_countries`;
 
 /** Plain columns a PATCH writes as given (the BYOK token and the country list have their own rules). */
 const PLAIN = [
