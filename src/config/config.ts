@@ -155,6 +155,8 @@ export class EnvSchema {
   /** wrong email codes (sign-in: per address; step-up: per account) from all client addresses in the window, over every code; 429 beyond */
   @Transform(toInt) @IsInt() @Min(1) EMAIL_CODE_FAILURES_PER_ADDRESS = 10;
   @Transform(toInt) @IsInt() @Min(10) EMAIL_CODE_FAILURE_WINDOW_SECONDS = 900;
+  /** enumeration-safe mail requests (forgot, resend, magic link, email code) answer 202 no sooner than this, known address or not (0: off) */
+  @Transform(toInt) @IsInt() @Min(0) @Max(5000) ENUMERATION_SAFE_MIN_RESPONSE_MS = 150;
 
   @Transform(toBool) @IsBoolean() @IsOptional() METRICS_ENABLED = true;
   /** when set, GET /metrics answers only `Authorization: Bearer <METRICS_TOKEN>` (Prometheus `authorization` / `bearer_token`) */

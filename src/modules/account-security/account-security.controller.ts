@@ -5,6 +5,7 @@ import { ApiKeyPrincipal, ClientInfo, ClientInfoValue, CurrentApiKey, CurrentUse
 import { ApiKeyAuth, BearerAuth } from '../../shared/auth/guards';
 import { ApiProblems, Problems } from '../../shared/http/api-docs';
 import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import { UniformLatency } from '../../shared/http/uniform-latency';
 import { MfaRequiredResponseDto } from '../users/users.response.dto';
 import { AcceptedResponse } from './account-security.constants';
 import { PasswordlessTokenResponseDto } from './account-security.response.dto';
@@ -26,7 +27,7 @@ const PasswordlessOk = () =>
     schema: { oneOf: [{ $ref: getSchemaPath(PasswordlessTokenResponseDto) }, { $ref: getSchemaPath(MfaRequiredResponseDto) }] },
   });
 
-const ENUMERATION_SAFE = '202 with the same body whether or not the address has an account; limited per address and per client address (429 + Retry-After)';
+const ENUMERATION_SAFE = '202 with the same body, after the same time (ENUMERATION_SAFE_MIN_RESPONSE_MS), whether or not the address has an account; limited per address and per client address (429 + Retry-After)';
 
 /** Contract "Account security flows": the tenant comes from X-API-Key (password change: the bearer). */
 @ApiTags('account security')
@@ -49,6 +50,7 @@ export class AccountSecurityController {
   @Post('verify-email/resend')
   @HttpCode(202)
   @ApiKeyAuth()
+  @UniformLatency()
   @ApiAcceptedResponse({ type: AcceptedResponse })
   @ApiOperation({ summary: 'Send a new verification link to an unverified address', description: ENUMERATION_SAFE })
   @ApiProblems(...Problems.input, ...Problems.apiKey, ...Problems.rateLimited)
@@ -59,6 +61,7 @@ export class AccountSecurityController {
   @Post('password/forgot')
   @HttpCode(202)
   @ApiKeyAuth()
+  @UniformLatency()
   @ApiAcceptedResponse({ type: AcceptedResponse })
   @ApiOperation({ summary: 'Mail a password reset link (30 minutes, single use)', description: ENUMERATION_SAFE })
   @ApiProblems(...Problems.input, ...Problems.apiKey, ...Problems.rateLimited)
@@ -90,6 +93,7 @@ export class AccountSecurityController {
   @Post('magic-link')
   @HttpCode(202)
   @ApiKeyAuth()
+  @UniformLatency()
   @ApiAcceptedResponse({ type: AcceptedResponse })
   @ApiOperation({
     summary: 'Mail a sign-in link (15 minutes, single use) to an existing account; 403 magic_link/disabled until the tenant enables it',
@@ -114,6 +118,7 @@ export class AccountSecurityController {
   @Post('email-otp')
   @HttpCode(202)
   @ApiKeyAuth()
+  @UniformLatency()
   @ApiAcceptedResponse({ type: AcceptedResponse })
   @ApiOperation({
     summary: 'Mail a 6-digit sign-in code (10 minutes, 5 attempts); 403 email_otp/disabled until the tenant enables it',

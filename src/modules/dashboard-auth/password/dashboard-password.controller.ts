@@ -4,6 +4,7 @@ import { ApiAcceptedResponse, ApiNoContentResponse, ApiOperation, ApiTags } from
 import { ClientInfo, ClientInfoValue } from '../../../shared/auth/auth-context';
 import { ApiProblems, Problems } from '../../../shared/http/api-docs';
 import { RateLimit } from '../../../shared/rate-limit/rate-limit.decorator';
+import { UniformLatency } from '../../../shared/http/uniform-latency';
 import { AcceptedResponse } from '../../account-security/account-security.constants';
 import { VERIFY_PER_IP } from '../../../shared/rate-limit/mail-limits.service';
 import { DashboardForgotPasswordRequestDto, DashboardResetPasswordRequestDto } from './dashboard-password.dto';
@@ -17,11 +18,12 @@ export class DashboardPasswordController {
 
   @Post('forgot')
   @HttpCode(202)
+  @UniformLatency()
   @ApiAcceptedResponse({ type: AcceptedResponse })
   @ApiOperation({
     summary: 'Mail a dashboard password reset link (30 minutes, single use)',
     description:
-      'The same 202 body whether or not the address has a dashboard account. Limited per client address (RATE_LIMIT_EMAIL_PER_IP) and per address ' +
+      'The same 202 body, after the same time (ENUMERATION_SAFE_MIN_RESPONSE_MS), whether or not the address has a dashboard account. Limited per client address (RATE_LIMIT_EMAIL_PER_IP) and per address ' +
       '(RATE_LIMIT_EMAIL_PER_ADDRESS) in RATE_LIMIT_EMAIL_WINDOW_SECONDS: 429 rate_limit/exceeded with Retry-After. The link is ' +
       '`{ACCOUNTS_URL}/dashboard/reset-password?token=<token>`.',
   })
