@@ -1,6 +1,7 @@
 import { INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
+import { getConfig } from './config/config.module';
 import { WorkerModule } from './worker.module';
 
 /** Beyond this, a shutdown that waits on a stuck job gives up (compose allows 30 s). */
@@ -22,7 +23,10 @@ export async function startWorker(opts: { logger?: boolean; shutdownHooks?: bool
 }
 
 if (require.main === module || process.argv[1]?.endsWith('dist/worker.js') || process.argv[1]?.endsWith('dist/worker')) {
-  startWorker({ shutdownHooks: true })
+  // the configuration first, as the API does: a bad one is its list of problems, not a Nest stack trace
+  Promise.resolve()
+    .then(() => getConfig())
+    .then(() => startWorker({ shutdownHooks: true }))
     .then((app) => {
       app.get(Logger).log('worker started', 'Worker');
       for (const sig of ['SIGTERM', 'SIGINT'] as const)

@@ -50,6 +50,13 @@ describe('loadConfig', () => {
     for (const v of ['loopback', 'true', 'false', '10.0.0.0/8', '127.0.0.1,192.168.1.0/24', '::1']) expect(loadConfig({ TRUST_PROXY: v }).TRUST_PROXY).toBe(v);
   });
 
+  it('TRUST_PROXY is checked in the form Fastify takes it: a typo stops the start naming the variable', () => {
+    for (const v of ['uniquelocal, 10.0.0.0/255.0.0.0', 'fd00::/8, linklocal', '10.1.2.3/32']) expect(loadConfig({ TRUST_PROXY: v }).TRUST_PROXY).toBe(v);
+    for (const v of ['garbage', 'True', '10.0.0.0/33', '::1/129', '10.0.0.1/8/8', 'loopback,,10.0.0.1', 'fd00::/255.0.0.0']) {
+      expect(() => loadConfig({ TRUST_PROXY: v })).toThrow(/TRUST_PROXY: .* is not valid: true, false, or a comma-separated list/);
+    }
+  });
+
   it('lowers the argon2 cost only under NODE_ENV=test', () => {
     expect(loadConfig({ NODE_ENV: 'test' }).ARGON2_MEMORY_KIB).toBeLessThan(7168);
     // OWASP's 7 MiB / t=5 / p=1 configuration by default

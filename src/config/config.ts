@@ -238,6 +238,31 @@ export function parseDnsServers(raw: string): { servers: string[]; problems: str
 }
 
 /** Validates the environment into a typed, frozen config; throws with every problem listed. */
+/** proxy-addr's named ranges (what Fastify's trustProxy accepts besides addresses and CIDRs). */
+const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/**
+ * TRUST_PROXY checked at boot in the form Fastify (proxy-addr) takes it: `true`, `false`, or a
+ * comma-separated list of named ranges, addresses and CIDRs (a prefix length or an IPv4 netmask),
+ * so a typo stops the start with a message naming the variable, not a bare "invalid IP address".
+ */
+function trustProxyProblems(value: string): string[] {
+  const v = value.trim();
+  if (v === '' || v === 'true' || v === 'false') return [];
+  const bad = v.split(',').map((s) => s.trim()).filter((entry) => {
+    if (PROXY_RANGE_NAMES.has(entry)) return false;
+    const [addr, range, ...rest] = entry.split('/');
+    const family = isIP(addr);
+    if (!family || rest.length) return true;
+    if (range === undefined) return false;
+    if (/^\d{1,3}$/.test(range)) return Number(range) > (family === 4 ? 32 : 128);
+    return !(family === 4 && isIP(range) === 4);
+  });
+  return bad.length
+    ? [`TRUST_PROXY: ${bad.map((b) => `"${b}"`).join(', ')} is not valid: true, false, or a comma-separated list of loopback, linklocal, uniquelocal, addresses and CIDRs (10.0.0.0/8, fd00::/8)`]
+    : [];
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (env === process.env) loadDotEnv();
   const raw: Record<string, unknown> = {};
@@ -260,6 +285,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     problems.push(
       `ARGON2_MEMORY_KIB/ARGON2_TIME_COST: ${parsed.ARGON2_MEMORY_KIB} KiB x ${parsed.ARGON2_TIME_COST} is below every OWASP argon2id configuration (${OWASP_ARGON2ID_ROWS.map(([m, t]) => `${m} KiB x ${t}`).join(', ')})`,
     );
+  problems.push(...trustProxyProblems(parsed.TRUST_PROXY ?? ''));
   const dnsServers = parseDnsServers(parsed.WEBHOOK_DNS_SERVERS ?? '');
   problems.push(...dnsServers.problems);
   if (problems.length) {

@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { isOAuthPath, renderError } from './problem';
 
 describe('renderError', () => {
@@ -39,6 +40,27 @@ describe('renderError', () => {
     // PostgreSQL down behind a name of two addresses (localhost): Node's AggregateError
     const both = Object.assign(new AggregateError([Object.assign(new Error('connect ECONNREFUSED ::1:5432'), { code: 'ECONNREFUSED', syscall: 'connect' }), Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED', syscall: 'connect' })], ''), { code: 'ECONNREFUSED' });
     expect(renderError(both, '/v1/auth/login', 'rid').status).toBe(503);
+  });
+});
+
+describe('renderError: client errors of plugins, and what a server error logs', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  it('an http-error a plugin raised (the static files of /docs: a traversal 403, a NUL byte 400) is a 4xx, never an unhandled 500', () => {
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const forbidden = Object.assign(new Error('Forbidden'), { name: 'ForbiddenError', status: 403, statusCode: 403, expose: true });
+    const bad = Object.assign(new Error('Bad Request'), { name: 'BadRequestError', status: 400, statusCode: 400, expose: true });
+    expect([renderError(forbidden, '/docs/..', 'rid').status, (renderError(forbidden, '/docs/..', 'rid').body as { code: string }).code]).toEqual([404, 'request/not_found']);
+    expect([renderError(bad, '/docs/x%00', 'rid').status, (renderError(bad, '/docs/x%00', 'rid').body as { code: string }).code]).toEqual([400, 'request/invalid']);
+    expect(logged).not.toHaveBeenCalled();
+  });
+
+  it('a server error logs the path without its query string (a token may ride in it)', () => {
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    expect(renderError(new Error('boom'), '/v1/auth/register?token=QSECRET123', 'rid').status).toBe(500);
+    expect(logged).toHaveBeenCalledTimes(1);
+    expect(JSON.stringify(logged.mock.calls[0][0], (_k, v) => (v instanceof Error ? v.message : v))).not.toContain('QSECRET123');
+    expect(logged.mock.calls[0][0]).toMatchObject({ path: '/v1/auth/register', request_id: 'rid' });
   });
 });
 

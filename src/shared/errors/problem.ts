@@ -139,6 +139,10 @@ function fromFrameworkError(err: { statusCode?: number; code?: string; message?:
   // the client went away before its body arrived (Node's request 'aborted': no syscall, unlike a
   // socket error of PostgreSQL or Redis, which is a server fault): its fault, nobody reads the answer
   if (err.code === 'ECONNRESET' && err.message === 'aborted' && !('syscall' in err)) return new AppError('request/invalid', 'The request was aborted before its body arrived');
+  // any other client error a plugin raised (the static files of /docs refuse `..` with 403 and a
+  // NUL byte with 400, @fastify/send's http-errors): the path names no file we serve, whatever
+  // the reason (a 403 would tell a traversal attempt it found something)
+  if (status !== undefined && status >= 400 && status < 500) return status === 403 ? new AppError('request/not_found') : new AppError('request/invalid', 'The request cannot be served');
   return undefined;
 }
 
@@ -167,11 +171,13 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
   } else if (err && typeof err === 'object') {
     appErr = fromFrameworkError(err as { statusCode?: number; code?: string });
   }
+  // the path only: a query string may carry a token (the request log drops it too)
+  const path = url.split('?')[0];
   if (!appErr) {
-    logger.error({ err, request_id: requestId, url }, 'unhandled error');
+    logger.error({ err, request_id: requestId, path }, 'unhandled error');
     appErr = new AppError('server/error', 'An unexpected error occurred; quote the request id to support');
   } else if (appErr.status >= 500 && !appErr.options.logged) {
-    logger.error({ err, request_id: requestId, url }, 'server error');
+    logger.error({ err, request_id: requestId, path }, 'server error');
   }
   if (isOAuth) {
     const error =

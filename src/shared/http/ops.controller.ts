@@ -102,9 +102,11 @@ export class OpsController implements OnModuleInit {
   metrics(@Headers('authorization') authorization?: string): Promise<string> {
     // METRICS_ENABLED=false: no metrics at all, the route included (it answers as an unknown path)
     if (!this.config.METRICS_ENABLED) throw new AppError('request/not_found');
-    // METRICS_TOKEN: only the scraper that holds it (compared in constant time)
+    // METRICS_TOKEN: only the scraper that holds it (compared in constant time); the scheme name is
+    // case-insensitive (RFC 9110 section 11.1)
     const token = this.config.METRICS_TOKEN;
-    if (token && !(typeof authorization === 'string' && safeEqual(authorization, `Bearer ${token}`))) {
+    const presented = typeof authorization === 'string' ? /^bearer (.*)$/is.exec(authorization)?.[1] : undefined;
+    if (token && !(presented !== undefined && safeEqual(presented, token))) {
       throw new AppError('auth/unauthorized', 'Authorization: Bearer <METRICS_TOKEN> is required', {
         headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },
       });

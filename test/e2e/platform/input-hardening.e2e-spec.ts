@@ -136,6 +136,14 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(oauth).toContain('"error":"invalid_request"');
   });
 
+  it('a path the /docs static files refuse (.., an encoded .., a NUL byte) is a problem+json 4xx, never a 500', async () => {
+    for (const [path, status] of [['/docs/..', 404], ['/docs/%2e%2e', 404], ['/docs/x%00', 400], ['/docs/..?access_token=x', 404]] as const) {
+      const raw = await sendRaw(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      expect([path, raw.match(/^HTTP\/1\.1 (\d+)/)?.[1]]).toEqual([path, String(status)]);
+      expect(raw).toMatch(/content-type: application\/problem\+json/i);
+    }
+  });
+
   it('a percent-encoded /oauth path is an OAuth request as the router reads it (form body, RFC 6749 envelope)', async () => {
     const res = await t.http().post('/%6fauth/introspect').type('form').set('X-API-Key', tenant.apiKey).send({ token: 'x' }).expect(200);
     expect(res.body).toEqual({ active: false });

@@ -105,6 +105,8 @@ describe('platform: operations, discovery, error envelope', () => {
       }
       const ok = await guarded.http().get('/metrics').set('Authorization', `Bearer ${token}`).expect(200);
       expect(ok.text).toContain('http_requests_total');
+      // the scheme name is case-insensitive (RFC 9110 section 11.1)
+      for (const scheme of ['bearer', 'BEARER']) await guarded.http().get('/metrics').set('Authorization', `${scheme} ${token}`).expect(200);
       // the other operations endpoints stay open
       await guarded.http().get('/health').expect(200);
     } finally {
