@@ -51,7 +51,8 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
   // the path of the request line when the parser's packet holds it: an /oauth request gets the
   // RFC 6749 envelope there too
   const path = /^[A-Z]+ (\/[^\s?#]*)/.exec((err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 2048).toString('latin1') ?? '')?.[1] ?? '/';
-  const rendered = renderError(new AppError('request/invalid', 'The HTTP request could not be parsed', { status }), path, id);
+  const detail = status === 431 ? 'The request headers are too large' : status === 408 ? 'The request did not arrive in time' : 'The HTTP request could not be parsed';
+  const rendered = renderError(new AppError('request/invalid', detail, { status }), path, id);
   const body = JSON.stringify(rendered.body);
   const headers = Object.entries(rendered.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   socket.end(
