@@ -19,7 +19,7 @@ import { installBodyParsers } from './shared/http/body-parsers';
 import { installPublicPreflight } from './shared/http/public-cors';
 import { installMetrics } from './shared/http/metrics';
 import { DASHBOARD_COOKIE } from './shared/auth/dashboard-session.service';
-import { closeRequestSchemas, csrfOnWrites, declareBodyRefusals, OAUTH_CLIENT_BASIC } from './shared/http/api-docs';
+import { closeRequestSchemas, csrfOnWrites, declareLongPathRefusals, declareBodyRefusals, OAUTH_CLIENT_BASIC } from './shared/http/api-docs';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -193,6 +193,7 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
   );
   closeRequestSchemas(doc);
   declareBodyRefusals(doc);
+  declareLongPathRefusals(doc);
   csrfOnWrites(doc);
   SwaggerModule.setup('docs', app, doc, { jsonDocumentUrl: 'openapi.json' });
 }

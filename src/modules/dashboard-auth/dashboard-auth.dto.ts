@@ -5,7 +5,7 @@ import { IsEmailAddress } from '../../shared/http/email-address';
 /** spec 2.7 DashboardLoginRequest */
 export class DashboardLoginRequestDto {
   // IsEmail, not IsEmailAddress: an account whose address predates that check still signs in
-  @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
   @ApiProperty({ minLength: 8, maxLength: 128 }) @IsString() @Length(8, 128) password!: string;
 }
 
@@ -15,7 +15,7 @@ export class DashboardReauthRequestDto {
 }
 
 export class InviteMemberRequestDto {
-  @ApiProperty({ format: 'email' }) @IsEmailAddress() @MaxLength(254) email!: string;
+  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmailAddress() @MaxLength(254) email!: string;
   @ApiProperty({ enum: ['owner', 'member'] }) @IsIn(['owner', 'member']) role!: 'owner' | 'member';
 }
 

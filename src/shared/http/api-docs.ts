@@ -143,6 +143,12 @@ export function ApiPageResponse(model: Type<unknown>, description?: string): Met
 
 type DocResponse = { description?: string; content?: Record<string, { schema?: unknown; examples?: Record<string, unknown> }> };
 
+/** A problem+json response of one code, its example included (the declare* helpers below). */
+const problemEntry = (code: ErrorCode): [string, DocResponse] => {
+  const { status, title } = ERROR_CATALOG[code];
+  return [String(status), { description: `\`${code}\`: ${title}`, content: { [PROBLEM_JSON]: { schema: { $ref: getSchemaPath(ProblemDto) }, examples: { [code]: { summary: title, value: example(code, status) } } } } }];
+};
+
 /**
  * Every request that may carry a body meets the body parsers before its route: a body too large
  * (413), not JSON (415) or not parsable (400 `request/malformed_json`) is refused on every POST,
@@ -150,10 +156,6 @@ type DocResponse = { description?: string; content?: Record<string, { schema?: u
  * decorators did not; the /oauth endpoints answer a body too large in their RFC 6749 envelope.
  */
 export function declareBodyRefusals(openapi: OpenAPIObject): void {
-  const problem = (code: ErrorCode): [string, DocResponse] => {
-    const { status, title } = ERROR_CATALOG[code];
-    return [String(status), { description: `\`${code}\`: ${title}`, content: { [PROBLEM_JSON]: { schema: { $ref: getSchemaPath(ProblemDto) }, examples: { [code]: { summary: title, value: example(code, status) } } } } }];
-  };
   for (const [path, ops] of Object.entries(openapi.paths)) {
     for (const method of ['post', 'put', 'patch', 'delete'] as const) {
       const op = ops[method];
@@ -164,8 +166,8 @@ export function declareBodyRefusals(openapi: OpenAPIObject): void {
         responses['413'] ??= { description: 'invalid_request: the request body is too large', ...(envelope ? { content: envelope } : {}) };
         continue;
       }
-      for (const [status, response] of [problem('request/too_large'), problem('request/unsupported_media_type')]) responses[status] ??= response;
-      const [, malformed] = problem('request/malformed_json');
+      for (const [status, response] of [problemEntry('request/too_large'), problemEntry('request/unsupported_media_type')]) responses[status] ??= response;
+      const [, malformed] = problemEntry('request/malformed_json');
       const bad = responses['400'];
       const examples = bad?.content?.[PROBLEM_JSON]?.examples;
       if (!bad) responses['400'] = malformed;
@@ -173,6 +175,21 @@ export function declareBodyRefusals(openapi: OpenAPIObject): void {
         Object.assign(examples, malformed.content![PROBLEM_JSON].examples);
         bad.description = `${bad.description ?? ''}; ${malformed.description}`;
       }
+    }
+  }
+}
+
+/**
+ * A path segment over 2,048 characters is refused before routing (414 `request/uri_too_long`):
+ * declared on every operation whose path has a parameter (the only place a client puts one).
+ */
+export function declareLongPathRefusals(openapi: OpenAPIObject): void {
+  for (const [path, ops] of Object.entries(openapi.paths)) {
+    if (!path.includes('{')) continue;
+    for (const op of Object.values(ops) as { responses?: Record<string, DocResponse> }[]) {
+      if (!op?.responses) continue;
+      const [status, response] = problemEntry('request/uri_too_long');
+      op.responses[status] ??= response;
     }
   }
 }

@@ -304,6 +304,30 @@ describe('platform: the OpenAPI document', () => {
     expect(missing).toEqual([]);
   });
 
+  it('documents 414 request/uri_too_long on every operation with a path parameter (a segment over 2,048 characters), and it is what such a request gets', async () => {
+    const missing = operations()
+      .filter(([path]) => path.includes('{'))
+      .filter(([, , op]) => !Object.values(op.responses['414']?.content?.[PROBLEM_JSON]?.examples ?? {}).some((e) => e.value.code === 'request/uri_too_long'))
+      .map(([path, m]) => `${m} ${path}`);
+    expect(missing).toEqual([]);
+    const res = await t.http().get(`/v1/auth/dashboard/tenants/${'a'.repeat(2049)}/settings/security`).expect(414);
+    expect(res.body.code).toBe('request/uri_too_long');
+  });
+
+  it('every email a request takes is documented as an email of at most 254 characters', () => {
+    const loose: string[] = [];
+    let emails = 0;
+    for (const [path, m, op] of operations()) {
+      const body = (op as { requestBody?: { content?: Record<string, { schema?: Schema }> } }).requestBody?.content?.['application/json']?.schema;
+      const email = resolve(body).properties?.email as (Schema & { format?: string; maxLength?: number }) | undefined;
+      if (!email) continue;
+      emails++;
+      if (email.format !== 'email' || email.maxLength !== 254) loose.push(`${m} ${path}`);
+    }
+    expect(emails).toBeGreaterThanOrEqual(10);
+    expect(loose).toEqual([]);
+  });
+
   it('every bearer operation documents the missing-credentials 401 (auth/unauthorized) and the agent API-call limit (429 rate_limit/exceeded)', () => {
     const missing: string[] = [];
     for (const [path, ops] of Object.entries(doc.paths)) {

@@ -3,7 +3,7 @@ import { IsEmail, IsString, Length, MaxLength } from 'class-validator';
 
 export class DashboardForgotPasswordRequestDto {
   // IsEmail, as at login: an account whose address predates the stricter check can still reset
-  @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
 }
 
 export class DashboardResetPasswordRequestDto {

@@ -7,7 +7,7 @@ import { IsEmailAddress } from '../../../shared/http/email-address';
 
 /** spec 2.1 Onboarding signup request */
 export class SignupRequestDto {
-  @ApiProperty({ format: 'email' }) @IsEmailAddress() @MaxLength(254) email!: string;
+  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmailAddress() @MaxLength(254) email!: string;
   @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
   /** the length applies to the name as stored: surrounding whitespace is trimmed first */
   @ApiProperty({ minLength: 2, maxLength: 50, description: 'surrounding whitespace is trimmed before the length check; at least one visible character; no control characters, line separators or bidirectional overrides' })

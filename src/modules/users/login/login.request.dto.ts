@@ -4,6 +4,6 @@ import { IsEmail, IsString, Length, MaxLength } from 'class-validator';
 /** spec 2.2 LoginRequest */
 export class LoginRequestDto {
   // IsEmail, not IsEmailAddress: an account whose address predates that check still signs in
-  @ApiProperty({ format: 'email' }) @IsEmail() @MaxLength(254) email!: string;
+  @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmail() @MaxLength(254) email!: string;
   @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
 }

@@ -22,7 +22,7 @@ export class RegisterRequestDto {
   @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmailAddress() @MaxLength(254) email!: string;
   @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
   @ApiProperty({ type: 'boolean', enum: [true], description: 'must be true: registering accepts the terms (recorded as the time of consent)' }) @IsBoolean() @Equals(true, { message: 'consent must be true' }) consent!: boolean;
-  @ApiPropertyOptional({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'a real date from 1900-01-01 on, not in the future; required when the tenant has minor protection enabled (else 400 user/date_of_birth_required); stored encrypted, never echoed' })
+  @ApiPropertyOptional({ format: 'date', pattern: '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$', description: 'a real date from 1900-01-01 on, not in the future; required when the tenant has minor protection enabled (else 400 user/date_of_birth_required); stored encrypted, never echoed' })
   @Present() @IsString() @Matches(/^\d{4}-\d{2}-\d{2}$/, { message: 'date_of_birth must match YYYY-MM-DD' }) @Validate(PastDateConstraint)
   date_of_birth?: string;
   @ApiPropertyOptional({

@@ -8,6 +8,8 @@ const EVENT_CHOICES = [...WEBHOOK_EVENT_TYPES, ALL_EVENTS];
 /** Contract "Agents and OAuth": `{url, events[], agent_client_id?}`. */
 export class CreateWebhookRequestDto {
   @ApiProperty({
+    format: 'uri',
+    minLength: 1,
     maxLength: MAX_URL_LENGTH,
     example: 'https://example.com/hooks/authp',
     description:
