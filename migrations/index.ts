@@ -24,6 +24,7 @@ import { MaintenanceRuns1765400000000 } from './1765400000000-maintenance-runs';
 import { MaintenanceRunLease1765500000000 } from './1765500000000-maintenance-run-lease';
 import { SessionAuthenticatedAt1765600000000 } from './1765600000000-session-authenticated-at';
 import { DashboardPasswordResets1765700000000 } from './1765700000000-dashboard-password-resets';
+import { WebhookSecretRotation1765800000000 } from './1765800000000-webhook-secret-rotation';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -53,4 +54,5 @@ export const ALL_MIGRATIONS = [
   MaintenanceRunLease1765500000000,
   SessionAuthenticatedAt1765600000000,
   DashboardPasswordResets1765700000000,
+  WebhookSecretRotation1765800000000,
 ];

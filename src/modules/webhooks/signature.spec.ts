@@ -19,4 +19,10 @@ describe('Standard Webhooks signing', () => {
     const expected = createHmac('sha256', Buffer.from(secret.slice(6), 'base64')).update('msg_1.1700000000.{}').digest('base64');
     expect(h['webhook-signature']).toBe(`v1,${expected}`);
   });
+
+  it('signs with each secret of a rotation overlap, space-separated, the current one first', () => {
+    const [current, previous] = [generateWebhookSecret(), generateWebhookSecret()];
+    const h = webhookHeaders([current, previous], 'msg_1', '{}', 1_700_000_000_000);
+    expect(h['webhook-signature']).toBe(`${signWebhook(current, 'msg_1', 1_700_000_000, '{}')} ${signWebhook(previous, 'msg_1', 1_700_000_000, '{}')}`);
+  });
 });

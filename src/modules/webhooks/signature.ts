@@ -17,8 +17,13 @@ export function signWebhook(secret: string, id: string, timestampSeconds: number
   return `v1,${createHmac('sha256', key).update(`${id}.${timestampSeconds}.${body}`).digest('base64')}`;
 }
 
-/** The headers of one delivery attempt (the timestamp is the attempt's, the id the message's). */
-export function webhookHeaders(secret: string, id: string, body: string, now = Date.now()): Record<string, string> {
+/**
+ * The headers of one delivery attempt (the timestamp is the attempt's, the id the message's). With
+ * several secrets (the current one, then one a rotation replaced and still in its overlap), one
+ * signature each, space-separated: a receiver accepts the message when any of them verifies.
+ */
+export function webhookHeaders(secrets: string | string[], id: string, body: string, now = Date.now()): Record<string, string> {
   const ts = Math.floor(now / 1000);
-  return { 'webhook-id': id, 'webhook-timestamp': String(ts), 'webhook-signature': signWebhook(secret, id, ts, body) };
+  const signatures = (Array.isArray(secrets) ? secrets : [secrets]).map((s) => signWebhook(s, id, ts, body));
+  return { 'webhook-id': id, 'webhook-timestamp': String(ts), 'webhook-signature': signatures.join(' ') };
 }

@@ -33,6 +33,12 @@ export class CreatedWebhookEndpointResponse extends WebhookEndpointResponse {
   secret!: string;
 }
 
+/** The rotation answer: the endpoint, its new signing secret (shown this once) and until when the replaced one still signs. */
+export class RotatedWebhookSecretResponse extends CreatedWebhookEndpointResponse {
+  @ApiProperty({ format: 'date-time', nullable: true, type: String, description: 'until then deliveries carry a second `v1,` signature made with the replaced secret; null: it stopped at once' })
+  previous_secret_expires_at!: string | null;
+}
+
 export function toEndpointResponse(r: WebhookEndpointRow): WebhookEndpointResponse {
   return {
     id: r.id,

@@ -18,7 +18,9 @@ import { ListDeliveriesQueryDto } from './list-deliveries/list-deliveries.reques
 import { ListWebhooksQuery } from './list-webhooks/list-webhooks.query';
 import { ListWebhooksQueryDto } from './list-webhooks/list-webhooks.request.dto';
 import { REGISTRATION_DNS_TIMEOUT_MS } from './url-policy';
-import { CreatedWebhookEndpointResponse, WebhookDeliveryResponse, WebhookEndpointResponse } from './webhook-endpoint.entity';
+import { RotateWebhookSecretCommand } from './rotate-secret/rotate-webhook-secret.command';
+import { DEFAULT_PREVIOUS_SECRET_TTL_SECONDS, RotateWebhookSecretRequestDto } from './rotate-secret/rotate-webhook-secret.request.dto';
+import { CreatedWebhookEndpointResponse, RotatedWebhookSecretResponse, WebhookDeliveryResponse, WebhookEndpointResponse } from './webhook-endpoint.entity';
 import { WebhookDeliveryResponseDto } from './webhooks.response.dto';
 
 /** An unknown, malformed or other tenant's endpoint id: the same 404. */
@@ -109,6 +111,23 @@ export class WebhooksController {
   @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'webhook/not_found')
   enable(@CurrentDashboard() s: DashboardPrincipal, @EndpointId() id: string): Promise<WebhookEndpointResponse> {
     return this.commandBus.execute(new EnableWebhookCommand(s, id));
+  }
+
+  @Post(':id/rotate-secret')
+  @HttpCode(200)
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
+  @ApiOperation({
+    summary: 'Give an endpoint a new signing secret (owner, recent sign-in or reauth); the new `secret` is shown once',
+    description:
+      'Deliveries from now on are signed with the new secret and, until `previous_secret_expires_at` (previous_secret_ttl_seconds, default 1 day, ' +
+      'at most 7 days; 0: not at all), also with the replaced one: `webhook-signature` then holds two space-separated `v1,` signatures, and a ' +
+      'Standard Webhooks receiver accepts a message when either verifies, so it can switch to the new secret at its own pace. A secret replaced ' +
+      'by an earlier rotation stops signing at once. A delivery being retried is signed with the secrets of its attempt.',
+  })
+  @ApiOkResponse({ type: RotatedWebhookSecretResponse })
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner, 'webhook/not_found')
+  rotateSecret(@CurrentDashboard() s: DashboardPrincipal, @EndpointId() id: string, @Body() body: RotateWebhookSecretRequestDto): Promise<RotatedWebhookSecretResponse> {
+    return this.commandBus.execute(new RotateWebhookSecretCommand(s, id, body.previous_secret_ttl_seconds ?? DEFAULT_PREVIOUS_SECRET_TTL_SECONDS));
   }
 
   @Get(':id/deliveries')

@@ -8,6 +8,7 @@ import { WebhookTenantSlots } from './deliver/tenant-slots';
 import { RequeuePendingDeliveries } from './deliver/requeue-pending';
 import { OutboxModule } from '../../shared/outbox/outbox.module';
 import { EnableWebhookHandler } from './enable-webhook/enable-webhook.handler';
+import { RotateWebhookSecretHandler } from './rotate-secret/rotate-webhook-secret.handler';
 import { FanOutWebhookEventHandler } from './fan-out/fan-out-event.handler';
 import { WebhookEventProcessor } from './fan-out/webhook-event.processor';
 import { GetWebhookHandler } from './get-webhook/get-webhook.handler';
@@ -18,11 +19,11 @@ import { WEBHOOK_DELIVERY_QUEUE, WEBHOOK_TOPIC } from './webhook-events';
 
 /**
  * Tenant webhooks (contract "Agents and OAuth", spec 6), API side: endpoints (create with a
- * secret shown once, list, get, delete, enable) and their delivery logs.
+ * secret shown once, list, get, delete, enable, rotate the secret) and their delivery logs.
  */
 @Module({
   controllers: [WebhooksController],
-  providers: [CreateWebhookHandler, ListWebhooksHandler, GetWebhookHandler, DeleteWebhookHandler, EnableWebhookHandler, ListDeliveriesHandler],
+  providers: [CreateWebhookHandler, ListWebhooksHandler, GetWebhookHandler, DeleteWebhookHandler, EnableWebhookHandler, RotateWebhookSecretHandler, ListDeliveriesHandler],
 })
 export class WebhooksModule {}
 

@@ -362,6 +362,9 @@ describe('dashboard: re-authentication for credential-minting actions, short idl
     const [agent] = await t.db.query<{ id: string }>(`SELECT id FROM agent_clients WHERE tenant_id = $1`, [d.tenantId]);
     await t.db.query(`UPDATE dashboard_sessions SET reauth_at = now() - interval '10 minutes' WHERE user_id = $1`, [d.userId]);
     expect((await as('post', `/agents/${agent.id}/rotate-secret`, {}).expect(403)).body.code).toBe('auth/reauth_required');
+    const [hook] = await t.db.query<{ id: string; secret_enc: string }>(`SELECT id, secret_enc FROM webhook_endpoints WHERE tenant_id = $1`, [d.tenantId]);
+    expect((await as('post', `/webhooks/${hook.id}/rotate-secret`, {}).expect(403)).body.code).toBe('auth/reauth_required');
+    expect(await t.db.query(`SELECT secret_enc FROM webhook_endpoints WHERE id = $1`, [hook.id])).toEqual([{ secret_enc: hook.secret_enc }]);
   });
 
   it('changing security settings (MFA policy, email domains, passkey domain, guest settings) needs a recent sign-in or reauth too: a stolen session cannot weaken them', async () => {

@@ -216,6 +216,88 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
     expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'webhook.enabled' AND target_id = $1`, [id])).toHaveLength(1);
   });
 
+  describe('rotate-secret', () => {
+    const rotate = (d: { slug: string; cookie: string; csrf: string }, id: string, body?: object) => {
+      const r = t.http().post(`${base(d.slug)}/${id}/rotate-secret`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf);
+      return body === undefined ? r : r.send(body);
+    };
+
+    it('answers the endpoint with a new secret shown once; the replaced one is kept encrypted until previous_secret_expires_at (default 1 day); audited without secrets', async () => {
+      const created = await post(owner, { url: HOOK, events: ['agent.revoked'] }).expect(201);
+      const id = created.body.id;
+      const res = await rotate(owner, id).expect(200);
+      const { secret: oldSecret, ...endpoint } = created.body;
+      expect(res.body).toEqual({ ...endpoint, secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/), previous_secret_expires_at: expect.any(String) });
+      expect(res.body.secret).not.toBe(oldSecret);
+      const overlap = Date.parse(res.body.previous_secret_expires_at) - Date.now();
+      expect(overlap).toBeGreaterThan(86_400_000 - 60_000);
+      expect(overlap).toBeLessThanOrEqual(86_400_000);
+      const cipher = t.app.get(EnvelopeCipher);
+      const [row] = await t.db.query<{ secret_enc: string; previous_secret_enc: string }>(`SELECT secret_enc, previous_secret_enc FROM webhook_endpoints WHERE id = $1`, [id]);
+      expect(cipher.decryptString(row.secret_enc, `webhook_endpoint:${id}`)).toBe(res.body.secret);
+      expect(cipher.decryptString(row.previous_secret_enc, `webhook_endpoint:${id}`)).toBe(oldSecret);
+      for (const v of Object.values(row)) for (const sec of [oldSecret, res.body.secret]) expect(v).not.toContain(sec.slice(6));
+      // with 0 the replaced secret stops at once, and the one before it is gone either way
+      const now = await rotate(owner, id, { previous_secret_ttl_seconds: 0 }).expect(200);
+      expect(now.body.previous_secret_expires_at).toBeNull();
+      const [after] = await t.db.query(`SELECT previous_secret_enc, previous_secret_expires_at FROM webhook_endpoints WHERE id = $1`, [id]);
+      expect(after).toEqual({ previous_secret_enc: null, previous_secret_expires_at: null });
+      const audit = await t.db.query<{ metadata: Record<string, unknown>; severity: string; actor_id: string }>(
+        `SELECT metadata, severity, actor_id FROM audit_events WHERE type = 'webhook.secret_rotated' AND target_id = $1 ORDER BY created_at`,
+        [id],
+      );
+      expect(audit).toEqual([
+        { metadata: { previous_secret_ttl_seconds: 86400 }, severity: 'medium', actor_id: owner.userId },
+        { metadata: { previous_secret_ttl_seconds: 0 }, severity: 'medium', actor_id: owner.userId },
+      ]);
+      expect(JSON.stringify(audit)).not.toContain('whsec_');
+      // still never listed
+      expect(JSON.stringify((await get(owner, `/${id}`).expect(200)).body)).not.toContain('secret');
+    });
+
+    it.each([
+      ['a negative overlap', { previous_secret_ttl_seconds: -1 }],
+      ['an overlap over 7 days', { previous_secret_ttl_seconds: 604801 }],
+      ['a fractional overlap', { previous_secret_ttl_seconds: 1.5 }],
+      ['a string overlap', { previous_secret_ttl_seconds: '60' }],
+      ['a null overlap', { previous_secret_ttl_seconds: null }],
+      ['an unknown property', { secret: 'whsec_mine' }],
+    ])('refuses %s with 400 request/invalid, changing nothing', async (_n, body) => {
+      const created = await post(owner, { url: HOOK, events: ['agent.revoked'] }).expect(201);
+      const [before] = await t.db.query(`SELECT secret_enc FROM webhook_endpoints WHERE id = $1`, [created.body.id]);
+      const res = await rotate(owner, created.body.id, body).expect(400);
+      expect(res.body.code).toBe('request/invalid');
+      expect(res.body.errors[0].field).toBe(Object.keys(body)[0]);
+      expect(await t.db.query(`SELECT secret_enc FROM webhook_endpoints WHERE id = $1`, [created.body.id])).toEqual([before]);
+    });
+
+    it("owners only, with the CSRF token; another tenant's or an unknown endpoint is 404", async () => {
+      const created = await post(owner, { url: HOOK, events: ['agent.revoked'] }).expect(201);
+      const id = created.body.id;
+      expect((await rotate({ slug: owner.slug, ...member }, id).expect(403)).body.code).toBe('auth/forbidden');
+      expect((await t.http().post(`${base(owner.slug)}/${id}/rotate-secret`).set('Cookie', owner.cookie).expect(403)).body.code).toBe('csrf/invalid');
+      expect((await rotate(other, id).expect(404)).body.code).toBe('webhook/not_found');
+      expect((await rotate(owner, '00000000-0000-4000-8000-000000000000').expect(404)).body.code).toBe('webhook/not_found');
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'webhook.secret_rotated' AND target_id = $1`, [id])).toHaveLength(0);
+    });
+
+    it('parallel rotations are serialized: each answers its own secret and one audit row; the last is current, the one before it previous', async () => {
+      const created = await post(owner, { url: HOOK, events: ['agent.revoked'] }).expect(201);
+      const id = created.body.id;
+      const answers = await Promise.all(Array.from({ length: 5 }, () => rotate(owner, id).expect(200)));
+      const secrets = answers.map((r) => r.body.secret as string);
+      expect(new Set(secrets).size).toBe(5);
+      const cipher = t.app.get(EnvelopeCipher);
+      const [row] = await t.db.query<{ secret_enc: string; previous_secret_enc: string }>(`SELECT secret_enc, previous_secret_enc FROM webhook_endpoints WHERE id = $1`, [id]);
+      const current = cipher.decryptString(row.secret_enc, `webhook_endpoint:${id}`);
+      const previous = cipher.decryptString(row.previous_secret_enc, `webhook_endpoint:${id}`);
+      expect(secrets).toContain(current);
+      expect([...secrets, created.body.secret]).toContain(previous);
+      expect(previous).not.toBe(current);
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'webhook.secret_rotated' AND target_id = $1`, [id])).toHaveLength(5);
+    });
+  });
+
   it('paginates the list newest first with an opaque cursor; bad limits and tampered cursors are 400', async () => {
     const d = await signupTenant(t);
     const ids: string[] = [];

@@ -140,6 +140,33 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
     });
   });
 
+  it('after a secret rotation deliveries carry two signatures (the new and the replaced secret) until the overlap ends; with no overlap, the new one only', async () => {
+    const path = rx.path();
+    const ep = await createEndpoint(owner, { url: rx.url(path), events: ['agent.revoked'] });
+    const rotate = (body: object) =>
+      t.http().post(`${base(owner.slug)}/${ep.id}/rotate-secret`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send(body).expect(200);
+    const second: string = (await rotate({})).body.secret;
+    await emit(owner.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-0000000000f1', n: 1 });
+    const [first] = await rx.waitFor((x) => x.path === path);
+    expect(String(first.headers['webhook-signature']).split(' ')).toHaveLength(2);
+    expect(verifyStandardWebhook(second, first.headers, first.body)).toBe(true);
+    expect(verifyStandardWebhook(ep.secret, first.headers, first.body)).toBe(true);
+    // once the overlap has ended the replaced secret signs no more
+    await t.db.query(`UPDATE webhook_endpoints SET previous_secret_expires_at = now() - interval '1 second' WHERE id = $1`, [ep.id]);
+    await emit(owner.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-0000000000f1', n: 2 });
+    const [, expired] = await rx.waitFor((x) => x.path === path, 2);
+    expect(String(expired.headers['webhook-signature']).split(' ')).toHaveLength(1);
+    expect(verifyStandardWebhook(second, expired.headers, expired.body)).toBe(true);
+    expect(verifyStandardWebhook(ep.secret, expired.headers, expired.body)).toBe(false);
+    // a rotation with no overlap (a leaked secret): the new secret only
+    const third: string = (await rotate({ previous_secret_ttl_seconds: 0 })).body.secret;
+    await emit(owner.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-0000000000f1', n: 3 });
+    const [, , last] = await rx.waitFor((x) => x.path === path, 3);
+    expect(String(last.headers['webhook-signature']).split(' ')).toHaveLength(1);
+    expect(verifyStandardWebhook(third, last.headers, last.body)).toBe(true);
+    expect(verifyStandardWebhook(second, last.headers, last.body)).toBe(false);
+  });
+
   it('a receiver that fails 3 times then succeeds gets the event exactly once as delivered, same webhook-id and body on every attempt', async () => {
     const path = rx.path((n) => [500, 502, 503][n - 1] ?? 200);
     const ep = await createEndpoint(owner, { url: rx.url(path), events: ['oauth.token_exchange.issued'] });

@@ -21,6 +21,8 @@ interface DeliveryRow {
   status: 'pending' | 'delivered' | 'failed';
   url: string;
   secret_enc: string;
+  /** a replaced secret still in its overlap (null once it expired) */
+  previous_secret_enc: string | null;
   disabled_at: Date | null;
 }
 
@@ -57,14 +59,15 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
     // of one delivery, the second sees the first's lease (FOR UPDATE reads the latest row version)
     const [d] = await this.db.query<DeliveryRow & { leased: boolean; lease_left_ms: number | null }>(
       `WITH cur AS (
-         SELECT wd.id, wd.tenant_id, wd.endpoint_id, wd.message_id, wd.body, wd.status, wd.sending_until, e.url, e.secret_enc, e.disabled_at
+         SELECT wd.id, wd.tenant_id, wd.endpoint_id, wd.message_id, wd.body, wd.status, wd.sending_until, e.url, e.secret_enc, e.disabled_at,
+                CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret_enc END AS previous_secret_enc
            FROM webhook_deliveries wd JOIN webhook_endpoints e ON e.id = wd.endpoint_id WHERE wd.id = $1 FOR UPDATE OF wd
        ), lease AS (
          UPDATE webhook_deliveries w SET sending_until = now() + make_interval(secs => $2::double precision / 1000)
            FROM cur WHERE w.id = cur.id AND cur.status = 'pending' AND cur.disabled_at IS NULL AND (cur.sending_until IS NULL OR cur.sending_until <= now())
          RETURNING w.id
        )
-       SELECT cur.id, cur.tenant_id, cur.endpoint_id, cur.message_id, cur.body, cur.status, cur.url, cur.secret_enc, cur.disabled_at,
+       SELECT cur.id, cur.tenant_id, cur.endpoint_id, cur.message_id, cur.body, cur.status, cur.url, cur.secret_enc, cur.previous_secret_enc, cur.disabled_at,
               EXISTS (SELECT 1 FROM lease) AS leased, GREATEST(0, ceil(extract(epoch FROM cur.sending_until - now()) * 1000))::int AS lease_left_ms
          FROM cur`,
       [cmd.deliveryId, leaseMs(this.config.WEBHOOK_TIMEOUT_MS)],
@@ -85,8 +88,9 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
     // recorded the outcome, or died)
     if (!d.leased) return { in_flight: true, retry_in_ms: (d.lease_left_ms ?? 0) + LEASE_RECHECK_MS };
 
-    const secret = openWebhookSecret(this.cipher, d.endpoint_id, d.secret_enc);
-    const result = await postWebhook(d.url, d.body, webhookHeaders(secret, d.message_id, d.body), {
+    // the current secret, and one a rotation replaced while its overlap lasts (signed with both)
+    const secrets = [d.secret_enc, d.previous_secret_enc].filter((s): s is string => Boolean(s)).map((enc) => openWebhookSecret(this.cipher, d.endpoint_id, enc));
+    const result = await postWebhook(d.url, d.body, webhookHeaders(secrets, d.message_id, d.body), {
       timeoutMs: this.config.WEBHOOK_TIMEOUT_MS,
       policy: urlPolicyFor(this.config),
     });
