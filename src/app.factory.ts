@@ -61,6 +61,15 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
   );
 }
 
+/** `Expect:` other than 100-continue (RFC 9110 section 10.1.1): 417 in the one error envelope. */
+function answerUnmetExpectation(req: import('http').IncomingMessage, res: import('http').ServerResponse): void {
+  const id = randomUUID();
+  const rendered = renderError(new AppError('request/invalid', 'Only Expect: 100-continue is supported', { status: 417 }), req.url ?? '/', id);
+  const body = JSON.stringify(rendered.body);
+  res.writeHead(417, { ...rendered.headers, 'Content-Type': rendered.contentType, 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': id, Connection: 'close' });
+  res.end(body);
+}
+
 /** Builds the API application (used by `node dist/main` and by the e2e tests). */
 export async function createApiApp(opts: { logger?: boolean } = {}): Promise<NestFastifyApplication> {
   const config = getConfig();
@@ -74,6 +83,8 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
     // connectionsCheckingInterval, a quarter of the timeout
     requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
     http: {
+      // HTTP/1.1 without Host: Node's own bare 400 otherwise; Fastify answers it in the envelope
+      requireHostHeader: false,
       requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
       connectionsCheckingInterval: Math.max(250, Math.min(30_000, Math.floor(config.HTTP_REQUEST_TIMEOUT_MS / 4))),
     },
@@ -95,6 +106,8 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
     },
   });
   const app = await NestFactory.create<NestFastifyApplication>(ApiModule, adapter, { bufferLogs: true, abortOnError: false, bodyParser: false });
+  // an Expect other than 100-continue: Node's bare 417 otherwise
+  app.getHttpServer().on('checkExpectation', answerUnmetExpectation);
   if (opts.logger !== false) app.useLogger(app.get(Logger));
   else app.useLogger(false);
   await configureApp(app, config);

@@ -136,6 +136,18 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(oauth).toContain('"error":"invalid_request"');
   });
 
+  it('an unmet Expect (417) and a request without Host are answered in the one envelope with a request id, not by Node bare', async () => {
+    const expectation = await sendRaw('POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}');
+    expect(expectation).toMatch(/^HTTP\/1\.1 417 /);
+    expect(expectation).toMatch(/content-type: application\/problem\+json/i);
+    expect(expectation).toMatch(/x-request-id: [0-9a-f-]{36}/i);
+    expect(JSON.parse(expectation.slice(expectation.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 417, code: 'request/invalid' });
+    const hostless = await sendRaw('GET /v1/auth/me HTTP/1.1\r\nConnection: close\r\n\r\n');
+    expect(hostless).toMatch(/^HTTP\/1\.1 401 /);
+    expect(hostless).toMatch(/content-type: application\/problem\+json/i);
+    expect(hostless).toMatch(/x-request-id: /i);
+  });
+
   it('a path the /docs static files refuse (.., an encoded .., a NUL byte) is a problem+json 4xx, never a 500', async () => {
     for (const [path, status] of [['/docs/..', 404], ['/docs/%2e%2e', 404], ['/docs/x%00', 400], ['/docs/..?access_token=x', 404]] as const) {
       const raw = await sendRaw(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
