@@ -237,7 +237,14 @@ export function parseDnsServers(raw: string): { servers: string[]; problems: str
   return { servers, problems };
 }
 
-/** Validates the environment into a typed, frozen config; throws with every problem listed. */
+/** An IPv4 netmask of leading ones only (255.255.0.0, not 255.0.255.0), as proxy-addr requires; not 0.0.0.0. */
+function isContiguousNetmask(mask: string): boolean {
+  if (isIP(mask) !== 4) return false;
+  const bits = mask.split('.').reduce((n, octet) => n * 256 + Number(octet), 0);
+  const inverted = 0xffffffff - bits;
+  return bits !== 0 && (inverted & (inverted + 1)) === 0;
+}
+
 /** proxy-addr's named ranges (what Fastify's trustProxy accepts besides addresses and CIDRs). */
 const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
@@ -255,14 +262,16 @@ function trustProxyProblems(value: string): string[] {
     const family = isIP(addr);
     if (!family || rest.length) return true;
     if (range === undefined) return false;
-    if (/^\d{1,3}$/.test(range)) return Number(range) > (family === 4 ? 32 : 128);
-    return !(family === 4 && isIP(range) === 4);
+    // a prefix of 1 or more (proxy-addr refuses /0: "trust everyone" is `true`)
+    if (/^\d{1,3}$/.test(range)) return Number(range) < 1 || Number(range) > (family === 4 ? 32 : 128);
+    return !(family === 4 && isContiguousNetmask(range));
   });
   return bad.length
     ? [`TRUST_PROXY: ${bad.map((b) => `"${b}"`).join(', ')} is not valid: true, false, or a comma-separated list of loopback, linklocal, uniquelocal, addresses and CIDRs (10.0.0.0/8, fd00::/8)`]
     : [];
 }
 
+/** Validates the environment into a typed, frozen config; throws with every problem listed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (env === process.env) loadDotEnv();
   const raw: Record<string, unknown> = {};

@@ -34,9 +34,10 @@ export class IdempotencyService {
   ) {}
 
   /**
-   * Whether `key` already holds this request (the same hash, answered or still running): the
-   * caller may then skip a check the first request passed and that cannot be passed twice (a
-   * single-use bot-challenge token), since `run` will replay or wait for that first answer.
+   * Whether `key` already holds this request (the same hash, answered: a request still running
+   * has not committed its row, so it is not seen): the caller may then skip a check the first
+   * request passed and that cannot be passed twice (a single-use bot-challenge token), and call
+   * `run` with `replayOnly`, which then answers the stored result (or refuses, never runs `fn`).
    */
   async holds(scope: string, key: string, hash: string): Promise<boolean> {
     const rows = await this.db.query(`SELECT 1 FROM idempotency_keys WHERE scope = $1 AND key = $2 AND request_hash = $3 AND expires_at >= now()`, [scope, sha256Hex(key), hash]);
@@ -48,6 +49,7 @@ export class IdempotencyService {
     key: string,
     hash: string,
     fn: (tx: Queryable) => Promise<{ status: number; body: T; secret?: Record<string, string> }>,
+    opts: { replayOnly?: boolean } = {},
   ): Promise<IdempotentResult<T>> {
     const k = sha256Hex(key);
     await this.db.query(`DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND expires_at < now()`, [scope, k]);
@@ -58,6 +60,9 @@ export class IdempotencyService {
         [scope, k, hash, this.config.IDEMPOTENCY_TTL_SECONDS],
       );
       if (!claimed.length) return undefined;
+      // the caller skipped a check because `holds` saw this request, whose row expired since:
+      // nothing is created without that check (the claim rolls back)
+      if (opts.replayOnly) throw new AppError('idempotency/conflict', 'This idempotency_key has expired; send the request again with a new key');
       const result = await fn(tx);
       await tx.query(`UPDATE idempotency_keys SET status_code = $3, response = $4, secret_enc = $5 WHERE scope = $1 AND key = $2`, [
         scope,

@@ -45,7 +45,9 @@ describe('mail templates', () => {
     const m = renderMail('mfa_sign_in_failed', ctx({ data: { first_factor } }));
     expect(m.subject).toContain('Acme');
     expect(m.text).toContain(advice);
-    expect(m.text).not.toContain('token=');
+    // no link to follow: a notice someone could imitate must not teach users to click one
+    expect(m.text).not.toMatch(/https?:\/\//);
+    expect(m.html).not.toContain('href=');
   });
 
   it('mfa_changed without a known change cannot render', () => {

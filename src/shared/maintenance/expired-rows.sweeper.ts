@@ -72,6 +72,12 @@ export class ExpiredRowsSweeper {
         if (rowCount < BATCH) break;
       }
     }
+    // a webhook secret a rotation replaced, once its overlap ended: it signs nothing any more, and
+    // is not kept (encrypted) at rest until the endpoint's next rotation
+    const { rowCount: secrets } = await this.db.exec(
+      `UPDATE webhook_endpoints SET previous_secret_enc = NULL, previous_secret_expires_at = NULL WHERE previous_secret_expires_at <= now()`,
+    );
+    deleted['webhook_previous_secrets'] = secrets;
     const total = Object.values(deleted).reduce((a, b) => a + b, 0);
     if (total) this.logger.log(`expired rows swept: ${JSON.stringify(deleted)}`);
     return deleted;

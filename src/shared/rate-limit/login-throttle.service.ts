@@ -199,6 +199,12 @@ export class LoginThrottleService {
     await Promise.all([this.redis.del(k.counters[0]).catch(() => undefined), this.trust(k)]);
   }
 
+  /** Whether this address succeeded for the account before (it is exempt from the account limit); false when Redis cannot tell. */
+  async isKnownAddress(realm: string, account: string, ip: string): Promise<boolean> {
+    const k = this.keys(realm, account, ip);
+    return (await this.redis.sismember(k.trusted, k.addr).catch(() => 0)) === 1;
+  }
+
   private async trust(k: { trusted: string; addr: string }): Promise<void> {
     await this.redis.pipeline().sadd(k.trusted, k.addr).expire(k.trusted, TRUSTED_TTL_SECONDS).exec().catch(() => undefined);
   }

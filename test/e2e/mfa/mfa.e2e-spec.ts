@@ -371,6 +371,17 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       expect(audits).toHaveLength(3);
     });
 
+    it('no such mail for a wrong code from an address that passed MFA for the user before (the owner mistyping); one from a new address is told', async () => {
+      const u = await api.enrolledUser();
+      const home = randomIp();
+      await api.verify({ mfa_challenge_token: await api.challenge(u.email), code: await u.device.next() }, tenant.apiKey, home).expect(200);
+      const notices = () => t.db.query(`SELECT 1 FROM outbox WHERE topic = 'email' AND payload->>'template' = 'mfa_sign_in_failed' AND payload->>'to' = $1`, [u.email]);
+      await api.verify({ mfa_challenge_token: await api.challenge(u.email), code: wrongCode(u) }, tenant.apiKey, home).expect(401);
+      expect(await notices()).toHaveLength(0);
+      await api.verify({ mfa_challenge_token: await api.challenge(u.email), code: wrongCode(u) }, tenant.apiKey, randomIp()).expect(401);
+      expect(await notices()).toHaveLength(1);
+    });
+
     it.each([
       ['mfa_challenge_token missing', { code: '123456' }, 'mfa_challenge_token'],
       ['mfa_challenge_token empty', { mfa_challenge_token: '', code: '123456' }, 'mfa_challenge_token'],

@@ -3,6 +3,7 @@ import http from 'http';
 import { AddressInfo } from 'net';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { sessionCookie } from '../../factories/dashboard.factory';
+import { IdempotencyService } from '../../../src/shared/db/idempotency';
 
 const valid = () => ({
   email: uniqueEmail('signup'),
@@ -300,6 +301,19 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
     // a new request whose token was spent by another is refused
     const reuse = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp()).send({ ...valid(), turnstile_token: body.turnstile_token }).expect(400);
     expect(reuse.body.code).toBe('onboarding/bot_check_failed');
+  });
+
+  it('a resend whose key expired between the check and the replay is refused, never created without the bot challenge (replayOnly)', async () => {
+    const idempotency = t.app.get(IdempotencyService);
+    const key = randomUUID();
+    let ran = false;
+    const run = idempotency.run('signup', key, 'some-request', async () => {
+      ran = true;
+      return { status: 201, body: {} };
+    }, { replayOnly: true });
+    await expect(run).rejects.toMatchObject({ code: 'idempotency/conflict' });
+    expect(ran).toBe(false);
+    expect(await idempotency.holds('signup', key, 'some-request')).toBe(false);
   });
 
   it('refuses a token solved on a host outside TURNSTILE_HOSTNAMES, creating nothing', async () => {

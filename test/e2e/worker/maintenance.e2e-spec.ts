@@ -168,6 +168,29 @@ describe('worker maintenance: expired one-time rows', () => {
     expect(deliveriesLeft).not.toContain(oldFailed);
   });
 
+  it('clears a webhook secret a rotation replaced once its overlap ended; one still in its overlap stays', async () => {
+    const db = w.t.db;
+    const tenant = await createTenant(db);
+    const endpoint = async (overlapEndsInSeconds: number) =>
+      (
+        await db.query<{ id: string }>(
+          `INSERT INTO webhook_endpoints (tenant_id, url, events, secret_enc, previous_secret_enc, previous_secret_expires_at)
+           VALUES ($1, 'https://hooks.example.com/x', '{user.created}', 'enc', 'old-enc', now() + make_interval(secs => $2)) RETURNING id`,
+          [tenant.id, overlapEndsInSeconds],
+        )
+      )[0].id;
+    const ended = await endpoint(-1);
+    const running = await endpoint(3600);
+    const r = await w.worker.get(ExpiredRowsSweeper).runOnce();
+    expect(r.webhook_previous_secrets).toBeGreaterThanOrEqual(1);
+    const rows = await db.query<{ id: string; previous_secret_enc: string | null; previous_secret_expires_at: Date | null }>(
+      `SELECT id, previous_secret_enc, previous_secret_expires_at FROM webhook_endpoints WHERE id = ANY($1::uuid[])`,
+      [[ended, running]],
+    );
+    expect(rows.find((x) => x.id === ended)).toMatchObject({ previous_secret_enc: null, previous_secret_expires_at: null });
+    expect(rows.find((x) => x.id === running)).toMatchObject({ previous_secret_enc: 'old-enc', previous_secret_expires_at: expect.any(Date) });
+  });
+
   it('the worker schedules it hourly beside the daily guest purge (one maintenance queue, fixed ids)', async () => {
     const conn = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
     const queue = new Queue(MAINTENANCE_QUEUE, { connection: conn, prefix: `${process.env.REDIS_KEY_PREFIX}bull` });
@@ -196,7 +219,7 @@ describe('worker maintenance: expired one-time rows', () => {
       process.env.DATABASE_URL = saved;
       resetConfigForTests();
     }
-    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, revoked_access_tokens 1, dashboard_password_resets 1, dashboard_invites 1, dashboard_sessions 3, outbox 0, webhook_deliveries 0$/m);
+    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, revoked_access_tokens 1, dashboard_password_resets 1, dashboard_invites 1, dashboard_sessions 3, outbox 0, webhook_deliveries 0, webhook_previous_secrets 0$/m);
     expect(await exists('account_tokens', ids.account_tokens.old)).toBe(false);
   });
 });

@@ -20,6 +20,9 @@ import { MfaVerifyResponse, VerifyMfaLoginCommand } from './verify-mfa-login.com
 
 class WrongCode extends Error {}
 
+/** Redis marker: the user was told of a failed second factor in this window. */
+const noticeMarker = (userId: string) => `mfa-failed-notice:${userId}`;
+
 /**
  * POST /v1/auth/mfa/verify. Unknown, expired, used, dead and other-tenant challenges answer the
  * same 401 mfa/invalid_challenge. Each evaluation first takes one of the challenge's 5 attempts
@@ -111,8 +114,9 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
         await this.throttle.release(realm, challenge.user_id, cmd.client.ip);
         throw e;
       }
-      // the first wrong code of a window also tells the user: their first factor is known to whoever this is
-      const tell = await this.firstFailureInWindow(challenge.user_id);
+      // the first wrong code of a window from an address that never passed MFA for the user also
+      // tells the user: their first factor is known to whoever this is
+      const tell = !(await this.throttle.isKnownAddress(realm, challenge.user_id, cmd.client.ip)) && (await this.firstFailureInWindow(challenge.user_id));
       await this.db.tx(async (tx) => {
         await this.events.audit(tx, {
           tenantId,
@@ -125,6 +129,10 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
           metadata: { flow: 'login', attempt: claimed.attempts },
         });
         if (tell) await noticeMfaSignInFailed(tx, this.mail, { tenantId, userId: challenge.user_id }, challenge.first_factor_amr);
+      }).catch(async (err: unknown) => {
+        // not recorded: the window's notice is still to be sent
+        if (tell) await this.redis.del(noticeMarker(challenge.user_id)).catch(() => undefined);
+        throw err;
       });
       const dead = claimed.attempts >= MFA_CHALLENGE_MAX_ATTEMPTS;
       throw new AppError('mfa/invalid_code', dead ? 'Invalid code; the challenge has ended, sign in again' : 'Invalid code');
@@ -133,7 +141,7 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
 
   /** True once per user and LOGIN_FAILURE_WINDOW_SECONDS (a Redis marker); false when Redis cannot tell. */
   private async firstFailureInWindow(userId: string): Promise<boolean> {
-    const set = await this.redis.set(`mfa-failed-notice:${userId}`, '1', 'EX', this.config.LOGIN_FAILURE_WINDOW_SECONDS, 'NX').catch(() => null);
+    const set = await this.redis.set(noticeMarker(userId), '1', 'EX', this.config.LOGIN_FAILURE_WINDOW_SECONDS, 'NX').catch(() => null);
     return set === 'OK';
   }
 }

@@ -37,7 +37,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     // would refuse the very retry the key exists for. The replay proves the password instead.
     const resent = this.turnstile.enabled && body.idempotency_key ? await this.idempotency.holds('signup', body.idempotency_key, signupHash(body)) : false;
     if (!resent) await this.turnstile.verify(body.turnstile_token, client.ip, this.config.turnstileHostnames);
-    if (body.website && body.website.trim() !== '') return this.decoy(body, client.ip);
+    if (body.website && body.website.trim() !== '') return this.decoy(body, client.ip, resent);
     if (!body.idempotency_key) {
       const passwordHash = await this.hasher.hash(body.password);
       const created = await this.db.tx(async (tx) => {
@@ -47,7 +47,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       await this.signedIn(body.email, client.ip);
       return created;
     }
-    const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, signupHash(body), async (tx) => this.create(tx, body, await this.hasher.hash(body.password)));
+    const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, signupHash(body), async (tx) => this.create(tx, body, await this.hasher.hash(body.password)), { replayOnly: resent });
     // A replay hands out the owner's session again: only to a request that proves the password
     // (checked against the stored argon2 hash; the key alone is not a credential). A wrong one
     // is the same 409 as any other request that differs from the first.
@@ -64,7 +64,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
    * same password, 409 for another or for another request). Nothing is created but the
    * idempotency record and the remembered email.
    */
-  private async decoy(body: SignupCommand['body'], ip: string): Promise<SignupResult> {
+  private async decoy(body: SignupCommand['body'], ip: string, resent: boolean): Promise<SignupResult> {
     const passwordHash = await this.hasher.hash(body.password);
     if (!body.idempotency_key) {
       const d = await this.decoyAnswer(body);
@@ -73,7 +73,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, signupHash(body), async () => {
       const d = await this.decoyAnswer(body);
       return { ...d, secret: { ...d.secret, decoy_password_hash: passwordHash } };
-    });
+    }, { replayOnly: resent });
     // counted as a real replay is, so nothing tells the two apart; but no account signed in here,
     // so the address is not made known to the throttle for that email (an owner who signs up
     // later must not find addresses of a bot's choosing past the account-wide limit)

@@ -9,10 +9,10 @@ import { secretAad } from '../webhook-secret';
 import { RotateWebhookSecretCommand } from './rotate-webhook-secret.command';
 
 /**
- * One statement swaps the secrets (the row lock orders parallel rotations: each one's secret is
- * the next one's previous, so every secret handed out signs for its overlap at least), with its
- * audit row in the transaction. The replaced secret signs beside the new one until
- * previous_secret_expires_at (0 s: not at all); a secret replaced earlier stops at once.
+ * One statement swaps the secrets (the row lock orders parallel rotations: each one's secret
+ * becomes the next one's previous), with its audit row in the transaction. The replaced secret
+ * signs beside the new one until previous_secret_expires_at (0 s: not at all); a secret replaced
+ * earlier stops at once, so at most two sign. The hourly maintenance sweep clears an expired one.
  */
 @CommandHandler(RotateWebhookSecretCommand)
 export class RotateWebhookSecretHandler implements ICommandHandler<RotateWebhookSecretCommand> {
