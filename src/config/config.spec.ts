@@ -50,6 +50,31 @@ describe('loadConfig', () => {
     for (const v of ['loopback', 'true', 'false', '10.0.0.0/8', '127.0.0.1,192.168.1.0/24', '::1']) expect(loadConfig({ TRUST_PROXY: v }).TRUST_PROXY).toBe(v);
   });
 
+  it('DATABASE_URL, REDIS_URL and SMTP_URL must parse with their scheme; a bad one is named, its value (a password) never shown', () => {
+    for (const env of [
+      { DATABASE_URL: 'postgres:///authp?host=/run/postgresql' },
+      { DATABASE_URL: 'postgresql://u:p@db.internal:5432/authp' },
+      { REDIS_URL: 'rediss://:pw@cache.internal:6380/2' },
+      { SMTP_URL: 'smtps://mailuser:pw@smtp.example.com:465' },
+    ]) expect(() => loadConfig(env)).not.toThrow();
+    for (const [name, value] of [
+      ['SMTP_URL', 'smtp://mailuser:S3cretSmtpPass@127.0.0.1:99999'],
+      ['SMTP_URL', 'mailuser:S3cretSmtpPass@smtp.example.com'],
+      ['REDIS_URL', 'redis://:S3cretRedisPass@127.0.0.1:99999'],
+      ['REDIS_URL', 'http://:S3cretRedisPass@127.0.0.1:6379'],
+      ['DATABASE_URL', 'mysql://u:S3cretDbPass@db:3306/x'],
+    ]) {
+      let message = '';
+      try {
+        loadConfig({ [name]: value });
+      } catch (e) {
+        message = (e as Error).message;
+      }
+      expect(message).toContain(`${name}: not a valid`);
+      expect(message).not.toMatch(/S3cret/);
+    }
+  });
+
   it('TRUST_PROXY is checked in the form Fastify takes it: a typo stops the start naming the variable', () => {
     for (const v of ['uniquelocal, 10.0.0.0/255.0.0.0', 'fd00::/8, linklocal', '10.1.2.3/32', '10.0.0.0/255.255.255.255', '10.0.0.0/255.255.240.0']) expect(loadConfig({ TRUST_PROXY: v }).TRUST_PROXY).toBe(v);
     for (const v of ['garbage', 'True', '10.0.0.0/33', '::1/129', '10.0.0.1/8/8', 'loopback,,10.0.0.1', 'fd00::/255.0.0.0', '0.0.0.0/0', '::/0', '10.0.0.0/255.0.255.0', '10.0.0.0/0.0.0.0']) {

@@ -271,6 +271,33 @@ function trustProxyProblems(value: string): string[] {
     : [];
 }
 
+/**
+ * DATABASE_URL, REDIS_URL and SMTP_URL parsed as the clients will parse them, so a typo (a port
+ * out of range, a missing scheme) stops the start here, by name, and never in a client whose
+ * error would print the URL, its password included. The value is never echoed.
+ */
+function connectionUrlProblems(env: { DATABASE_URL?: string; REDIS_URL?: string; SMTP_URL?: string }): string[] {
+  const rules: [keyof typeof env, string[]][] = [
+    ['DATABASE_URL', ['postgres:', 'postgresql:']],
+    ['REDIS_URL', ['redis:', 'rediss:']],
+    ['SMTP_URL', ['smtp:', 'smtps:']],
+  ];
+  const problems: string[] = [];
+  for (const [name, schemes] of rules) {
+    const value = env[name];
+    if (value === undefined) continue;
+    let url: URL | undefined;
+    try {
+      url = new URL(value);
+    } catch {
+      url = undefined;
+    }
+    // PostgreSQL and Redis may name no host (a Unix socket: postgres:///db?host=/run/postgresql)
+    if (!url || !schemes.includes(url.protocol) || (name === 'SMTP_URL' && !url.hostname)) problems.push(`${name}: not a valid ${schemes.map((s) => `${s}//`).join(' or ')} URL (the value is not shown: it may hold a password)`);
+  }
+  return problems;
+}
+
 /** Validates the environment into a typed, frozen config; throws with every problem listed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (env === process.env) loadDotEnv();
@@ -295,6 +322,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       `ARGON2_MEMORY_KIB/ARGON2_TIME_COST: ${parsed.ARGON2_MEMORY_KIB} KiB x ${parsed.ARGON2_TIME_COST} is below every OWASP argon2id configuration (${OWASP_ARGON2ID_ROWS.map(([m, t]) => `${m} KiB x ${t}`).join(', ')})`,
     );
   problems.push(...trustProxyProblems(parsed.TRUST_PROXY ?? ''));
+  problems.push(...connectionUrlProblems(parsed));
   const dnsServers = parseDnsServers(parsed.WEBHOOK_DNS_SERVERS ?? '');
   problems.push(...dnsServers.problems);
   if (problems.length) {

@@ -22,8 +22,8 @@ export interface SmtpCapture {
   messages: CapturedMail[];
   /** RCPT TO commands answered with a temporary failure by `failNext` */
   rejected: number;
-  /** Answers the next `count` matching RCPT TO with `451` (a temporary failure: the sender retries). */
-  failNext(count: number, match?: (recipient: string) => boolean): void;
+  /** Answers the next `count` matching RCPT TO with `451` (a temporary failure: the sender retries), or `responseCode` (550: a permanent one). */
+  failNext(count: number, match?: (recipient: string) => boolean, responseCode?: number): void;
   /** Drops every pending `failNext` rule. */
   clearFailures(): void;
   /** The first message (already received or still to come) matching `predicate`. */
@@ -40,7 +40,7 @@ export interface SmtpCapture {
 export async function startSmtpCapture(): Promise<SmtpCapture> {
   const messages: CapturedMail[] = [];
   const listeners = new Set<() => void>();
-  let failures: { left: number; match: (r: string) => boolean }[] = [];
+  let failures: { left: number; match: (r: string) => boolean; responseCode: number }[] = [];
   const capture = { rejected: 0 } as SmtpCapture;
 
   const server = new SMTPServer({
@@ -55,7 +55,8 @@ export async function startSmtpCapture(): Promise<SmtpCapture> {
         rule.left -= 1;
         failures = failures.filter((f) => f.left > 0);
         capture.rejected += 1;
-        return callback(Object.assign(new Error('4.3.2 try again later (test)'), { responseCode: 451 }));
+        const message = rule.responseCode >= 500 ? '5.1.1 mailbox unavailable (test)' : '4.3.2 try again later (test)';
+        return callback(Object.assign(new Error(message), { responseCode: rule.responseCode }));
       }
       callback();
     },
@@ -98,8 +99,8 @@ export async function startSmtpCapture(): Promise<SmtpCapture> {
   return Object.assign(capture, {
     url: `smtp://127.0.0.1:${port}`,
     messages,
-    failNext(count: number, match: (recipient: string) => boolean = () => true) {
-      failures.push({ left: count, match });
+    failNext(count: number, match: (recipient: string) => boolean = () => true, responseCode = 451) {
+      failures.push({ left: count, match, responseCode });
     },
     clearFailures() {
       failures = [];

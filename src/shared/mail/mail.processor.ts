@@ -30,7 +30,7 @@ export function smtpUrlWithTimeouts(smtpUrl: string): string {
 /**
  * Sends the emails of the outbox (topic `email`): decrypts the secret fields only here, renders
  * the template and hands it to SMTP_URL. A failure throws, so BullMQ retries (MAIL_RETRY_STEPS_SECONDS, about 25 hours);
- * a mail that can never be rendered fails at once. Without SMTP_URL (development and test
+ * a mail that can never be rendered, or that SMTP refused with a 5yz reply, fails at once. Without SMTP_URL (development and test
  * only; production refuses to start without it) the mail is logged so its link can be clicked.
  */
 @Processor(MAIL_TOPIC, { concurrency: 5, maxStalledCount: OUTBOX_MAX_STALLED_COUNT, settings: { backoffStrategy: (attemptsMade: number) => mailRetryDelayMs(attemptsMade) } })
@@ -72,7 +72,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
       await this.settle(job);
       return { logged: true };
     }
-    const info = await this.transport.sendMail({
+    const info = await this.send(job, {
       from: this.config.EMAIL_FROM,
       to,
       subject: mail.subject,
@@ -84,6 +84,24 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     });
     await this.settle(job);
     return { messageId: info.messageId };
+  }
+
+  /**
+   * Hands the mail to SMTP. A 5yz reply refusing the recipient or the message (RFC 5321 section
+   * 4.2.1: the same request must not be repeated) gives the mail up at once, its outbox row
+   * settled; a 4yz reply, a connection failure or a refused login (the operator fixes SMTP_URL)
+   * is retried.
+   */
+  private async send(job: Job<OutboxJobData>, message: Parameters<Transporter['sendMail']>[0]): Promise<{ messageId: string }> {
+    try {
+      return await this.transport!.sendMail(message);
+    } catch (err) {
+      const e = err as { code?: string; responseCode?: number; message?: string };
+      if ((e.code === 'EENVELOPE' || e.code === 'EMESSAGE') && typeof e.responseCode === 'number' && e.responseCode >= 500) {
+        throw new UnrecoverableError(`outbox ${job.data.outboxId}: refused by the SMTP server (${e.responseCode}); not retried`);
+      }
+      throw err;
+    }
   }
 
   /**

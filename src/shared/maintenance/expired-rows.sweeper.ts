@@ -38,11 +38,16 @@ export function expiredRowRules(
     },
     // outbox rows whose job settled (sent, delivered or given up) OUTBOX_RETENTION_DAYS ago: their
     // encrypted link tokens and codes go with them. Far past the queue reconciler's 20-hour window,
-    // so no row it could still re-queue; created_at (BRIN) bounds the scan. Unsettled rows stay.
+    // so no row it could still re-queue; created_at (BRIN) bounds the scan. A row never settled
+    // (its consumer could not record it, or Redis lost its job after the reconciler's window) goes
+    // too once that old: nothing will ever send it, and its link has long expired.
     {
       table: 'outbox',
-      expired: `created_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)}) AND processed_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)})`,
+      expired: `created_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)}) AND (processed_at IS NULL OR processed_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)}))`,
     },
+    // who was counted in a month's active users: needed only while that month's count can still
+    // grow (the race guard of the first activity), so months before the previous one go
+    { table: 'tenant_mau_users', expired: `month < (date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month')::date` },
     // finished webhook deliveries (the endpoint's delivery log) after WEBHOOK_DELIVERY_RETENTION_DAYS;
     // pending ones stay whatever their age
     {

@@ -142,7 +142,10 @@ describe('worker maintenance: expired one-time rows', () => {
       )[0].id;
     const oldSettled = await outbox(8, 8);
     const recentSettled = await outbox(2, 2);
+    // never settled (its consumer could not record it, or Redis lost its job after the
+    // reconciler's window): nothing will send it any more once this old, so it goes too
     const oldUnsettled = await outbox(8, null);
+    const recentUnsettled = await outbox(2, null);
     const [ep] = await db.query<{ id: string }>(`INSERT INTO webhook_endpoints (tenant_id, url, events, secret_enc) VALUES ($1, 'https://hooks.example.com/x', '{user.created}', 'enc') RETURNING id`, [tenant.id]);
     const delivery = async (status: string, daysAgo: number) =>
       (
@@ -160,12 +163,33 @@ describe('worker maintenance: expired one-time rows', () => {
     const r = await w.worker.get(ExpiredRowsSweeper).runOnce();
     expect(r.outbox).toBeGreaterThanOrEqual(1);
     expect(r.webhook_deliveries).toBeGreaterThanOrEqual(2);
-    const outboxLeft = (await db.query<{ id: string }>(`SELECT id::text AS id FROM outbox WHERE id = ANY($1::bigint[])`, [[oldSettled, recentSettled, oldUnsettled]])).map((x) => x.id);
-    expect(outboxLeft.sort()).toEqual([recentSettled, oldUnsettled].sort());
+    const outboxLeft = (await db.query<{ id: string }>(`SELECT id::text AS id FROM outbox WHERE id = ANY($1::bigint[])`, [[oldSettled, recentSettled, oldUnsettled, recentUnsettled]])).map((x) => x.id);
+    expect(outboxLeft.sort()).toEqual([recentSettled, recentUnsettled].sort());
     const deliveriesLeft = (await db.query<{ id: string }>(`SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.id])).map((x) => x.id);
     expect(deliveriesLeft.sort()).toEqual([oldPending, recentDelivered].sort());
     expect(deliveriesLeft).not.toContain(oldDelivered);
     expect(deliveriesLeft).not.toContain(oldFailed);
+  });
+
+  it("deletes who was counted in months before the previous one (tenant_mau_users); the previous and current months' stay, and the counts", async () => {
+    const db = w.t.db;
+    const tenant = await createTenant(db);
+    const monthsAgo = async (n: number) =>
+      (
+        await db.query<{ user_id: string }>(
+          `INSERT INTO tenant_mau_users (tenant_id, month, user_id)
+           VALUES ($1, (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $2))::date, gen_random_uuid()) RETURNING user_id`,
+          [tenant.id, n],
+        )
+      )[0].user_id;
+    const [old, previous, current] = [await monthsAgo(3), await monthsAgo(1), await monthsAgo(0)];
+    await db.query(`INSERT INTO tenant_mau (tenant_id, month, active_users) VALUES ($1, (date_trunc('month', now() AT TIME ZONE 'UTC') - interval '3 months')::date, 1)`, [tenant.id]);
+    const r = await w.worker.get(ExpiredRowsSweeper).runOnce();
+    expect(r.tenant_mau_users).toBeGreaterThanOrEqual(1);
+    const left = (await db.query<{ user_id: string }>(`SELECT user_id FROM tenant_mau_users WHERE tenant_id = $1`, [tenant.id])).map((x) => x.user_id);
+    expect(left.sort()).toEqual([previous, current].sort());
+    expect(left).not.toContain(old);
+    expect(await db.query(`SELECT 1 FROM tenant_mau WHERE tenant_id = $1`, [tenant.id])).toHaveLength(1);
   });
 
   it('clears a webhook secret a rotation replaced once its overlap ended; one still in its overlap stays', async () => {
@@ -219,7 +243,7 @@ describe('worker maintenance: expired one-time rows', () => {
       process.env.DATABASE_URL = saved;
       resetConfigForTests();
     }
-    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, revoked_access_tokens 1, dashboard_password_resets 1, dashboard_invites 1, dashboard_sessions 3, outbox 0, webhook_deliveries 0, webhook_previous_secrets 0$/m);
+    expect(out.join('\n')).toMatch(/^swept refresh_tokens 2, user_sessions 2, account_tokens 1, email_otp_codes 1, mfa_challenges 1, idempotency_keys 1, agent_denylist 1, revoked_access_tokens 1, dashboard_password_resets 1, dashboard_invites 1, dashboard_sessions 3, outbox 0, tenant_mau_users 0, webhook_deliveries 0, webhook_previous_secrets 0$/m);
     expect(await exists('account_tokens', ids.account_tokens.old)).toBe(false);
   });
 });

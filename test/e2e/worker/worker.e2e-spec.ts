@@ -172,6 +172,27 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(Number(job.atm)).toBeGreaterThanOrEqual(3);
   });
 
+  it('gives up at once on a mail the SMTP server refuses for good (550: RFC 5321 says not to repeat it), settling its outbox row', async () => {
+    const to = uniqueEmail('gone');
+    smtp.failNext(5, (r) => r === to, 550);
+    const rejectedBefore = smtp.rejected;
+    await send({ to, template: 'password_reset', secret: { token: 'never-sent' } });
+    const row = await outboxRow(to);
+    const failed = await waitForJob('email', row.id);
+    expect(failed.failedReason).toMatch(/refused by the SMTP server \(550\); not retried/);
+    expect(failed.atm).toBe('1');
+    expect(smtp.rejected - rejectedBefore).toBe(1);
+    expect(smtp.messages.some((m) => m.to.includes(to))).toBe(false);
+    // settled by the failed-job handler, right after the job ended
+    let settled: Date | null = null;
+    for (let i = 0; i < 40 && !settled; i++) {
+      settled = (await db.query<{ processed_at: Date | null }>(`SELECT processed_at FROM outbox WHERE id = $1`, [row.id]))[0].processed_at;
+      if (!settled) await sleep(50);
+    }
+    expect(settled).not.toBeNull();
+    smtp.clearFailures();
+  });
+
   it('gives up at once on a mail that cannot be rendered, and queues topics nobody consumes yet', async () => {
     const events = worker.get(EventsService);
     const to = uniqueEmail('bad');
