@@ -236,7 +236,12 @@ export async function runCli(argv: string[], io: CliIo = stdio): Promise<number>
   let app: INestApplicationContext | undefined;
   try {
     cmd.check?.(args);
-    if (cmd.needsApp !== false) app = await NestFactory.createApplicationContext(CliModule.for(cmd), { logger: ['error'], abortOnError: false });
+    if (cmd.needsApp !== false) {
+      // quiet while it boots: a failure (PostgreSQL or Redis out of reach) is the one line below,
+      // not Nest's stack trace before it; the command's own errors are logged
+      app = await NestFactory.createApplicationContext(CliModule.for(cmd), { logger: false, abortOnError: false });
+      app.useLogger(['error']);
+    }
     await cmd.run({ app: app as INestApplicationContext, args, io });
     return 0;
   } catch (err) {

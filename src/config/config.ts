@@ -37,6 +37,8 @@ export class EnvSchema {
   @IsOptional() @IsString() TOKEN_AUDIENCE?: string;
   @IsString() DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/authp';
   @Transform(toInt) @IsInt() @Min(1) @Max(200) DATABASE_POOL_SIZE = 20;
+  /** a connection attempt, or a wait for a pooled client, fails after this (PostgreSQL out of reach: 503, not a request held for ever) */
+  @Transform(toInt) @IsInt() @Min(100) @Max(600000) DATABASE_CONNECT_TIMEOUT_MS = 10000;
   @IsString() REDIS_URL = 'redis://127.0.0.1:6379';
   @IsString() REDIS_KEY_PREFIX = 'authp:';
   @Transform(toInt) @IsInt() @Min(100) @Max(60000) REDIS_COMMAND_TIMEOUT_MS = 2000;

@@ -45,8 +45,8 @@ export class Db implements Queryable, OnApplicationShutdown {
   constructor(@Inject(DATA_SOURCE) readonly dataSource: DataSource) {
     this.pool = (dataSource.driver as unknown as { master: Pool }).master;
     this.direct = wrap(this.pool);
-    const url = (dataSource.options as { url?: string }).url;
-    this.ephemeralPool = new Pool({ connectionString: url, max: 8, idleTimeoutMillis: 30000, application_name: 'authp-ephemeral', options: '-c synchronous_commit=off' });
+    const { url, extra } = dataSource.options as { url?: string; extra?: { connectionTimeoutMillis?: number } };
+    this.ephemeralPool = new Pool({ connectionString: url, max: 8, idleTimeoutMillis: 30000, connectionTimeoutMillis: extra?.connectionTimeoutMillis, application_name: 'authp-ephemeral', options: '-c synchronous_commit=off' });
     this.ephemeral = wrap(this.ephemeralPool);
     // an idle pooled connection the server ends (restart, failover, pg_terminate_backend) emits
     // 'error' on its pool; unhandled, that event would end the process. The pool drops the client

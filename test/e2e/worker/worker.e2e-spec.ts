@@ -1,9 +1,11 @@
 import { randomBytes } from 'crypto';
+import { AddressInfo, createServer, Socket } from 'net';
 import { INestApplicationContext } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import Redis from 'ioredis';
 import { CliIo, runCli } from '../../../src/cli';
 import { resetConfigForTests } from '../../../src/config/config.module';
+import { createDataSource } from '../../../src/shared/db/data-source';
 import { Db } from '../../../src/shared/db/db.service';
 import { EventsService } from '../../../src/shared/events/events.service';
 import { MailRequest, MailService } from '../../../src/shared/mail/mail.service';
@@ -375,6 +377,21 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
       } finally {
         process.env.DATABASE_URL = url;
         resetConfigForTests();
+      }
+    });
+
+    it('a PostgreSQL that accepts connections and never answers fails the connection after DATABASE_CONNECT_TIMEOUT_MS, never a hang', async () => {
+      // a black hole: accepts TCP, never speaks
+      const sockets: Socket[] = [];
+      const hole = createServer((s) => sockets.push(s));
+      await new Promise<void>((r) => hole.listen(0, '127.0.0.1', r));
+      const ds = createDataSource({ DATABASE_URL: `postgres://postgres@127.0.0.1:${(hole.address() as AddressInfo).port}/none`, DATABASE_POOL_SIZE: 1, DATABASE_CONNECT_TIMEOUT_MS: 300 });
+      try {
+        await expect(ds.initialize()).rejects.toThrow(/timeout/);
+      } finally {
+        await (ds.driver as unknown as { master?: { end: () => Promise<void> } }).master?.end().catch(() => undefined);
+        for (const s of sockets) s.destroy();
+        await new Promise((r) => hole.close(r));
       }
     });
 
