@@ -183,6 +183,13 @@ export const COMMANDS: CliCommand[] = [
       // a partial run is not a success: the operator (or the script calling this) must see it
       if (r.failedTenants.length)
         throw new CliError(`the purge failed for ${r.failedTenants.length} tenant(s) (see the log; the next run takes them again): ${r.failedTenants.join(', ')}`);
+      if (r.untoldTenants.length) {
+        const c = app.get<AppConfig>(APP_CONFIG);
+        throw new CliError(
+          `the purged guests are deleted, but Redis could not be told for ${r.untoldTenants.length} tenant(s) (${r.untoldTenants.join(', ')}): ` +
+            `their access tokens may still be accepted for up to ${c.ACCESS_TOKEN_TTL_SECONDS} s and their profiles served for up to ${c.USER_CACHE_TTL_SECONDS} s`,
+        );
+      }
     },
   },
   {

@@ -184,6 +184,24 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     }
   }
 
+  it('cli guests:purge that cannot tell Redis exits 1 and says what may linger (the guests are deleted all the same)', async () => {
+    const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
+    await staleGuests(t, tenant, 2, 45);
+    const redisUrl = process.env.REDIS_URL;
+    process.env.REDIS_URL = 'redis://127.0.0.1:1'; // nothing listens there
+    let cli: { code: number; out: string };
+    try {
+      cli = await cliPurge();
+    } finally {
+      process.env.REDIS_URL = redisUrl;
+      resetConfigForTests();
+    }
+    expect(cli.code).toBe(1);
+    expect(cli.out).toMatch(new RegExp(`Redis could not be told for \\d+ tenant\\(s\\) \\([^)]*${tenant.id}`));
+    expect(cli.out).toMatch(/access tokens may still be accepted for up to \d+ s/);
+    expect(await left(tenant)).toBe(0);
+  });
+
   it('one run at a time: a second purge (worker or CLI) while one runs deletes nothing and says so', async () => {
     const big = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
     await staleGuests(t, big, 1003, 45);

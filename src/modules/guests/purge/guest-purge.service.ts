@@ -22,6 +22,11 @@ export interface PurgeRunResult {
   perTenant: { tenantId: string; deleted: number }[];
   /** tenants whose delete failed this run (logged; the next run takes them again) */
   failedTenants: string[];
+  /**
+   * tenants whose purged guests were deleted but Redis could not be told (their cached profiles
+   * and session states live on until they expire: USER_CACHE_TTL_SECONDS, the access token's exp)
+   */
+  untoldTenants: string[];
 }
 
 /**
@@ -81,9 +86,12 @@ export class GuestPurgeService {
     );
     const perTenant: PurgeRunResult['perTenant'] = [];
     const failedTenants: string[] = [];
+    const untoldTenants: string[] = [];
     for (const t of tenants) {
       try {
-        perTenant.push({ tenantId: t.id, deleted: await this.purgeTenant(t.id) });
+        const r = await this.purgeTenant(t.id);
+        perTenant.push({ tenantId: t.id, deleted: r.deleted });
+        if (!r.told) untoldTenants.push(t.id);
       } catch (err) {
         failedTenants.push(t.id);
         this.logger.error(`guest purge of tenant ${t.id} failed (the next run takes it again): ${err instanceof Error ? err.message : err}`);
@@ -97,11 +105,12 @@ export class GuestPurgeService {
     this.logger.log(`guest purge: ${total} guests deleted across ${perTenant.length} tenants${failedTenants.length ? `, ${failedTenants.length} failed` : ''}`);
     // nothing went through (PostgreSQL away ...): fail, so the job's attempts retry it
     if (failedTenants.length && !perTenant.length) throw new Error(`guest purge failed for every tenant (${failedTenants.length})`);
-    return { tenants: perTenant.length, deleted: total, perTenant, failedTenants };
+    if (untoldTenants.length) this.logger.warn(`guest purge: Redis could not be told of the guests purged in ${untoldTenants.length} tenant(s); their cached sessions and profiles expire on their own`);
+    return { tenants: perTenant.length, deleted: total, perTenant, failedTenants, untoldTenants };
   }
 
   /** One tenant's batch in one transaction; its retention is read in the same statement (a change made during the run applies). */
-  private async purgeTenant(tenantId: string): Promise<number> {
+  private async purgeTenant(tenantId: string): Promise<{ deleted: number; told: boolean }> {
     const { ids, sids } = await this.db.tx(async (tx) => {
       const [r] = await tx.query<{ n: number; ids: string[]; sids: string[]; ttl: number }>(
         `WITH t AS (
@@ -137,8 +146,8 @@ export class GuestPurgeService {
     });
     // a purged guest's access tokens then fail on every bearer route, as those of any ended
     // session do (the session state cached by the revocation check), and at GET /me (its profile)
-    await this.revocation.markSessionsRevoked(sids);
-    await this.profiles.invalidate(ids);
-    return ids.length;
+    const sessionsTold = await this.revocation.markSessionsRevoked(sids).then(() => true, () => false);
+    const profilesTold = await this.profiles.invalidate(ids);
+    return { deleted: ids.length, told: sessionsTold && profilesTold };
   }
 }
