@@ -78,7 +78,7 @@ describe('loadConfig', () => {
   it('TRUST_PROXY is checked in the form Fastify takes it: a typo stops the start naming the variable', () => {
     for (const v of ['uniquelocal, 10.0.0.0/255.0.0.0', 'fd00::/8, linklocal', '10.1.2.3/32', '10.0.0.0/255.255.255.255', '10.0.0.0/255.255.240.0']) expect(loadConfig({ TRUST_PROXY: v }).TRUST_PROXY).toBe(v);
     for (const v of ['garbage', 'True', '10.0.0.0/33', '::1/129', '10.0.0.1/8/8', 'loopback,,10.0.0.1', 'fd00::/255.0.0.0', '0.0.0.0/0', '::/0', '10.0.0.0/255.0.255.0', '10.0.0.0/0.0.0.0']) {
-      expect(() => loadConfig({ TRUST_PROXY: v })).toThrow(/TRUST_PROXY: .* is not valid: true, false, or a comma-separated list/);
+      expect(() => loadConfig({ TRUST_PROXY: v })).toThrow(/TRUST_PROXY: .*; expected true, false, or a comma-separated list/);
     }
   });
 

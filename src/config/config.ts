@@ -5,6 +5,7 @@ import * as path from 'path';
 import { Resolver } from 'dns';
 import * as dotenv from 'dotenv';
 import { isIP } from 'net';
+import { compile as compileProxyAddresses } from '@fastify/proxy-addr';
 import { plainToInstance, Transform } from 'class-transformer';
 import {
   IsBoolean,
@@ -239,38 +240,20 @@ export function parseDnsServers(raw: string): { servers: string[]; problems: str
   return { servers, problems };
 }
 
-/** An IPv4 netmask of leading ones only (255.255.0.0, not 255.0.255.0), as proxy-addr requires; not 0.0.0.0. */
-function isContiguousNetmask(mask: string): boolean {
-  if (isIP(mask) !== 4) return false;
-  const bits = mask.split('.').reduce((n, octet) => n * 256 + Number(octet), 0);
-  const inverted = 0xffffffff - bits;
-  return bits !== 0 && (inverted & (inverted + 1)) === 0;
-}
-
-/** proxy-addr's named ranges (what Fastify's trustProxy accepts besides addresses and CIDRs). */
-const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
-
 /**
- * TRUST_PROXY checked at boot in the form Fastify (proxy-addr) takes it: `true`, `false`, or a
- * comma-separated list of named ranges, addresses and CIDRs (a prefix length or an IPv4 netmask),
- * so a typo stops the start with a message naming the variable, not a bare "invalid IP address".
+ * TRUST_PROXY checked at boot by the parser Fastify itself uses (proxy-addr): `true`, `false`, or a
+ * comma-separated list of named ranges (loopback, linklocal, uniquelocal), addresses and CIDRs, so
+ * a typo stops the start with a message naming the variable, not a bare "invalid IP address".
  */
 function trustProxyProblems(value: string): string[] {
   const v = value.trim();
   if (v === '' || v === 'true' || v === 'false') return [];
-  const bad = v.split(',').map((s) => s.trim()).filter((entry) => {
-    if (PROXY_RANGE_NAMES.has(entry)) return false;
-    const [addr, range, ...rest] = entry.split('/');
-    const family = isIP(addr);
-    if (!family || rest.length) return true;
-    if (range === undefined) return false;
-    // a prefix of 1 or more (proxy-addr refuses /0: "trust everyone" is `true`)
-    if (/^\d{1,3}$/.test(range)) return Number(range) < 1 || Number(range) > (family === 4 ? 32 : 128);
-    return !(family === 4 && isContiguousNetmask(range));
-  });
-  return bad.length
-    ? [`TRUST_PROXY: ${bad.map((b) => `"${b}"`).join(', ')} is not valid: true, false, or a comma-separated list of loopback, linklocal, uniquelocal, addresses and CIDRs (10.0.0.0/8, fd00::/8)`]
-    : [];
+  try {
+    compileProxyAddresses(v.split(',').map((s) => s.trim()));
+    return [];
+  } catch (e) {
+    return [`TRUST_PROXY: ${(e as Error).message}; expected true, false, or a comma-separated list of loopback, linklocal, uniquelocal, addresses and CIDRs (10.0.0.0/8, fd00::/8)`];
+  }
 }
 
 /**
