@@ -1,3 +1,4 @@
+import { createHmac, hkdfSync } from 'crypto';
 import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Inject, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { Job, UnrecoverableError } from 'bullmq';
@@ -25,6 +26,21 @@ export function smtpUrlWithTimeouts(smtpUrl: string): string {
   const url = new URL(smtpUrl);
   for (const [k, v] of Object.entries(SMTP_TIMEOUTS)) if (!url.searchParams.has(k)) url.searchParams.set(k, String(v));
   return url.toString();
+}
+
+/** HKDF `info` of the key of mail Message-IDs; no other key is derived with it. */
+const MESSAGE_ID_INFO = 'authp:mail-message-id:v1';
+
+/**
+ * A mail's Message-ID: the same on every attempt (a receiver can tell a retried send from a new
+ * mail), unique per outbox row, and opaque: 32 hex characters of HMAC-SHA256 under a key derived
+ * from KEY_ENCRYPTION_KEY, so it reveals neither the outbox sequence (how many mails and events
+ * every tenant produced between two mails one receives) nor when the row was written.
+ */
+export function mailMessageId(kek: Buffer, outboxId: string, createdAt: string | Date, domain: string): string {
+  const key = Buffer.from(hkdfSync('sha256', kek, Buffer.alloc(0), MESSAGE_ID_INFO, 32));
+  const id = createHmac('sha256', key).update(`${outboxId}.${new Date(createdAt).getTime()}`).digest('hex').slice(0, 32);
+  return `<${id}@${domain}>`;
 }
 
 /**
@@ -78,8 +94,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
       subject: mail.subject,
       text: mail.text,
       html: mail.html,
-      // the same id on every attempt: a receiver can tell a retried send from a new mail
-      messageId: `<outbox-${job.data.outboxId}.${Date.parse(job.data.createdAt)}@${this.messageIdDomain}>`,
+      messageId: mailMessageId(this.config.keyEncryptionKey, job.data.outboxId, job.data.createdAt, this.messageIdDomain),
       headers: { 'Auto-Submitted': 'auto-generated' },
     });
     await this.settle(job);

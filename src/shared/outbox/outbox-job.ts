@@ -38,7 +38,9 @@ export async function settleOutboxRow(db: Queryable, outboxId: string): Promise<
   await db.query(SETTLE_OUTBOX_SQL('$1'), [outboxId], 'outbox_settle');
 }
 
-export const SETTLE_OUTBOX_SQL = (idParam: string) => `UPDATE outbox SET processed_at = now() WHERE id = ${idParam}::bigint AND processed_at IS NULL`;
+/** Settling also forgets the row's encrypted link token or code: nothing reads it once its job settled. */
+export const SETTLE_OUTBOX_SQL = (idParam: string) =>
+  `UPDATE outbox SET processed_at = now(), secret_enc = NULL WHERE id = ${idParam}::bigint AND processed_at IS NULL`;
 
 /** Decrypts a job's secret fields (link tokens, codes); undefined when the row had none. */
 export function openOutboxSecret<T extends Record<string, unknown> = Record<string, unknown>>(cipher: EnvelopeCipher, data: OutboxJobData): T | undefined {

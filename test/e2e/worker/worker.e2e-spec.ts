@@ -62,8 +62,8 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
   const send = (m: Partial<MailRequest> & Pick<MailRequest, 'to'>) =>
     db.tx((tx) => mail.enqueue(tx, { tenantId: tenant.id, template: 'email_verification', data: {}, ...m }));
   const outboxRow = async (to: string) =>
-    (await db.query<{ id: string; payload: string; secret_enc: string | null; dispatched_at: Date | null }>(
-      `SELECT id, payload::text AS payload, secret_enc, dispatched_at FROM outbox WHERE payload->>'to' = $1`,
+    (await db.query<{ id: string; payload: string; secret_enc: string | null; dispatched_at: Date | null; processed_at: Date | null }>(
+      `SELECT id, payload::text AS payload, secret_enc, dispatched_at, processed_at FROM outbox WHERE payload->>'to' = $1`,
       [to],
     ))[0];
   const jobKey = async (topic: string, outboxId: string) => {
@@ -124,15 +124,21 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(msg.html).toContain(`href="${link}"`);
     expect(msg.headers['auto-submitted']).toBe('auto-generated');
 
+    const job = await waitForJob('email', (await outboxRow(to)).id);
     const row = await outboxRow(to);
     expect(row.dispatched_at).toBeInstanceOf(Date);
     expect(row.payload).not.toContain(token);
-    expect(row.secret_enc).toMatch(/^v1\./);
-    expect(row.secret_enc).not.toContain(token);
-
-    const job = await waitForJob('email', row.id);
-    expect(JSON.parse(job.data)).toMatchObject({ outboxId: row.id, tenantId: tenant.id, secretEnc: row.secret_enc, eventType: 'email.dashboard_invite' });
-    expect(JSON.parse(job.returnvalue).messageId).toMatch(new RegExp(`^<outbox-${row.id}\\.`));
+    // the job carried the link encrypted; once the mail left, the row forgets it
+    const data = JSON.parse(job.data);
+    expect(data).toMatchObject({ outboxId: row.id, tenantId: tenant.id, eventType: 'email.dashboard_invite' });
+    expect(data.secretEnc).toMatch(/^v1\./);
+    expect(data.secretEnc).not.toContain(token);
+    expect(row.processed_at).toBeInstanceOf(Date);
+    expect(row.secret_enc).toBeNull();
+    // an opaque Message-ID: neither the outbox sequence nor the row's time shows through it
+    const messageId = JSON.parse(job.returnvalue).messageId as string;
+    expect(messageId).toMatch(/^<[0-9a-f]{32}@[A-Za-z0-9.-]+>$/);
+    expect(msg.headers['message-id']).toBe(messageId);
     expect(await dumpRedis(redis, prefix)).not.toContain(token);
   });
 
