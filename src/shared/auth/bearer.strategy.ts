@@ -10,13 +10,20 @@ import { authOf, UserPrincipal } from './auth-context';
 import { bearerPrefetchSource, BearerPrefetchSource } from './bearer-prefetch';
 import { TokenRevocationService } from './token-revocation.service';
 
-/** Reads `Authorization: Bearer <jwt>`; undefined when absent. */
+/**
+ * Reads `Authorization: Bearer <jwt>` (RFC 6750 section 2.1: the scheme name in any case, then one
+ * or more spaces). Undefined when there is no Authorization header, or when it names another
+ * scheme (Basic, a proxy's credentials): as without credentials, a bearer route then answers the
+ * bare challenge with no error code (RFC 6750 section 3.1). A Bearer header whose token is
+ * malformed is an invalid token (401 error="invalid_token").
+ */
 export function bearerToken(req: FastifyRequest): string | undefined {
   const h = req.headers.authorization;
   if (!h) return undefined;
-  const m = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i.exec(h);
-  if (!m) throw new InvalidTokenError();
-  return m[1];
+  const m = /^Bearer +([A-Za-z0-9._~+/-]+=*)$/i.exec(h);
+  if (m) return m[1];
+  if (!/^Bearer(?:\s|$)/i.test(h)) return undefined;
+  throw new InvalidTokenError();
 }
 
 /**

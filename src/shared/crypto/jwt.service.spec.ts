@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from 'crypto';
+import { generateKeyPairSync, randomUUID } from 'crypto';
 import * as jwt from 'jsonwebtoken';
 import { loadConfig } from '../../config/config';
 import { JwtService, TokenVerificationError } from './jwt.service';
@@ -14,7 +14,7 @@ describe('JwtService', () => {
     trusts: (kid: string) => kid === 'k1',
   } as unknown as SigningKeysService;
   const service = new JwtService(keys, config);
-  const claims = { sub: 'u1', tenant_id: 't1', sid: 's1', scope: 'openid', amr: ['pwd'], aal: 'AAL1' as const, role: 'member', is_anonymous: false };
+  const claims = { sub: randomUUID(), tenant_id: randomUUID(), sid: randomUUID(), scope: 'openid', amr: ['pwd'], aal: 'AAL1' as const, role: 'member', is_anonymous: false };
 
   it('signs a compact JWS that jsonwebtoken verifies, with the header jsonwebtoken writes', async () => {
     const { token, claims: full } = await service.sign(claims, 60);
@@ -28,7 +28,7 @@ describe('JwtService', () => {
 
   it('verifies its own tokens and refuses a signature by another key, a tampered payload and an expired token', async () => {
     const { token } = await service.sign(claims);
-    await expect(service.verify(token)).resolves.toMatchObject({ sub: 'u1', aal: 'AAL1' });
+    await expect(service.verify(token)).resolves.toMatchObject({ sub: claims.sub, aal: 'AAL1' });
     const forged = jwt.sign({ ...claims, iss: 'https://auth.example', aud: 'https://auth.example', exp: Math.floor(Date.now() / 1000) + 60 }, other.privateKey, { algorithm: 'RS256', keyid: 'k1' });
     await expect(service.verify(forged)).rejects.toBeInstanceOf(TokenVerificationError);
     const [h, p, s] = token.split('.');

@@ -3,6 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import * as jwt from 'jsonwebtoken';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { jittered } from '../cache/jitter';
+import { UUID } from '../uuid';
 import { SigningKeysService } from './signing-keys.service';
 
 export type Aal = 'AAL1' | 'AAL2';
@@ -33,6 +34,30 @@ export interface AccessClaims {
 export type ClaimsInput = Omit<AccessClaims, 'iss' | 'aud' | 'exp' | 'iat' | 'jti'> & { aud?: string | string[] };
 
 export class TokenVerificationError extends Error {}
+
+/** How far in the future a token's `iat` may lie: the clock skew allowed between API hosts. */
+export const IAT_SKEW_SECONDS = 60;
+
+const isUuid = (v: unknown): boolean => typeof v === 'string' && UUID.test(v);
+
+/**
+ * Whether verified claims have the shape every token this service signs has (user, guest,
+ * agent and MFA-enrollment tokens alike): whole-second `iat` and `exp` (a JSON number such as
+ * 1e309 reads as Infinity and would never expire), UUIDs for `sub`, `tenant_id`, `jti`, `sid` when
+ * present and `act.sub` when present. Only the holder of a signing key could sign anything else;
+ * refused here, such a token never reaches a query that expects these shapes.
+ */
+function wellFormed(c: AccessClaims): boolean {
+  return (
+    Number.isSafeInteger(c.iat) &&
+    Number.isSafeInteger(c.exp) &&
+    isUuid(c.sub) &&
+    isUuid(c.tenant_id) &&
+    isUuid(c.jti) &&
+    (c.sid === undefined || isUuid(c.sid)) &&
+    (c.act === undefined || (typeof c.act === 'object' && c.act !== null && isUuid(c.act.sub)))
+  );
+}
 
 /**
  * A JWT read without verifying it (RFC 7519 decode only), or null when it cannot be read.
@@ -111,6 +136,8 @@ export class JwtService {
     const nowSec = Math.floor(now / 1000);
     if (typeof c.exp !== 'number' || nowSec >= c.exp) throw new TokenVerificationError('jwt expired');
     if (typeof c.nbf === 'number' && nowSec < c.nbf) throw new TokenVerificationError('jwt not active');
+    // issued later than now (beyond the clock skew between API hosts): not a token minted here
+    if (c.iat > nowSec + IAT_SKEW_SECONDS) throw new TokenVerificationError('jwt not active (iat in the future)');
     if (opts.audience !== false) {
       const want = opts.audience ?? this.config.TOKEN_AUDIENCE;
       const aud = Array.isArray(c.aud) ? c.aud : [c.aud];
@@ -122,14 +149,18 @@ export class JwtService {
   private async verifySignature(token: string): Promise<{ claims: AccessClaims; kid: string }> {
     const decoded = peekJwt(token);
     const kid = decoded?.header.kid;
-    if (!kid || decoded.header.alg !== 'RS256') throw new TokenVerificationError('bad header');
+    // `crit` names extensions the verifier must understand (RFC 7515 section 4.1.11): we sign none
+    if (!kid || decoded.header.alg !== 'RS256' || decoded.header.crit !== undefined) throw new TokenVerificationError('bad header');
     const key = await this.keys.verificationKey(kid);
     if (!key) throw new TokenVerificationError('unknown kid');
+    let claims: AccessClaims;
     try {
-      return { claims: jwt.verify(token, key, { algorithms: ['RS256'], issuer: this.config.PUBLIC_BASE_URL }) as AccessClaims, kid };
+      claims = jwt.verify(token, key, { algorithms: ['RS256'], issuer: this.config.PUBLIC_BASE_URL }) as AccessClaims;
     } catch (e) {
       throw new TokenVerificationError((e as Error).message);
     }
+    if (!wellFormed(claims)) throw new TokenVerificationError('jwt claims missing or malformed');
+    return { claims, kid };
   }
 }
 

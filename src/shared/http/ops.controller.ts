@@ -103,9 +103,9 @@ export class OpsController implements OnModuleInit {
     // METRICS_ENABLED=false: no metrics at all, the route included (it answers as an unknown path)
     if (!this.config.METRICS_ENABLED) throw new AppError('request/not_found');
     // METRICS_TOKEN: only the scraper that holds it (compared in constant time); the scheme name is
-    // case-insensitive (RFC 9110 section 11.1)
+    // case-insensitive (RFC 9110 section 11.1), followed by one or more spaces (RFC 6750 section 2.1)
     const token = this.config.METRICS_TOKEN;
-    const presented = typeof authorization === 'string' ? /^bearer (.*)$/is.exec(authorization)?.[1] : undefined;
+    const presented = typeof authorization === 'string' ? /^bearer +(.*)$/is.exec(authorization)?.[1] : undefined;
     if (token && !(presented !== undefined && safeEqual(presented, token))) {
       throw new AppError('auth/unauthorized', 'Authorization: Bearer <METRICS_TOKEN> is required', {
         headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },

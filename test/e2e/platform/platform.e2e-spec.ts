@@ -99,14 +99,14 @@ describe('platform: operations, discovery, error envelope', () => {
       expect(none.body.code).toBe('auth/unauthorized');
       expect(none.headers['www-authenticate']).toBe('Bearer realm="metrics"');
       expect(none.text).not.toContain('http_requests_total');
-      for (const authorization of [`Bearer ${token}x`, `Bearer ${token.slice(0, -1)}`, token, `Basic ${token}`, `bearer  ${token}`]) {
+      for (const authorization of [`Bearer ${token}x`, `Bearer ${token.slice(0, -1)}`, token, `Basic ${token}`, `Bearer\t${token}`]) {
         const bad = await guarded.http().get('/metrics').set('Authorization', authorization).expect(401);
         expect(bad.text).not.toContain(token);
       }
       const ok = await guarded.http().get('/metrics').set('Authorization', `Bearer ${token}`).expect(200);
       expect(ok.text).toContain('http_requests_total');
-      // the scheme name is case-insensitive (RFC 9110 section 11.1)
-      for (const scheme of ['bearer', 'BEARER']) await guarded.http().get('/metrics').set('Authorization', `${scheme} ${token}`).expect(200);
+      // the scheme name is case-insensitive (RFC 9110 section 11.1), then one or more spaces (RFC 6750 section 2.1)
+      for (const scheme of ['bearer', 'BEARER', 'Bearer ']) await guarded.http().get('/metrics').set('Authorization', `${scheme} ${token}`).expect(200);
       // the other operations endpoints stay open
       await guarded.http().get('/health').expect(200);
     } finally {

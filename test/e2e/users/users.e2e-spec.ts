@@ -1,3 +1,4 @@
+import { createSign } from 'crypto';
 import { AddressInfo } from 'net';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import * as argon2 from 'argon2';
@@ -268,18 +269,43 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     const none = await t.http().get('/v1/auth/me').expect(401);
     expect(none.headers['www-authenticate']).toBe('Bearer realm="api"');
     expect(none.body).toMatchObject({ status: 401, code: 'auth/unauthorized' });
-    await expect401('Basic abc');
+    // another scheme is no bearer credential at all: the bare challenge too (RFC 6750 section 3.1)
+    for (const other of ['Basic abc', `Token ${reg.body.access_token}`]) {
+      const res = await t.http().get('/v1/auth/me').set('Authorization', other).expect(401);
+      expect(res.headers['www-authenticate']).toBe('Bearer realm="api"');
+    }
+    await expect401('Bearer');
+    await expect401(`Bearer\t${reg.body.access_token}`);
+    // the scheme name in any case, then one or more spaces (RFC 6750 section 2.1)
+    for (const spelling of [`Bearer  ${reg.body.access_token}`, `bearer ${reg.body.access_token}`]) {
+      await t.http().get('/v1/auth/me').set('Authorization', spelling).expect(200);
+    }
     const [h, p, s] = reg.body.access_token.split('.');
     const claims = JSON.parse(Buffer.from(p, 'base64url').toString());
     await expect401(`Bearer ${h}.${Buffer.from(JSON.stringify({ ...claims, role: 'admin' })).toString('base64url')}.${s}`);
     const keys = t.app.get(SigningKeysService);
     const { kid, key } = keys.signingKey();
-    const forge = (c: object, k = kid) => jwt.sign(c, key, { algorithm: 'RS256', keyid: k, noTimestamp: true });
+    // jsonwebtoken keeps the iat of the claims (noTimestamp would drop it)
+    const forge = (c: object, k = kid, opts: jwt.SignOptions = {}) => jwt.sign(c, key, { algorithm: 'RS256', keyid: k, ...opts });
     const now = Math.floor(Date.now() / 1000);
     await expect401(`Bearer ${forge({ ...claims, aud: 'https://elsewhere.example' })}`);
     await expect401(`Bearer ${forge({ ...claims, iss: 'https://evil.example' })}`);
     await expect401(`Bearer ${forge({ ...claims, iat: now - 2000, exp: now - 1000 })}`);
     await expect401(`Bearer ${forge(claims, 'unknown-kid')}`);
+    // signed with our own key, still refused: shapes no token of ours has (only a key holder can
+    // sign them; refused before any query sees them, never a 5xx), an extension we do not know
+    // (crit, RFC 7515 section 4.1.11), an iat beyond the clock skew
+    const infinite = forge(claims).split('.');
+    infinite[1] = Buffer.from(JSON.stringify(claims).replace(/"exp":\d+/, '"exp":1e309')).toString('base64url');
+    const resigned = `${infinite[0]}.${infinite[1]}.${createSign('RSA-SHA256').update(`${infinite[0]}.${infinite[1]}`).sign(key).toString('base64url')}`;
+    await expect401(`Bearer ${resigned}`);
+    for (const bad of [{ sid: 'not-a-uuid' }, { tenant_id: 'x' }, { sub: 42 }, { iat: now + 3600 }, { act: { sub: 'agent' } }]) {
+      await expect401(`Bearer ${forge({ ...claims, ...bad })}`);
+    }
+    for (const missing of ['jti', 'iat']) await expect401(`Bearer ${forge(Object.fromEntries(Object.entries(claims).filter(([k]) => k !== missing)), kid, { noTimestamp: true })}`);
+    await expect401(`Bearer ${jwt.sign(claims, key, { algorithm: 'RS256', keyid: kid, header: { alg: 'RS256', kid, crit: ['exp'] } as never })}`);
+    // the same claims as they were signed pass: the checks above fail for their own reason
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${forge(claims)}`).expect(200);
     await expect401(`Bearer ${jwt.sign(claims, 'shared-secret', { algorithm: 'HS256', keyid: kid, noTimestamp: true })}`);
     // a published kid over a payload that is not JSON: bad input (401), never a 500
     const header = Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid })).toString('base64url');
