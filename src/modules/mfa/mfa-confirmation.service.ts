@@ -63,7 +63,10 @@ export class MfaConfirmationService {
       await this.throttle.succeeded(codeRealm, user.userId, client.ip);
       return result;
     } catch (e) {
-      if (e instanceof WrongCode) throw new AppError('mfa/invalid_code');
+      if (e instanceof WrongCode) {
+        await this.throttle.failed(codeRealm, user.userId, client.ip);
+        throw new AppError('mfa/invalid_code');
+      }
       // the change failed for another reason (PostgreSQL unreachable, ...): the code was not judged
       await this.throttle.release(codeRealm, user.userId, client.ip);
       throw e;

@@ -23,10 +23,27 @@ export interface ThrottleLimits {
 }
 
 /**
+ * How long an attempt may stay "being judged" at most (its pending count expires then, should the
+ * process judging it die): far longer than a password hash or a code check takes.
+ */
+const PENDING_TTL_MS = 30_000;
+
+/**
+ * The wait (ms) answered when a counter is at its limit only through attempts still being judged
+ * (parallel requests: each is counted before any is evaluated): they end within moments, and
+ * then either take their count back (a right credential) or leave a real block with its own
+ * Retry-After. Telling the client to wait the whole window would lock an honest burst out.
+ */
+export const PENDING_WAIT_MS = 1_000;
+
+/**
  * Counts an attempt before it is evaluated, atomically: refused (the longest remaining wait, in
- * ms) when a counter is at its limit, else every counter gains one. KEYS: pair, account and
- * address counters, the account's trusted-address set. ARGV: pair, account and address limits,
- * window (ms), this address. The account limit does not apply to a trusted address.
+ * ms) when a counter is at its limit, else every counter gains one. Each counter has a pending
+ * twin, the attempts counted in it that are still being judged: a counter at its limit only
+ * through pending attempts answers PENDING_WAIT_MS, not the rest of its window. KEYS: pair,
+ * account and address counters, the account's trusted-address set, then the three pending
+ * counters. ARGV: pair, account and address limits, window (ms), this address, pending TTL (ms),
+ * pending wait (ms). The account limit does not apply to a trusted address.
  */
 const ATTEMPT_SCRIPT = `
 local limits = { tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]) }
@@ -37,11 +54,16 @@ for i = 1, 3 do
   if not (i == 2 and trusted) then
     local count = tonumber(redis.call('GET', KEYS[i]) or '0')
     if count >= limits[i] then
-      local left = redis.call('PTTL', KEYS[i])
-      -- a counter without an expiry (left by an older writer) would block for ever: give it one
-      if left < 0 then
-        left = window
-        redis.call('PEXPIRE', KEYS[i], window)
+      local left
+      if count - tonumber(redis.call('GET', KEYS[i + 4]) or '0') < limits[i] then
+        left = tonumber(ARGV[7])
+      else
+        left = redis.call('PTTL', KEYS[i])
+        -- a counter without an expiry (left by an older writer) would block for ever: give it one
+        if left < 0 then
+          left = window
+          redis.call('PEXPIRE', KEYS[i], window)
+        end
       end
       if left > wait then wait = left end
     end
@@ -51,23 +73,31 @@ if wait > 0 then return wait end
 for i = 1, 3 do
   redis.call('INCR', KEYS[i])
   redis.call('PEXPIRE', KEYS[i], window, 'NX')
+  redis.call('INCR', KEYS[i + 4])
+  redis.call('PEXPIRE', KEYS[i + 4], ARGV[6])
 end
 return 0`;
 const ATTEMPT_COMMAND = 'authpLoginAttempt';
 
 /**
- * Takes an attempt's count back (never below zero). KEYS: pair, account, address counters. ARGV:
- * `clear` when the attempt succeeded (the pair's earlier failures go too), `release` when it
- * ended before any credential was judged (only its own count goes).
+ * An attempt was judged or ended. KEYS: pair, account, address counters, then their pending
+ * twins. ARGV: `clear` when the attempt succeeded (its count goes, and the pair's earlier
+ * failures too), `release` when it ended before any credential was judged (only its own count
+ * goes), `failed` when its credential was wrong (its count stays: only its pending mark goes).
+ * Never below zero.
  */
-const TAKE_BACK_SCRIPT = `
+const SETTLE_SCRIPT = `
 if ARGV[1] == 'clear' then redis.call('DEL', KEYS[1]) end
 for i = 1, 3 do
-  local count = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if count > 0 then redis.call('DECR', KEYS[i]) end
+  if ARGV[1] ~= 'failed' then
+    local count = tonumber(redis.call('GET', KEYS[i]) or '0')
+    if count > 0 then redis.call('DECR', KEYS[i]) end
+  end
+  local pending = tonumber(redis.call('GET', KEYS[i + 3]) or '0')
+  if pending > 0 then redis.call('DECR', KEYS[i + 3]) end
 end
 return 0`;
-const TAKE_BACK_COMMAND = 'authpLoginTakeBack';
+const SETTLE_COMMAND = 'authpLoginSettle';
 
 type Script = (...args: (string | number)[]) => Promise<number>;
 
@@ -84,24 +114,26 @@ type Script = (...args: (string | number)[]) => Promise<number>;
  *
  * An attempt is counted as a failure when it starts (`attempt`, one atomic step) and taken back
  * when it succeeds (`succeeded`): attempts sent in parallel are each counted before any of them
- * is evaluated, so a burst cannot have more passwords checked than the limits allow. An attempt
- * that ends for another reason (an expired challenge) stays counted. Unknown and known accounts
+ * is evaluated, so a burst cannot have more passwords checked than the limits allow. Until it is
+ * judged (`failed`, `succeeded`, or `release` when nothing was judged) it is also pending: a
+ * refusal caused only by pending attempts answers Retry-After 1 s (PENDING_WAIT_MS), since they
+ * may all turn out right, while a refusal by judged failures answers the rest of the window. Unknown and known accounts
  * are counted the same way, so throttling reveals nothing. Redis unreachable: 503 (fail closed).
  */
 @Injectable()
 export class LoginThrottleService {
   private readonly attemptCmd: Script;
-  private readonly takeBackCmd: Script;
+  private readonly settleCmd: Script;
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly hasher: ClientHasher,
   ) {
-    if (!(ATTEMPT_COMMAND in redis)) redis.defineCommand(ATTEMPT_COMMAND, { numberOfKeys: 4, lua: ATTEMPT_SCRIPT });
-    if (!(TAKE_BACK_COMMAND in redis)) redis.defineCommand(TAKE_BACK_COMMAND, { numberOfKeys: 3, lua: TAKE_BACK_SCRIPT });
+    if (!(ATTEMPT_COMMAND in redis)) redis.defineCommand(ATTEMPT_COMMAND, { numberOfKeys: 7, lua: ATTEMPT_SCRIPT });
+    if (!(SETTLE_COMMAND in redis)) redis.defineCommand(SETTLE_COMMAND, { numberOfKeys: 6, lua: SETTLE_SCRIPT });
     this.attemptCmd = (redis as unknown as Record<string, Script>)[ATTEMPT_COMMAND].bind(redis);
-    this.takeBackCmd = (redis as unknown as Record<string, Script>)[TAKE_BACK_COMMAND].bind(redis);
+    this.settleCmd = (redis as unknown as Record<string, Script>)[SETTLE_COMMAND].bind(redis);
   }
 
   /** The login throttle's limits (LOGIN_FAILURES_*), the default of every realm. */
@@ -122,24 +154,36 @@ export class LoginThrottleService {
     const acct = this.accountSubject(realm, account);
     const addr = addressSubject(this.hasher, ip);
     const counters = [this.counter(`pair:${acct}:${addr}`), this.counter(`acct:${acct}`), this.counter(`ip:${realm.split(':')[0]}:${addr}`)];
-    return { counters, trusted: `login-trusted:${acct}`, addr };
+    return { counters, pending: counters.map((c) => `${c}:pending`), trusted: `login-trusted:${acct}`, addr };
   }
 
   /**
    * Starts an attempt: counts it as a failure, or throws 429 auth/login_throttled (counting
-   * nothing) when it must not even be evaluated. Follow a success with `succeeded`. `limits`:
-   * the realm's own (default: the LOGIN_FAILURES_* settings).
+   * nothing) when it must not even be evaluated. End it with `succeeded` (a right credential),
+   * `failed` (a wrong one) or `release` (none was judged). `limits`: the realm's own (default: the
+   * LOGIN_FAILURES_* settings).
    */
   async attempt(realm: string, account: string, ip: string, limits: ThrottleLimits = this.loginLimits()): Promise<void> {
     const k = this.keys(realm, account, ip);
     let waitMs: number;
     try {
-      waitMs = await this.attemptCmd(...k.counters, k.trusted, limits.perAccountIp, limits.perAccount, limits.perIp, limits.windowSeconds * 1000, k.addr);
+      waitMs = await this.attemptCmd(
+        ...k.counters,
+        k.trusted,
+        ...k.pending,
+        limits.perAccountIp,
+        limits.perAccount,
+        limits.perIp,
+        limits.windowSeconds * 1000,
+        k.addr,
+        PENDING_TTL_MS,
+        PENDING_WAIT_MS,
+      );
     } catch (e) {
       // no answer in REDIS_COMMAND_TIMEOUT_MS (a stalled Redis): the script was sent and may still
       // run once Redis resumes, counting an attempt this request never judged (the caller gets 503).
       // Its take-back goes after it on the same connection, so it runs after it, in order.
-      if ((e as Error).message === 'Command timed out') void this.takeBackCmd(...k.counters, 'release').catch(() => undefined);
+      if ((e as Error).message === 'Command timed out') void this.settleCmd(...k.counters, ...k.pending, 'release').catch(() => undefined);
       throw new AppError('server/unavailable', 'Rate limiter unavailable');
     }
     if (waitMs > 0) throw new RateLimitedError(Math.ceil(waitMs / 1000), 'auth/login_throttled');
@@ -152,7 +196,13 @@ export class LoginThrottleService {
    */
   async succeeded(realm: string, account: string, ip: string, opts: { trust?: boolean } = {}): Promise<void> {
     const k = this.keys(realm, account, ip);
-    await Promise.all([this.takeBackCmd(...k.counters, 'clear').catch(() => undefined), opts.trust === false ? undefined : this.trust(k)]);
+    await Promise.all([this.settleCmd(...k.counters, ...k.pending, 'clear').catch(() => undefined), opts.trust === false ? undefined : this.trust(k)]);
+  }
+
+  /** The attempt started with `attempt` was judged wrong: it stays counted, no longer pending. */
+  async failed(realm: string, account: string, ip: string): Promise<void> {
+    const k = this.keys(realm, account, ip);
+    await this.settleCmd(...k.counters, ...k.pending, 'failed').catch(() => undefined);
   }
 
   /**
@@ -177,7 +227,10 @@ export class LoginThrottleService {
       await this.release(realm, account, ip);
       throw e;
     }
-    if (!verdict) return undefined;
+    if (!verdict) {
+      await this.failed(realm, account, ip);
+      return undefined;
+    }
     await this.succeeded(realm, account, ip, opts);
     return verdict;
   }
@@ -187,7 +240,8 @@ export class LoginThrottleService {
    * already enabled, a challenge gone): its count goes, nothing else changes.
    */
   async release(realm: string, account: string, ip: string): Promise<void> {
-    await this.takeBackCmd(...this.keys(realm, account, ip).counters, 'release').catch(() => undefined);
+    const k = this.keys(realm, account, ip);
+    await this.settleCmd(...k.counters, ...k.pending, 'release').catch(() => undefined);
   }
 
   /**
@@ -196,7 +250,7 @@ export class LoginThrottleService {
    */
   async trustAddress(realm: string, account: string, ip: string): Promise<void> {
     const k = this.keys(realm, account, ip);
-    await Promise.all([this.redis.del(k.counters[0]).catch(() => undefined), this.trust(k)]);
+    await Promise.all([this.redis.del(k.counters[0], k.pending[0]).catch(() => undefined), this.trust(k)]);
   }
 
   /** Whether this address succeeded for the account before (it is exempt from the account limit); false when Redis cannot tell. */

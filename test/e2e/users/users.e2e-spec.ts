@@ -11,6 +11,8 @@ import { Db } from '../../../src/shared/db/db.service';
 import { EnvelopeCipher } from '../../../src/shared/crypto/envelope-cipher';
 import { APP_CONFIG } from '../../../src/config/config';
 import { REDIS } from '../../../src/shared/redis/redis.module';
+import { LoginThrottleService, passwordSignInRealm } from '../../../src/shared/rate-limit/login-throttle.service';
+import { RateLimitedError } from '../../../src/shared/errors/app-error';
 
 describe('end users: register, login, me, logout (contract "End users")', () => {
   let t: TestApp;
@@ -250,6 +252,24 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     expect(statuses(burst)).toEqual({ 401: 5, 429: 25 });
     expect(burst.filter((r) => r.status === 429).every((r) => r.body.code === 'auth/login_throttled' && Number(r.headers['retry-after']) > 0)).toBe(true);
     await login({ email: body.email, password: body.password }, tenant.apiKey, ip).expect(429);
+  });
+
+  it('a refusal caused only by attempts still being judged says to retry in a second, not after the window; judged failures block for the window', async () => {
+    const throttle = t.app.get(LoginThrottleService);
+    const realm = passwordSignInRealm(tenant.id);
+    const account = uniqueEmail('pending');
+    const ip = randomIp();
+    const refusal = async () => {
+      const e = await throttle.attempt(realm, account, ip).then(() => undefined, (err: unknown) => err);
+      expect(e).toBeInstanceOf(RateLimitedError);
+      return (e as RateLimitedError).retryAfterSeconds;
+    };
+    for (let i = 0; i < 5; i++) await throttle.attempt(realm, account, ip);
+    expect(await refusal()).toBe(1); // five in flight: any of them may still be right
+    await throttle.release(realm, account, ip); // one ended with nothing judged: its count goes
+    await throttle.attempt(realm, account, ip); // so another may start
+    for (let i = 0; i < 5; i++) await throttle.failed(realm, account, ip);
+    expect(await refusal()).toBeGreaterThan(800); // five judged wrong: the pair is blocked for the window (900 s)
   });
 
   it('GET /me returns the user; a missing, tampered, foreign-audience, expired or unknown-kid token is 401 with WWW-Authenticate (no error code when no token was sent)', async () => {

@@ -135,15 +135,14 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
     );
     let newHash: string | undefined;
     if (existing) {
-      await this.throttle.attempt('dashboard', inv.email_normalized, cmd.client.ip);
-      if (!(await this.hasher.verify(existing.password_hash, cmd.password))) {
-        // a password check of the account like a sign-in's (whoever holds the token may guess)
+      // a password check of the account like a sign-in's (whoever holds the token may guess); the
+      // right password's attempt is taken back whatever the acceptance answers next (a member
+      // already, a lost race), and the address is known to the failed-login throttle
+      const ok = await this.throttle.judge('dashboard', inv.email_normalized, cmd.client.ip, () => this.hasher.verify(existing.password_hash, cmd.password));
+      if (!ok) {
         await this.audit.signInFailed(inv.email_normalized, existing.id, 'invite_accept', cmd.client);
         throw new AppError('auth/invalid_credentials', 'Enter the password of your existing dashboard account');
       }
-      // the right password: its attempt is taken back whatever the acceptance answers next (a
-      // member already, a lost race), and the address is known to the failed-login throttle
-      await this.throttle.succeeded('dashboard', inv.email_normalized, cmd.client.ip);
     } else {
       // counted in characters, as every password length is (@Length): an emoji is one, not two
       if (!length(cmd.password, 12, 128))

@@ -26,7 +26,8 @@ const noticeMarker = (userId: string) => `mfa-failed-notice:${userId}`;
 /**
  * POST /v1/auth/mfa/verify. Unknown, expired, used, dead and other-tenant challenges answer the
  * same 401 mfa/invalid_challenge. Each evaluation first takes one of the challenge's 5 attempts
- * with a conditional update (so parallel guesses evaluate at most 5), then, in one transaction,
+ * with a conditional update (so parallel guesses evaluate at most 5), then one of the failed
+ * second-factor throttle's (an attempt it refuses has still used the challenge's), then, in one transaction,
  * marks the challenge used (one winner), accepts the code (TOTP once per time step, or a recovery
  * code once) and starts an AAL2 session; a wrong code rolls that back, leaving the challenge to its
  * remaining attempts. Failures also count in the kernel's failed-credential throttle per user.
@@ -55,20 +56,17 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
       'mfa_challenge_find',
     );
     if (!challenge) throw new AppError('mfa/invalid_challenge');
-    const realm = mfaThrottleRealm(tenantId);
-    await this.throttle.attempt(realm, challenge.user_id, cmd.client.ip, mfaThrottleLimits(this.config));
-
+    // one of the challenge's attempts first: of parallel guesses on one challenge, only the 5 that
+    // took one go on (the others: used or ended meanwhile, nothing counted), then the throttle
     const [claimed] = await this.db.query<{ attempts: number }>(
       `UPDATE mfa_challenges SET attempts = attempts + 1
         WHERE id = $1 AND used_at IS NULL AND expires_at > now() AND attempts < $2 RETURNING attempts`,
       [challenge.id, MFA_CHALLENGE_MAX_ATTEMPTS],
       'mfa_challenge_attempt',
     );
-    if (!claimed) {
-      // used or ended meanwhile (a duplicate of a request that won it): no code judged, nothing counted
-      await this.throttle.release(realm, challenge.user_id, cmd.client.ip);
-      throw new AppError('mfa/invalid_challenge');
-    }
+    if (!claimed) throw new AppError('mfa/invalid_challenge');
+    const realm = mfaThrottleRealm(tenantId);
+    await this.throttle.attempt(realm, challenge.user_id, cmd.client.ip, mfaThrottleLimits(this.config));
 
     try {
       const tokens = await this.db.tx(async (tx) => {
@@ -114,6 +112,7 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
         await this.throttle.release(realm, challenge.user_id, cmd.client.ip);
         throw e;
       }
+      await this.throttle.failed(realm, challenge.user_id, cmd.client.ip);
       // the first wrong code of a window from an address that never passed MFA for the user also
       // tells the user: their first factor is known to whoever this is
       const tell = !(await this.throttle.isKnownAddress(realm, challenge.user_id, cmd.client.ip)) && (await this.firstFailureInWindow(challenge.user_id));

@@ -60,7 +60,10 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
       await this.throttle.succeeded(realm, user.userId, client.ip);
       return { recovery_codes: codes };
     } catch (e) {
-      if (e instanceof WrongCode) throw new AppError('mfa/invalid_code');
+      if (e instanceof WrongCode) {
+        await this.throttle.failed(realm, user.userId, client.ip);
+        throw new AppError('mfa/invalid_code');
+      }
       // not a wrong code (no setup yet, enabled already, a fault): nothing to count against the user
       await this.throttle.release(realm, user.userId, client.ip);
       throw e;

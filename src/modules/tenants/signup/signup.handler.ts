@@ -108,11 +108,9 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
    */
   private async proveReplay(email: string, ip: string, matches: () => Promise<boolean>, accountExists = true): Promise<void> {
     const account = normalizeEmail(email.trim());
-    await this.throttle.attempt('dashboard', account, ip);
-    if (!(await matches())) throw new AppError('idempotency/conflict');
     // a decoy counts exactly as a real replay does (so nothing tells them apart), but no account
     // signed in: the address is not made known for that email
-    await this.throttle.succeeded('dashboard', account, ip, { trust: accountExists });
+    if (!(await this.throttle.judge('dashboard', account, ip, matches, { trust: accountExists }))) throw new AppError('idempotency/conflict');
   }
 
   /** The owner signed in from this address: it is known to the failed-login throttle (LoginThrottleService). */
