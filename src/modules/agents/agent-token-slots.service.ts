@@ -1,3 +1,4 @@
+import { execAll } from '../../shared/redis/exec-all';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import Redis from 'ioredis';
 import { Db } from '../../shared/db/db.service';
@@ -113,14 +114,14 @@ export class AgentTokenSlotsService {
       if (!live.length) return;
       const maxExp = Math.max(...live.map((r) => r.exp));
       const key = liveTokensKey(agentId);
-      const res = await this.redis
-        .multi()
-        .zadd(key, ...live.flatMap((r) => [r.exp, r.jti]))
-        .zremrangebyscore(key, '-inf', now)
-        .expire(key, maxExp - now + 1, 'GT')
-        .expire(key, maxExp - now + 1, 'NX')
-        .exec();
-      if (!res || res.some(([err]) => err)) throw new Error('MULTI failed');
+      await execAll(
+        this.redis
+          .multi()
+          .zadd(key, ...live.flatMap((r) => [r.exp, r.jti]))
+          .zremrangebyscore(key, '-inf', now)
+          .expire(key, maxExp - now + 1, 'GT')
+          .expire(key, maxExp - now + 1, 'NX'),
+      );
     } catch (e) {
       this.log.warn(`live tokens seed failed for agent ${agentId}: ${(e as Error).message}`);
     }

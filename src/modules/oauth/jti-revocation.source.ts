@@ -1,3 +1,4 @@
+import { execAll } from '../../shared/redis/exec-all';
 import { Inject, Injectable } from '@nestjs/common';
 import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
@@ -68,13 +69,12 @@ export class JtiRevocationSource implements RevocationSource {
 
   /** After the commit (and before answering): the token is refused at once everywhere. */
   async cacheRevoked(claims: AccessClaims): Promise<void> {
-    const res = await this.redis
-      .multi()
-      .set(revokedJtiTenantKey(claims.tenant_id), JTI_REVOKED, 'EX', this.tenantTtlSeconds)
-      .set(revokedJtiKey(claims.jti), JTI_REVOKED, 'EX', ttlFor(claims))
-      .exec();
-    const failed = res?.find(([err]) => err);
-    if (!res || failed) throw failed?.[0] ?? new Error('revocation cache not written');
+    await execAll(
+      this.redis
+        .multi()
+        .set(revokedJtiTenantKey(claims.tenant_id), JTI_REVOKED, 'EX', this.tenantTtlSeconds)
+        .set(revokedJtiKey(claims.jti), JTI_REVOKED, 'EX', ttlFor(claims)),
+    );
   }
 
   private async revokedInDb(claims: AccessClaims): Promise<boolean> {

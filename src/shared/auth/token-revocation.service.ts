@@ -4,6 +4,7 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { AccessClaims } from '../crypto/jwt.service';
 import { Db } from '../db/db.service';
 import { AppError } from '../errors/app-error';
+import { execAll } from '../redis/exec-all';
 import { REDIS } from '../redis/redis.module';
 
 /** What `revoked:sid:<id>` holds: the session ended, or PostgreSQL said it was live when read. */
@@ -74,12 +75,22 @@ export class TokenRevocationService {
     this.sources.push(source);
   }
 
-  /** After the commit that ended these sessions (and before answering): their tokens are refused at once. */
+  /**
+   * After the commit that ended these sessions (and before answering): their tokens are refused at
+   * once. Throws 503 server/unavailable when Redis did not take every write (unreachable, or
+   * refusing writes: out of memory, a replica after a failover): a session cached as live would
+   * keep its access tokens working until the cache expired, so the caller must not answer as if
+   * it had ended them (a retried logout marks them again).
+   */
   async markSessionsRevoked(sessionIds: string[]): Promise<void> {
     if (!sessionIds.length) return;
     const pipe = this.redis.pipeline();
     for (const sid of sessionIds) pipe.set(`revoked:sid:${sid}`, SESSION_REVOKED, 'EX', this.ttlSeconds);
-    await pipe.exec();
+    try {
+      await execAll(pipe);
+    } catch {
+      throw new AppError('server/unavailable', 'Token revocation state unavailable');
+    }
   }
 
   /** The reason a verified token is no longer accepted, or null. Fails closed when Redis is down. */

@@ -1,3 +1,4 @@
+import { execAll } from '../redis/exec-all';
 import { randomBytes } from 'crypto';
 import { Logger } from '@nestjs/common';
 import Redis from 'ioredis';
@@ -111,9 +112,12 @@ export class ReadThroughCache<T> {
     if (!ids.length) return true;
     const pipe = this.redis.pipeline();
     for (const id of ids) pipe.set(this.key(id), TOMBSTONE + randomBytes(9).toString('base64url'), 'EX', TOMBSTONE_SECONDS);
-    const res = await pipe.exec().catch((e: Error) => [[e, null]] as [Error, null][]);
-    const failed = res?.find(([err]) => err);
-    if (failed) this.log.error(`invalidation of ${ids.length} slot(s) failed: ${failed[0]?.message}`);
-    return !failed;
+    return execAll(pipe).then(
+      () => true,
+      (e: Error) => {
+        this.log.error(`invalidation of ${ids.length} slot(s) failed: ${e.message}`);
+        return false;
+      },
+    );
   }
 }

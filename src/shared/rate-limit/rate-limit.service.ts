@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import Redis from 'ioredis';
 import { AppError, RateLimitedError } from '../errors/app-error';
 import { ErrorCode } from '../errors/error-codes';
+import { execAll } from '../redis/exec-all';
 import { REDIS } from '../redis/redis.module';
 import { ThrottlerStorage, throttlerKeys } from './throttler-storage';
 
@@ -162,15 +163,4 @@ export class RateLimitService {
       )
       .catch(() => undefined);
   }
-}
-
-/**
- * A pipeline's replies, or a throw when any command failed: ioredis resolves `exec` with a
- * per-command error (Redis down, a command refused) instead of rejecting, and a failed read taken
- * as "0 hits" would switch a limit off. Limits fail closed (503) instead.
- */
-async function execAll(pipe: ReturnType<Redis['pipeline']>): Promise<[Error | null, unknown][]> {
-  const res = await pipe.exec();
-  if (!res || res.length !== pipe.length || res.some(([err]) => err)) throw new Error('pipeline failed');
-  return res;
 }

@@ -1,0 +1,51 @@
+import { spawn } from 'child_process';
+import Redis from 'ioredis';
+import { createApiKey, signupTenant } from '../../factories/dashboard.factory';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { ownRedis } from '../../setup/own-redis';
+import { eventually } from '../webhooks/webhook-helpers';
+
+/**
+ * A Redis that answers reads but refuses writes (out of memory under `noeviction`, which
+ * docs/scaling.md recommends; NOREPLICAS; READONLY on a replica after a failover). ioredis
+ * resolves a pipeline with per-command errors rather than rejecting it, so a write it refused
+ * must not be taken for done: a logout whose "ended" mark was refused would leave the session
+ * cached as live, its access token working until the cache expired. A Redis of the test's own.
+ */
+describe('Redis refusing writes', () => {
+  let t: TestApp;
+  let server: ReturnType<typeof spawn>;
+  let admin: Redis;
+  beforeAll(async () => {
+    const own = await ownRedis();
+    server = own.startRedis();
+    await eventually(own.ping, 10_000, 'redis-server to start');
+    admin = new Redis(own.port, '127.0.0.1');
+    t = await createTestApp({ REDIS_URL: `redis://127.0.0.1:${own.port}` });
+  });
+  afterAll(async () => {
+    await t.close();
+    admin.disconnect();
+    server.kill('SIGKILL');
+  });
+
+  it('a logout whose revocation Redis refused answers 503, not 204; once Redis takes writes, the retried logout ends the token', async () => {
+    const dash = await signupTenant(t);
+    const { key } = await createApiKey(t, dash);
+    const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail('oom'), password: STRONG_PASSWORD, consent: true }).expect(201);
+    const me = () => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`);
+    const logout = () => t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${reg.body.access_token}`);
+    await me().expect(200); // the session is cached as live
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    await admin.config('SET', 'maxmemory', '1');
+    try {
+      await expect(admin.set('probe', '1')).rejects.toThrow(/OOM/); // writes refused, reads answered
+      const refused = await logout();
+      expect([refused.status, refused.body.code]).toEqual([503, 'server/unavailable']);
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+    }
+    await logout().expect(204);
+    await me().expect(401);
+  });
+});
