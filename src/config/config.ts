@@ -40,6 +40,12 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) @Max(200) DATABASE_POOL_SIZE = 20;
   /** a connection attempt, or a wait for a pooled client, fails after this (PostgreSQL out of reach: 503, not a request held for ever) */
   @Transform(toInt) @IsInt() @Min(100) @Max(600000) DATABASE_CONNECT_TIMEOUT_MS = 10000;
+  /**
+   * a statement (lock waits included) PostgreSQL cancels after this, and a transaction left idle
+   * this long it ends; a query without any answer (a black-holed connection) fails 5 s later on
+   * our side. 503 in every case, never a request or a pooled connection held for ever
+   */
+  @Transform(toInt) @IsInt() @Min(100) @Max(3600000) DATABASE_STATEMENT_TIMEOUT_MS = 30000;
   @IsString() REDIS_URL = 'redis://127.0.0.1:6379';
   @IsString() REDIS_KEY_PREFIX = 'authp:';
   @Transform(toInt) @IsInt() @Min(100) @Max(60000) REDIS_COMMAND_TIMEOUT_MS = 2000;

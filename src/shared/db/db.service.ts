@@ -45,8 +45,9 @@ export class Db implements Queryable, OnApplicationShutdown {
   constructor(@Inject(DATA_SOURCE) readonly dataSource: DataSource) {
     this.pool = (dataSource.driver as unknown as { master: Pool }).master;
     this.direct = wrap(this.pool);
-    const { url, extra } = dataSource.options as { url?: string; extra?: { connectionTimeoutMillis?: number } };
-    this.ephemeralPool = new Pool({ connectionString: url, max: 8, idleTimeoutMillis: 30000, connectionTimeoutMillis: extra?.connectionTimeoutMillis, application_name: 'authp-ephemeral', options: '-c synchronous_commit=off' });
+    const { url, extra } = dataSource.options as { url?: string; extra?: Record<string, unknown> & { application_name?: string } };
+    // the main pool's settings (timeouts included), another name, commits without the WAL flush
+    this.ephemeralPool = new Pool({ ...extra, connectionString: url, max: 8, application_name: 'authp-ephemeral', options: '-c synchronous_commit=off' });
     this.ephemeral = wrap(this.ephemeralPool);
     // an idle pooled connection the server ends (restart, failover, pg_terminate_backend) emits
     // 'error' on its pool; unhandled, that event would end the process. The pool drops the client
@@ -83,6 +84,9 @@ export class Db implements Queryable, OnApplicationShutdown {
       await client.query('COMMIT');
       return result;
     } catch (err) {
+      // no answer in time (node-postgres query_timeout): the connection may still be waiting for one,
+      // so it is destroyed rather than rolled back and returned to the pool
+      if (!lost && (err as Error)?.message === QUERY_READ_TIMEOUT) lost = err as Error;
       if (!lost) await client.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
@@ -96,6 +100,9 @@ export class Db implements Queryable, OnApplicationShutdown {
     if (this.dataSource.isInitialized) await this.dataSource.destroy();
   }
 }
+
+/** node-postgres's error when a query got no answer within query_timeout. */
+export const QUERY_READ_TIMEOUT = 'Query read timeout';
 
 /** Postgres error code of a unique violation. */
 export const UNIQUE_VIOLATION = '23505';

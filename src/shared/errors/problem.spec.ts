@@ -25,6 +25,10 @@ describe('renderError', () => {
       Object.assign(new Error('connection failure'), { code: '08006' }),
       new Error('Connection terminated unexpectedly'),
       new Error('timeout exceeded when trying to connect'),
+      // DATABASE_STATEMENT_TIMEOUT_MS: cancelled by the server, a session idle in a transaction ended, no answer at all
+      Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014', severity: 'ERROR' }),
+      Object.assign(new Error('terminating connection due to idle-in-transaction timeout'), { code: '25P03', severity: 'FATAL' }),
+      new Error('Query read timeout'),
       // ioredis: a command without reply in REDIS_COMMAND_TIMEOUT_MS, a closed connection
       new Error('Command timed out'),
       new Error('Connection is closed.'),

@@ -84,7 +84,8 @@ function fromDatabaseDataError(err: { code?: unknown; message?: string }): AppEr
  * in time, a command without reply in REDIS_COMMAND_TIMEOUT_MS): the dependency is unavailable, 503
  * (`temporarily_unavailable` under /oauth), so clients retry later and an outage is not reported
  * as a bug. SQLSTATE class 08 (connection exception), 57P01-57P03 (the server shutting down or
- * starting), the drivers' own connection messages.
+ * starting), 57014 and 25P03 (DATABASE_STATEMENT_TIMEOUT_MS), the drivers' own connection and
+ * timeout messages.
  */
 function fromDatabaseUnavailable(err: { code?: unknown; message?: string; errors?: unknown }): AppError | undefined {
   // Node's AggregateError of a connect that tried every address of a name (localhost: ::1 and
@@ -99,8 +100,12 @@ function fromDatabaseUnavailable(err: { code?: unknown; message?: string; errors
     /^57P0[123]$/.test(code) ||
     // too_many_connections: the server refuses new connections for now
     code === '53300' ||
+    // query_canceled (statement_timeout: a statement ran, or waited for a lock, too long) and
+    // idle_in_transaction_session_timeout: the request may be sent again
+    code === '57014' ||
+    code === '25P03' ||
     (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'].includes(code) && 'syscall' in err) ||
-    /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Command timed out|Connection is closed\.|Reached the max retries per request limit.*)$/.test(message);
+    /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Query read timeout|Command timed out|Connection is closed\.|Reached the max retries per request limit.*)$/.test(message);
   return unavailable ? new AppError('server/unavailable', 'A dependency is unavailable; retry shortly') : undefined;
 }
 

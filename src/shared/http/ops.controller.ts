@@ -17,6 +17,9 @@ const INDICATORS = {
   example: { postgres: { status: 'up' }, redis: { status: 'up' } },
 };
 
+/** How long /ready waits for PostgreSQL's answer to SELECT 1. */
+const READY_QUERY_TIMEOUT_MS = 2_000;
+
 /** Operations: liveness, readiness (PostgreSQL and Redis reachable), Prometheus metrics. */
 @ApiTags('operations')
 @Controller()
@@ -69,7 +72,9 @@ export class OpsController implements OnModuleInit {
       async () => {
         const i = this.indicator.check('postgres');
         try {
-          await this.db.query('SELECT 1');
+          // a probe answers within seconds: a connection that never answers fails it after 2 s
+          // (node-postgres query_timeout; the pool then destroys that connection)
+          await this.db.pool.query({ text: 'SELECT 1', query_timeout: READY_QUERY_TIMEOUT_MS } as never);
           return i.up();
         } catch (e) {
           return i.down({ message: (e as Error).message });
