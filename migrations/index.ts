@@ -25,6 +25,7 @@ import { MaintenanceRunLease1765500000000 } from './1765500000000-maintenance-ru
 import { SessionAuthenticatedAt1765600000000 } from './1765600000000-session-authenticated-at';
 import { DashboardPasswordResets1765700000000 } from './1765700000000-dashboard-password-resets';
 import { WebhookSecretRotation1765800000000 } from './1765800000000-webhook-secret-rotation';
+import { LookupIndexes1765900000000 } from './1765900000000-lookup-indexes';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -55,4 +56,5 @@ export const ALL_MIGRATIONS = [
   SessionAuthenticatedAt1765600000000,
   DashboardPasswordResets1765700000000,
   WebhookSecretRotation1765800000000,
+  LookupIndexes1765900000000,
 ];

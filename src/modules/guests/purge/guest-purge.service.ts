@@ -126,7 +126,9 @@ export class GuestPurgeService {
            SELECT id, user_id FROM user_sessions WHERE user_id IN (SELECT id FROM victims) FOR UPDATE SKIP LOCKED
          ), d AS (
            DELETE FROM users u WHERE u.id IN (SELECT id FROM victims) AND u.is_anonymous
-              AND NOT EXISTS (SELECT 1 FROM user_sessions s WHERE s.user_id = u.id AND s.id NOT IN (SELECT id FROM held))
+              -- per user through the sessions' user_id index (a NOT IN over held made PostgreSQL scan
+              -- every tenant's sessions once per batch)
+              AND NOT EXISTS (SELECT 1 FROM user_sessions s WHERE s.user_id = u.id AND NOT EXISTS (SELECT 1 FROM held h WHERE h.id = s.id))
            RETURNING u.id
          )
          SELECT count(*)::int AS n, coalesce(array_agg(id), '{}') AS ids,
