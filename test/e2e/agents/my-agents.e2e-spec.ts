@@ -1,5 +1,6 @@
 import { AgentDenylistService } from '../../../src/modules/agents/agent-denylist.service';
-import { createTestApp, TestApp } from '../../setup/app';
+import { createApiKey } from '../../factories/dashboard.factory';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { agentToken, agentsUrl, as, bearerCall, endUser, EndUser, insertAction, registerAgent, Session, tenantOnTier } from './agents.helpers';
 
 describe('agents API, end user (spec 4.5, 3.3, RestoreMyAgentResponse)', () => {
@@ -119,6 +120,25 @@ describe('agents API, end user (spec 4.5, 3.3, RestoreMyAgentResponse)', () => {
       expect(res.body.code).toBe('auth/forbidden');
       await t.http().post(`/v1/users/me/agents/${a.id}/restore`).set('Authorization', `Bearer ${token}`).expect(403);
       await t.http().delete(`/v1/users/me/agents/${a.id}`).set('Authorization', `Bearer ${token}`).expect(403);
+    });
+  });
+
+  describe('guests', () => {
+    it('a guest may withdraw an agent before any could act for it; the withdrawal stays with the account it registers (same user id)', async () => {
+      const a = await registerAgent(t, owner);
+      await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true WHERE id = $1`, [owner.tenantId]);
+      await t.tenantChanged(owner.tenantId);
+      const key = (await createApiKey(t, owner as never)).key;
+      const guest = await t.http().post('/v1/auth/anonymous').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({}).expect(201);
+      const g: EndUser = { userId: guest.body.user.id, tenantId: owner.tenantId, accessToken: guest.body.access_token, email: '' };
+      expect((await me(g).get().expect(200)).body.data).toEqual([]);
+      await me(g, `/${a.id}`).delete().expect(200);
+      const claimed = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('Authorization', `Bearer ${g.accessToken}`).set('X-Forwarded-For', randomIp())
+        .send({ email: uniqueEmail('claimed'), password: STRONG_PASSWORD, consent: true }).expect(201);
+      expect(claimed.body.user.id).toBe(g.userId);
+      expect(await denylist.isUserRevoked(owner.tenantId, g.userId, a.id)).toBe(true);
+      const listed = (await me({ ...g, accessToken: claimed.body.access_token }).get().expect(200)).body.data;
+      expect(listed).toEqual([expect.objectContaining({ agent_client_id: a.id, revoked_at: expect.any(String) })]);
     });
   });
 
