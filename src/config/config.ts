@@ -43,9 +43,10 @@ export class EnvSchema {
   /**
    * a statement (lock waits included) PostgreSQL cancels after this, and a transaction left idle
    * this long it ends; a query without any answer (a black-holed connection) fails 5 s later on
-   * our side. 503 in every case, never a request or a pooled connection held for ever
+   * our side. 503 in every case, never a request or a pooled connection held for ever. 0: none
+   * sent (behind a PgBouncer that refuses them: the database role's own settings apply)
    */
-  @Transform(toInt) @IsInt() @Min(100) @Max(3600000) DATABASE_STATEMENT_TIMEOUT_MS = 30000;
+  @Transform(toInt) @IsInt() @Min(0) @Max(3600000) DATABASE_STATEMENT_TIMEOUT_MS = 30000;
   @IsString() REDIS_URL = 'redis://127.0.0.1:6379';
   @IsString() REDIS_KEY_PREFIX = 'authp:';
   @Transform(toInt) @IsInt() @Min(100) @Max(60000) REDIS_COMMAND_TIMEOUT_MS = 2000;

@@ -54,7 +54,7 @@ export class TokenRevocationService {
   ) {}
 
   /** How long a session's state stays cached (a revocation made by hand in SQL shows after it). */
-  private get ttlSeconds(): number {
+  get ttlSeconds(): number {
     return this.config.ACCESS_TOKEN_TTL_SECONDS + 60;
   }
 
@@ -67,7 +67,8 @@ export class TokenRevocationService {
     );
     // no row: the session (or its user) was deleted
     const ended = !row || row.ended;
-    await this.redis.set(`revoked:sid:${sid}`, ended ? SESSION_REVOKED : SESSION_LIVE, 'EX', this.ttlSeconds, 'NX');
+    // PostgreSQL answered: a Redis refusing the cache fill (out of memory) changes nothing but the next read
+    await this.redis.set(`revoked:sid:${sid}`, ended ? SESSION_REVOKED : SESSION_LIVE, 'EX', this.ttlSeconds, 'NX').catch(() => undefined);
     return ended;
   }
 
@@ -77,19 +78,23 @@ export class TokenRevocationService {
 
   /**
    * After the commit that ended these sessions (and before answering): their tokens are refused at
-   * once. Throws 503 server/unavailable when Redis did not take every write (unreachable, or
-   * refusing writes: out of memory, a replica after a failover): a session cached as live would
-   * keep its access tokens working until the cache expired, so the caller must not answer as if
-   * it had ended them (a retried logout marks them again).
+   * once. A Redis that refuses the "ended" marks (out of memory under noeviction) still takes
+   * deletes, which free memory: the cached states are deleted instead, so the next check reads
+   * PostgreSQL, which says ended. When Redis takes neither (unreachable, a replica after a
+   * failover, NOREPLICAS), 503 server/unavailable: a session cached as live would keep its access
+   * tokens working until the cache expired, so the caller must not answer as if it had ended them.
    */
   async markSessionsRevoked(sessionIds: string[]): Promise<void> {
     if (!sessionIds.length) return;
-    const pipe = this.redis.pipeline();
-    for (const sid of sessionIds) pipe.set(`revoked:sid:${sid}`, SESSION_REVOKED, 'EX', this.ttlSeconds);
+    const keys = sessionIds.map((sid) => `revoked:sid:${sid}`);
+    const marks = this.redis.pipeline();
+    for (const key of keys) marks.set(key, SESSION_REVOKED, 'EX', this.ttlSeconds);
     try {
-      await execAll(pipe);
+      await execAll(marks);
     } catch {
-      throw new AppError('server/unavailable', 'Token revocation state unavailable');
+      await execAll(this.redis.pipeline().del(...keys)).catch(() => {
+        throw new AppError('server/unavailable', 'Token revocation state unavailable');
+      });
     }
   }
 

@@ -15,13 +15,13 @@ const QUERY_TIMEOUT_MARGIN_MS = 5_000;
  * finds a dead peer of an idle connection. Migrations run without them (an index build may take long).
  */
 export function connectionTimeouts(statementTimeoutMs: number | undefined): Record<string, number | boolean> {
-  if (!statementTimeoutMs) return {};
+  const keepAlive = { keepAlive: true, keepAliveInitialDelayMillis: 10_000 };
+  if (!statementTimeoutMs) return keepAlive; // 0: the database role's own settings (PgBouncer, docs/scaling.md)
   return {
+    ...keepAlive,
     statement_timeout: statementTimeoutMs,
     idle_in_transaction_session_timeout: statementTimeoutMs,
     query_timeout: statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS,
-    keepAlive: true,
-    keepAliveInitialDelayMillis: 10_000,
   };
 }
 

@@ -87,7 +87,8 @@ export class Db implements Queryable, OnApplicationShutdown {
       // no answer in time (node-postgres query_timeout): the connection may still be waiting for one,
       // so it is destroyed rather than rolled back and returned to the pool
       if (!lost && (err as Error)?.message === QUERY_READ_TIMEOUT) lost = err as Error;
-      if (!lost) await client.query('ROLLBACK').catch(() => undefined);
+      // a connection that cannot even roll back is not returned to the pool either
+      if (!lost) await client.query('ROLLBACK').catch((e: Error) => (lost = e));
       throw err;
     } finally {
       client.removeListener('error', onError);

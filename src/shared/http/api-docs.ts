@@ -32,7 +32,7 @@ const RATE_LIMIT_HEADERS = {
   'X-Service-Docs': { description: 'URL of the rate limits documentation', schema: { type: 'string', format: 'uri' } },
 };
 const BEARER_CHALLENGE_HEADERS = {
-  'WWW-Authenticate': { description: 'Bearer challenge (RFC 6750): `Bearer error="invalid_token"` (with `error_description` such as `agent_revoked` when there is one) for a token that was refused; the bare `Bearer realm="api"` (code `auth/unauthorized`) when no Authorization header was sent', schema: { type: 'string' } },
+  'WWW-Authenticate': { description: 'Bearer challenge (RFC 6750): `Bearer error="invalid_token"` (with `error_description` such as `agent_revoked` when there is one) for a token that was refused; the bare `Bearer realm="api"` (code `auth/unauthorized`) when no bearer credentials were sent (no Authorization header, or one of another scheme)', schema: { type: 'string' } },
 };
 
 function example(code: ErrorCode, status: number): Record<string, unknown> {

@@ -74,7 +74,8 @@ for i = 1, 3 do
   redis.call('INCR', KEYS[i])
   redis.call('PEXPIRE', KEYS[i], window, 'NX')
   redis.call('INCR', KEYS[i + 4])
-  redis.call('PEXPIRE', KEYS[i + 4], ARGV[6])
+  -- from its first attempt on, not renewed: a count a crash never took back lingers 30 s at most
+  redis.call('PEXPIRE', KEYS[i + 4], ARGV[6], 'NX')
 end
 return 0`;
 const ATTEMPT_COMMAND = 'authpLoginAttempt';

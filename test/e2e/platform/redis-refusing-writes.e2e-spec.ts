@@ -29,23 +29,61 @@ describe('Redis refusing writes', () => {
     server.kill('SIGKILL');
   });
 
-  it('a logout whose revocation Redis refused answers 503, not 204; once Redis takes writes, the retried logout ends the token', async () => {
+  const endUser = async () => {
     const dash = await signupTenant(t);
     const { key } = await createApiKey(t, dash);
-    const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail('oom'), password: STRONG_PASSWORD, consent: true }).expect(201);
-    const me = () => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`);
-    const logout = () => t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${reg.body.access_token}`);
-    await me().expect(200); // the session is cached as live
+    const email = uniqueEmail('refused');
+    const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    return {
+      me: (token = reg.body.access_token) => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${token}`),
+      logout: (scope = 'local') => t.http().post(`/v1/auth/logout?scope=${scope}`).set('Authorization', `Bearer ${reg.body.access_token}`),
+      /** another session of the same user */
+      signIn: async () => (await t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(200)).body.access_token as string,
+    };
+  };
+
+  it('out of memory (noeviction): the logout deletes the cached "live" state it cannot overwrite, so the token is refused at once (read from PostgreSQL)', async () => {
+    const u = await endUser();
+    await u.me().expect(200); // the session is cached as live
     await admin.config('SET', 'maxmemory-policy', 'noeviction');
     await admin.config('SET', 'maxmemory', '1');
     try {
       await expect(admin.set('probe', '1')).rejects.toThrow(/OOM/); // writes refused, reads answered
-      const refused = await logout();
-      expect([refused.status, refused.body.code]).toEqual([503, 'server/unavailable']);
+      await u.logout().expect(204);
+      await u.me().expect(401);
     } finally {
       await admin.config('SET', 'maxmemory', '0');
     }
-    await logout().expect(204);
-    await me().expect(401);
+    await u.me().expect(401);
+  });
+
+  it('no write taken at all (NOREPLICAS): the logout answers 503, not 204; once Redis takes writes, the retried logout ends the token', async () => {
+    const u = await endUser();
+    await u.me().expect(200);
+    await admin.config('SET', 'min-replicas-to-write', '1');
+    try {
+      await expect(admin.del('probe')).rejects.toThrow(/NOREPLICAS/);
+      const refused = await u.logout();
+      expect([refused.status, refused.body.code]).toEqual([503, 'server/unavailable']);
+    } finally {
+      await admin.config('SET', 'min-replicas-to-write', '0');
+    }
+    await u.logout().expect(204);
+    await u.me().expect(401);
+  });
+
+  it('no write taken at all, sign-out everywhere: 503; retried once Redis takes writes, it ends the other sessions it had ended in PostgreSQL the first time', async () => {
+    const u = await endUser();
+    const other = await u.signIn();
+    await u.me(other).expect(200); // the other session is cached as live
+    await admin.config('SET', 'min-replicas-to-write', '1');
+    try {
+      expect((await u.logout('others')).status).toBe(503);
+    } finally {
+      await admin.config('SET', 'min-replicas-to-write', '0');
+    }
+    await u.logout('others').expect(204);
+    await u.me(other).expect(401);
+    await u.me().expect(200); // its own session stays
   });
 });

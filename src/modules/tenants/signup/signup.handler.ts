@@ -47,7 +47,11 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       await this.signedIn(body.email, client.ip);
       return created;
     }
-    const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, signupHash(body), async (tx) => this.create(tx, body, await this.hasher.hash(body.password)), { replayOnly: resent });
+    // hashed before the idempotency record's transaction opens: a hash waits its turn behind every
+    // other (PasswordHasher caps them at the core count), and a transaction must not sit idle that
+    // long (DATABASE_STATEMENT_TIMEOUT_MS ends it); a replay pays one hash it does not use
+    const passwordHash = await this.hasher.hash(body.password);
+    const r = await this.idempotency.run<SignupResponse>('signup', body.idempotency_key, signupHash(body), (tx) => this.create(tx, body, passwordHash), { replayOnly: resent });
     // A replay hands out the owner's session again: only to a request that proves the password
     // (checked against the stored argon2 hash; the key alone is not a credential). A wrong one
     // is the same 409 as any other request that differs from the first.

@@ -44,7 +44,13 @@ export class LogoutHandler implements ICommandHandler<LogoutCommand, void> {
           targetId: user.userId,
           metadata: { scope, sessions_ended: ids.length },
         });
-      return ids;
+      // and those of the user's sessions ended earlier whose access tokens may still be live: a
+      // logout retried after its marks failed (503) marks them again
+      const earlier = await tx.query<{ id: string }>(
+        `SELECT id FROM user_sessions WHERE user_id = $1 AND revoked_at > now() - make_interval(secs => $2) AND ($3::uuid IS NULL OR id <> $3)`,
+        [user.userId, this.revocation.ttlSeconds, scope === 'others' ? sid : null],
+      );
+      return [...new Set([...ids, ...earlier.map((r) => r.id)])];
     });
     await this.revocation.markSessionsRevoked(ended);
   }
