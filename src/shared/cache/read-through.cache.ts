@@ -112,12 +112,16 @@ export class ReadThroughCache<T> {
     if (!ids.length) return true;
     const pipe = this.redis.pipeline();
     for (const id of ids) pipe.set(this.key(id), TOMBSTONE + randomBytes(9).toString('base64url'), 'EX', TOMBSTONE_SECONDS);
-    return execAll(pipe).then(
-      () => true,
-      (e: Error) => {
-        this.log.error(`invalidation of ${ids.length} slot(s) failed: ${e.message}`);
-        return false;
-      },
-    );
+    // a Redis out of memory refuses the tombstones but takes deletes (they free memory): the slots
+    // go, and the next read loads the row (its fill is refused too while memory is full)
+    return execAll(pipe)
+      .catch(() => execAll(this.redis.pipeline().del(...ids.map((id) => this.key(id)))))
+      .then(
+        () => true,
+        (e: Error) => {
+          this.log.error(`invalidation of ${ids.length} slot(s) failed: ${e.message}`);
+          return false;
+        },
+      );
   }
 }

@@ -4,6 +4,8 @@ import { createApiKey, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { ownRedis } from '../../setup/own-redis';
 import { eventually } from '../webhooks/webhook-helpers';
+import { APP_CONFIG } from '../../../src/config/config';
+import { ReadThroughCache } from '../../../src/shared/cache/read-through.cache';
 
 /**
  * A Redis that answers reads but refuses writes (out of memory under `noeviction`, which
@@ -55,6 +57,25 @@ describe('Redis refusing writes', () => {
       await admin.config('SET', 'maxmemory', '0');
     }
     await u.me().expect(401);
+  });
+
+  it('out of memory: a cache invalidation (a revoked API key, an updated agent) deletes the slots it cannot tombstone, so the next read loads the row', async () => {
+    const redis = new Redis(Number(new URL(t.app.get(APP_CONFIG).REDIS_URL).port), '127.0.0.1', { keyPrefix: 'oom-cache:' });
+    const cache = new ReadThroughCache<{ v: number }>(redis, 'thing', () => 120);
+    try {
+      await cache.fill('a', { v: 1 }, null);
+      expect(await cache.lookup('a')).toEqual({ value: { v: 1 }, guard: null });
+      await admin.config('SET', 'maxmemory-policy', 'noeviction');
+      await admin.config('SET', 'maxmemory', '1');
+      try {
+        expect(await cache.invalidate(['a'])).toBe(true);
+        expect(await cache.lookup('a')).toEqual({ guard: null }); // gone: the next read loads the row
+      } finally {
+        await admin.config('SET', 'maxmemory', '0');
+      }
+    } finally {
+      redis.disconnect();
+    }
   });
 
   it('no write taken at all (NOREPLICAS): the logout answers 503, not 204; once Redis takes writes, the retried logout ends the token', async () => {
