@@ -7,6 +7,7 @@ import { REDIS } from '../../shared/redis/redis.module';
 import { RevocationCheck, TokenRevocationService } from '../../shared/auth/token-revocation.service';
 import { AGENT_TOKEN_MAX_TTL_SECONDS } from '../oauth/oauth.constants';
 import { UUID } from '../../shared/uuid';
+import { issuedAgentTokensSql } from './issued-tokens.sql';
 
 export type DenylistReason = 'agent_revoked' | 'tokens_killed';
 
@@ -106,19 +107,16 @@ export class AgentDenylistService implements OnModuleInit {
   /**
    * Adds a denylist entry in the caller's transaction: tokens of the agent issued before now
    * (`tokens_killed`) or all of them (`agent_revoked`) are refused for `ttlSec` (the agent's
-   * agent_token_max_ttl_sec), or longer when a token exchanged in the last 900 s may outlive
-   * that: the TTL may have been lowered after it was minted, and a denylisted token must never
-   * come back to life (every agent token lives at most 900 s, spec 8). Call cacheAfterCommit
-   * once the transaction committed.
+   * agent_token_max_ttl_sec, spec 3.2), or until the last of its issued tokens expires when one
+   * outlives that (the TTL was lowered after it was minted): a denylisted token must never come
+   * back to life. Call cacheAfterCommit once the transaction committed.
    */
   async deny(tx: Queryable, tenantId: string, agentId: string, reason: DenylistReason, ttlSec: number): Promise<{ not_before: Date; expires_at: Date }> {
     const [row] = await tx.query<{ not_before: Date; expires_at: Date }>(
       `INSERT INTO agent_denylist (tenant_id, agent_client_id, reason, not_before, expires_at)
        VALUES ($1, $2, $3, clock_timestamp(), GREATEST(
          clock_timestamp() + make_interval(secs => $4),
-         (SELECT max(created_at) FROM agent_actions
-           WHERE agent_client_id = $2 AND action = 'token_exchange' AND created_at > clock_timestamp() - make_interval(secs => $5))
-           + make_interval(secs => $5)))
+         (SELECT max(i.expires_at) FROM (${issuedAgentTokensSql('$2', '$5', 'clock_timestamp()')}) i)))
        RETURNING not_before, expires_at`,
       [tenantId, agentId, reason, ttlSec, AGENT_TOKEN_MAX_TTL_SECONDS],
     );

@@ -5,6 +5,7 @@ import { Db } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
 import { REDIS } from '../../shared/redis/redis.module';
 import { AGENT_TOKEN_MAX_TTL_SECONDS } from '../oauth/oauth.constants';
+import { issuedAgentTokensSql } from './issued-tokens.sql';
 
 /** The window in which one refusal of an agent's concurrency limit is recorded (spec 6 events). */
 export const CONCURRENCY_EVENT_WINDOW_SECONDS = 60;
@@ -81,11 +82,7 @@ export class AgentTokenSlotsService {
   /**
    * After a PATCH that set `max_concurrent_tokens` committed: the agent's live tokens issued while
    * no maximum was set (so never counted) join the set, so the new maximum counts them. Read from
-   * PostgreSQL: each issued token has its `agent_actions` row (action `token_exchange`, `jti`) and,
-   * written by the same statement (same `created_at`), its `oauth.token_exchange.issued` audit row
-   * whose metadata has `expires_at` and `jti_hash_prefix` (12 hex of the jti's SHA-256). Without
-   * the audit row the exp is taken as created_at + 900 s (the longest any agent token lives: errs
-   * on the strict side). Tokens of the last 900 s only; those issued before the agent's last
+   * PostgreSQL (issuedAgentTokensSql: the tokens of the last 900 s, with their expiry); those issued before the agent's last
    * kill-tokens are dead and left out: a row created before the kill's `not_before` is a token
    * signed before it (iat <= signing <= the row's created_at), which the denylist refuses; a token
    * signed before the kill but written after it is kept (strict side). A token revoked alone at /oauth/revoke is kept, as acquire keeps it. Idempotent (ZADD of
@@ -95,17 +92,8 @@ export class AgentTokenSlotsService {
   async seedFromIssued(agentId: string): Promise<void> {
     try {
       const rows = await this.db.query<{ jti: string; exp: number }>(
-        `SELECT x.jti, floor(extract(epoch FROM COALESCE((e.metadata->>'expires_at')::timestamptz, x.created_at + make_interval(secs => $2))))::int8 AS exp
-           FROM agent_actions x
-           LEFT JOIN LATERAL (
-             SELECT a.metadata FROM audit_events a
-              WHERE a.tenant_id = x.tenant_id AND a.type = 'oauth.token_exchange.issued' AND a.created_at = x.created_at
-                AND a.actor_id = x.agent_client_id::text
-                AND a.metadata->>'jti_hash_prefix' = left(encode(sha256(convert_to(x.jti, 'UTF8')), 'hex'), 12)
-              LIMIT 1) e ON true
-          WHERE x.agent_client_id = $1 AND x.action = 'token_exchange' AND x.jti IS NOT NULL
-            AND x.created_at > now() - make_interval(secs => $2)
-            AND x.created_at >= COALESCE((SELECT max(d.not_before) FROM agent_denylist d WHERE d.agent_client_id = $1), '-infinity')`,
+        `SELECT i.jti, floor(extract(epoch FROM i.expires_at))::int8 AS exp FROM (${issuedAgentTokensSql('$1', '$2')}) i
+          WHERE i.created_at >= COALESCE((SELECT max(d.not_before) FROM agent_denylist d WHERE d.agent_client_id = $1), '-infinity')`,
         [agentId, AGENT_TOKEN_MAX_TTL_SECONDS],
         'agent_live_tokens_seed',
       );

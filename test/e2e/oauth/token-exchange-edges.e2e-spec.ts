@@ -39,6 +39,17 @@ describe('token exchange: denylist lifetime, audience, grant types, refusal webh
     });
   }
 
+  it('DELETE after an exchange: the denylist entry lasts agent_token_max_ttl_sec (spec 3.2) when no token outlives it, not 900 s after the exchange', async () => {
+    const a = await registerAgent(t, owner, { agent_token_max_ttl_sec: 120 });
+    const user = await endUser(t, owner);
+    const minted = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid' })).expect(200);
+    expect(minted.body.expires_in).toBe(120);
+    await as(t, owner).delete(agentsUrl(owner, `/${a.id}`)).expect(200);
+    const [entry] = await t.db.query<{ ttl: number }>(`SELECT extract(epoch FROM expires_at - not_before)::int AS ttl FROM agent_denylist WHERE agent_client_id = $1`, [a.id]);
+    expect(entry.ttl).toBe(120);
+    expect((await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${minted.body.access_token}`).expect(401)).headers['www-authenticate']).toBe(AGENT_REVOKED);
+  });
+
   it('/me with an agent token shows what its narrowed scope grants: the address only with `email`, else null (the user\'s own token sees it all)', async () => {
     const a = await registerAgent(t, owner, { scopes: ['openid', 'email'] });
     const user = await endUser(t, owner);
