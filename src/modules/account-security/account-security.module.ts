@@ -23,6 +23,7 @@ import { ForgotPasswordHandler } from './password/forgot-password.handler';
 import { ResetPasswordHandler } from './password/reset-password.handler';
 import { EmailDomainsHandlers } from './settings/email-domains.handlers';
 import { PasskeyDomainHandlers } from './settings/passkey-domain.handlers';
+import { UserScopesHandlers } from './settings/user-scopes.handlers';
 import { SecuritySettingsController } from './settings/security-settings.controller';
 import { GetSecuritySettingsHandler, UpdateSecuritySettingsHandler } from './settings/security-settings.handlers';
 import { CompleteStepUpHandler } from './step-up/complete-step-up.handler';
@@ -65,6 +66,7 @@ import { TenantFlags } from './tenant-flags';
     UpdateSecuritySettingsHandler,
     ...EmailDomainsHandlers,
     ...PasskeyDomainHandlers,
+    ...UserScopesHandlers,
   ],
 })
 export class AccountSecurityModule implements OnModuleInit {

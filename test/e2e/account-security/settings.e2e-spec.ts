@@ -431,4 +431,42 @@ describe('account security: tenant security settings and email domains (spec 2.8
       await t.http().post('/v1/auth/register').set('X-Forwarded-For', randomIp()).set('X-API-Key', otherKey).send({ email: `a${Date.now()}@mailinator.com`, password: STRONG_PASSWORD, consent: true }).expect(201);
     });
   });
+
+  describe('user token scopes (contract "Tokens": user_scopes)', () => {
+    const putScopes = (body: unknown, who: { cookie: string; csrf: string } = owner, slug = owner.slug) => write('put', who, 'scopes', body, slug);
+
+    it('GET answers the default; members read, only owners write; every entry a scope-token, 1-50 of them, no other property; cross-tenant 404', async () => {
+      const fresh = await signupTenant(t);
+      expect((await get(fresh, 'scopes', fresh.slug).expect(200)).body).toEqual({ user_scopes: ['openid', 'profile', 'email'] });
+      await get(member, 'scopes').expect(200);
+      expect((await putScopes({ user_scopes: ['openid'] }, member).expect(403)).body.code).toBe('auth/forbidden');
+      expect((await putScopes({ user_scopes: ['openid'] }, stranger).expect(404)).body.code).toBe('tenant/not_found');
+      for (const bad of [{}, { user_scopes: [] }, { user_scopes: 'openid email' }, { user_scopes: ['open id'] }, { user_scopes: ['a"b'] }, { user_scopes: ['a\\b'] }, { user_scopes: [''] },
+        { user_scopes: ['x'.repeat(129)] }, { user_scopes: Array.from({ length: 51 }, (_, i) => `s${i}`) }, { user_scopes: [7] }, { user_scopes: null }, { user_scopes: ['openid'], extra: true }]) {
+        const res = await putScopes(bad).expect(400);
+        expect([JSON.stringify(bad), res.body.code]).toEqual([JSON.stringify(bad), 'request/invalid']);
+      }
+      await putScopes({ user_scopes: ['x'.repeat(128)] }).expect(200);
+      await putScopes({ user_scopes: Array.from({ length: 50 }, (_, i) => `s${i}`) }).expect(200);
+    });
+
+    it('a change reaches new sign-ins and the next refresh of every session, audited once (a repeat changes nothing)', async () => {
+      const d = await signupTenant(t);
+      const { key } = await createApiKey(t, d);
+      const email = uniqueEmail('scopes');
+      const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+      const scopeOf = (token: string) => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()).scope as string;
+      expect(scopeOf(reg.body.access_token)).toBe('openid profile email');
+      const body = { user_scopes: ['openid', 'profile', 'email', 'orders:read', 'orders:read'] };
+      expect((await putScopes(body, d, d.slug).expect(200)).body).toEqual({ user_scopes: ['openid', 'profile', 'email', 'orders:read'] });
+      await putScopes(body, d, d.slug).expect(200);
+      const rows = await t.db.query<{ metadata: Record<string, unknown> }>(`SELECT metadata FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.user_scopes_updated'`, [d.tenantId]);
+      expect(rows).toEqual([{ metadata: { from: ['openid', 'profile', 'email'], to: ['openid', 'profile', 'email', 'orders:read'] } }]);
+      const login = await t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(200);
+      expect(scopeOf(login.body.access_token)).toBe('openid profile email orders:read');
+      const refreshed = await t.http().post('/v1/auth/refresh').set('X-API-Key', key).send({ refresh_token: reg.body.refresh_token }).expect(200);
+      expect(scopeOf(refreshed.body.access_token)).toBe('openid profile email orders:read');
+      expect((await get(d, 'scopes', d.slug).expect(200)).body).toEqual({ user_scopes: ['openid', 'profile', 'email', 'orders:read'] });
+    });
+  });
 });

@@ -6,8 +6,9 @@ import { DashboardAuth } from '../../../shared/auth/dashboard.guard';
 import { ApiProblems, Problems } from '../../../shared/http/api-docs';
 import { GetEmailDomainsQuery, PutEmailDomainsCommand } from './email-domains.handlers';
 import { GetPasskeyDomainQuery, PutPasskeyDomainCommand } from './passkey-domain.handlers';
-import { EmailDomainsResponse, PasskeyDomainResponse, PutEmailDomainsDto, PutPasskeyDomainDto, SecuritySettingsResponse, UpdateSecuritySettingsDto } from './security-settings.dto';
+import { EmailDomainsResponse, PasskeyDomainResponse, PutEmailDomainsDto, PutPasskeyDomainDto, PutUserScopesDto, SecuritySettingsResponse, UpdateSecuritySettingsDto, UserScopesResponse } from './security-settings.dto';
 import { GetSecuritySettingsQuery, UpdateSecuritySettingsCommand } from './security-settings.handlers';
+import { GetUserScopesQuery, PutUserScopesCommand } from './user-scopes.handlers';
 
 /** Contract "Tenant settings": members read, owners write. */
 @ApiTags('tenant settings')
@@ -70,5 +71,26 @@ export class SecuritySettingsController {
   @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
   putPasskeyDomain(@CurrentDashboard() s: DashboardPrincipal, @Body() body: PutPasskeyDomainDto): Promise<PasskeyDomainResponse> {
     return this.commandBus.execute(new PutPasskeyDomainCommand(s, body));
+  }
+
+  @Get('scopes')
+  @DashboardAuth({ tenant: true })
+  @ApiOkResponse({ type: UserScopesResponse })
+  @ApiOperation({ summary: 'Scopes of the tenant\'s user access tokens (contract "Tokens": user_scopes, default openid profile email)' })
+  @ApiProblems(...Problems.dashboardRead, ...Problems.tenant)
+  getUserScopes(@CurrentDashboard() s: DashboardPrincipal): Promise<UserScopesResponse> {
+    return this.queryBus.execute(new GetUserScopesQuery(s.tenant!.id));
+  }
+
+  @Put('scopes')
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
+  @ApiOkResponse({ type: UserScopesResponse })
+  @ApiOperation({
+    summary: 'Set the scopes of the tenant\'s user access tokens (owner): the default openid profile email and the tenant\'s own scope names',
+    description: 'Tokens signed from now on carry them: new sign-ins and every session\'s next refresh. Token exchange grants an agent requested ∩ the user token\'s scope ∩ the agent\'s allowlist, so a tenant scope reaches agents only once it is here.',
+  })
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.input, ...Problems.tenant, ...Problems.owner)
+  putUserScopes(@CurrentDashboard() s: DashboardPrincipal, @Body() body: PutUserScopesDto): Promise<UserScopesResponse> {
+    return this.commandBus.execute(new PutUserScopesCommand(s, body));
   }
 }

@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, IsArray, IsBoolean, IsIn, IsInt, IsString, Length, Matches, Max, Min, ValidateIf } from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, IsArray, IsBoolean, IsIn, IsInt, IsString, Length, Matches, Max, Min, ValidateIf } from 'class-validator';
 import { Nullable, Present } from '../../../shared/http/presence';
 
 
@@ -108,4 +108,26 @@ export class PutPasskeyDomainDto {
 export class PasskeyDomainResponse {
   @ApiProperty({ type: String, nullable: true, description: 'the relying-party id set by the tenant, or null' }) passkey_rp_id!: string | null;
   @ApiProperty({ description: 'the relying-party id passkey ceremonies use: passkey_rp_id, else the host of ACCOUNTS_URL' }) effective_rp_id!: string;
+}
+
+/** An RFC 6749 section 3.3 scope-token: printable ASCII but space, `"` and `\`. */
+export const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]{1,128}$/;
+
+/** The scopes of the tenant's user tokens (contract "Tokens": `user_scopes`). */
+export class PutUserScopesDto {
+  @ApiProperty({
+    type: 'array',
+    items: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$' },
+    minItems: 1,
+    maxItems: 50,
+    example: ['openid', 'profile', 'email', 'orders:read'],
+    description: 'every scope-token (RFC 6749 section 3.3) the tenant\'s user access tokens carry in `scope`; a repeated entry is stored once. Token exchange narrows an agent token to requested ∩ this ∩ the agent\'s allowlist',
+  })
+  @IsArray() @ArrayMinSize(1) @ArrayMaxSize(50) @IsString({ each: true })
+  @Matches(SCOPE_TOKEN, { each: true, message: 'each user_scopes entry must be a scope-token: 1-128 printable ASCII characters, no space, " or \\' })
+  user_scopes!: string[];
+}
+
+export class UserScopesResponse {
+  @ApiProperty({ type: [String], example: ['openid', 'profile', 'email'] }) user_scopes!: string[];
 }
