@@ -4,7 +4,7 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { AccessClaims } from '../crypto/jwt.service';
 import { Db } from '../db/db.service';
 import { AppError } from '../errors/app-error';
-import { execAll } from '../redis/exec-all';
+import { writeElseDelete } from '../redis/exec-all';
 import { REDIS } from '../redis/redis.module';
 
 /** What `revoked:sid:<id>` holds: the session ended, or PostgreSQL said it was live when read. */
@@ -89,13 +89,9 @@ export class TokenRevocationService {
     const keys = sessionIds.map((sid) => `revoked:sid:${sid}`);
     const marks = this.redis.pipeline();
     for (const key of keys) marks.set(key, SESSION_REVOKED, 'EX', this.ttlSeconds);
-    try {
-      await execAll(marks);
-    } catch {
-      await execAll(this.redis.pipeline().del(...keys)).catch(() => {
-        throw new AppError('server/unavailable', 'Token revocation state unavailable');
-      });
-    }
+    await writeElseDelete(this.redis, marks, keys).catch(() => {
+      throw new AppError('server/unavailable', 'Token revocation state unavailable');
+    });
   }
 
   /** The reason a verified token is no longer accepted, or null. Fails closed when Redis is down. */

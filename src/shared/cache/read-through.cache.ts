@@ -1,4 +1,4 @@
-import { execAll } from '../redis/exec-all';
+import { writeElseDelete } from '../redis/exec-all';
 import { randomBytes } from 'crypto';
 import { Logger } from '@nestjs/common';
 import Redis from 'ioredis';
@@ -112,10 +112,8 @@ export class ReadThroughCache<T> {
     if (!ids.length) return true;
     const pipe = this.redis.pipeline();
     for (const id of ids) pipe.set(this.key(id), TOMBSTONE + randomBytes(9).toString('base64url'), 'EX', TOMBSTONE_SECONDS);
-    // a Redis out of memory refuses the tombstones but takes deletes (they free memory): the slots
-    // go, and the next read loads the row (its fill is refused too while memory is full)
-    return execAll(pipe)
-      .catch(() => execAll(this.redis.pipeline().del(...ids.map((id) => this.key(id)))))
+    // out of memory, the slots are deleted instead: the next read loads the row
+    return writeElseDelete(this.redis, pipe, ids.map((id) => this.key(id)))
       .then(
         () => true,
         (e: Error) => {

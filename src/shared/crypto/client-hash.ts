@@ -6,12 +6,17 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 export const CLIENT_HASH_INFO = 'authp:client-hash-prefix:v1';
 
 /**
- * The HMAC key of client hash prefixes: HKDF-SHA256 (RFC 5869) of KEY_ENCRYPTION_KEY, empty salt
- * (the KEK is already uniformly random). Deterministic, so every process and restart with the
- * same KEK yields the same prefixes and audit rows stay correlatable.
+ * A 32-byte key for one purpose (`info`, never shared between purposes), derived from
+ * KEY_ENCRYPTION_KEY: HKDF-SHA256 (RFC 5869), empty salt (the KEK is already uniformly random).
+ * Deterministic, so every process and restart with the same KEK derives the same key.
  */
+export function deriveKey(kek: Buffer, info: string): Buffer {
+  return Buffer.from(hkdfSync('sha256', kek, Buffer.alloc(0), info, 32));
+}
+
+/** The HMAC key of client hash prefixes: the same in every process, so audit rows stay correlatable. */
 export function clientHashKey(kek: Buffer): Buffer {
-  return Buffer.from(hkdfSync('sha256', kek, Buffer.alloc(0), CLIENT_HASH_INFO, 32));
+  return deriveKey(kek, CLIENT_HASH_INFO);
 }
 
 /**

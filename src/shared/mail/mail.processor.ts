@@ -1,9 +1,10 @@
-import { createHmac, hkdfSync } from 'crypto';
+import { createHmac } from 'crypto';
 import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Inject, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { Job, UnrecoverableError } from 'bullmq';
 import { createTransport, Transporter } from 'nodemailer';
 import { APP_CONFIG, AppConfig } from '../../config/config';
+import { deriveKey } from '../crypto/client-hash';
 import { EnvelopeCipher } from '../crypto/envelope-cipher';
 import { Db } from '../db/db.service';
 import { mailRetryDelayMs, openOutboxSecret, OutboxJobData, settleOutboxRow } from '../outbox/outbox-job';
@@ -28,17 +29,16 @@ export function smtpUrlWithTimeouts(smtpUrl: string): string {
   return url.toString();
 }
 
-/** HKDF `info` of the key of mail Message-IDs; no other key is derived with it. */
-const MESSAGE_ID_INFO = 'authp:mail-message-id:v1';
+/** The key of mail Message-IDs (HKDF `info` of its own). */
+export const messageIdKey = (kek: Buffer): Buffer => deriveKey(kek, 'authp:mail-message-id:v1');
 
 /**
  * A mail's Message-ID: the same on every attempt (a receiver can tell a retried send from a new
- * mail), unique per outbox row, and opaque: 32 hex characters of HMAC-SHA256 under a key derived
- * from KEY_ENCRYPTION_KEY, so it reveals neither the outbox sequence (how many mails and events
+ * mail), unique per outbox row, and opaque: 32 hex characters of HMAC-SHA256 under `key`
+ * (messageIdKey: derived from KEY_ENCRYPTION_KEY), so it reveals neither the outbox sequence (how many mails and events
  * every tenant produced between two mails one receives) nor when the row was written.
  */
-export function mailMessageId(kek: Buffer, outboxId: string, createdAt: string | Date, domain: string): string {
-  const key = Buffer.from(hkdfSync('sha256', kek, Buffer.alloc(0), MESSAGE_ID_INFO, 32));
+export function mailMessageId(key: Buffer, outboxId: string, createdAt: string | Date, domain: string): string {
   const id = createHmac('sha256', key).update(`${outboxId}.${new Date(createdAt).getTime()}`).digest('hex').slice(0, 32);
   return `<${id}@${domain}>`;
 }
@@ -54,6 +54,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
   private readonly log = new Logger(MailProcessor.name);
   private readonly transport?: Transporter;
   private readonly messageIdDomain: string;
+  private readonly messageIdKey: Buffer;
 
   constructor(
     private readonly db: Db,
@@ -62,6 +63,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
   ) {
     super();
     if (config.SMTP_URL) this.transport = createTransport(smtpUrlWithTimeouts(config.SMTP_URL));
+    this.messageIdKey = messageIdKey(config.keyEncryptionKey);
     this.messageIdDomain = config.EMAIL_FROM.split('@').pop()?.replace(/[^A-Za-z0-9.-]/g, '') || 'localhost';
   }
 
@@ -94,7 +96,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
       subject: mail.subject,
       text: mail.text,
       html: mail.html,
-      messageId: mailMessageId(this.config.keyEncryptionKey, job.data.outboxId, job.data.createdAt, this.messageIdDomain),
+      messageId: mailMessageId(this.messageIdKey, job.data.outboxId, job.data.createdAt, this.messageIdDomain),
       headers: { 'Auto-Submitted': 'auto-generated' },
     });
     await this.settle(job);

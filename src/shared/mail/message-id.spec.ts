@@ -1,8 +1,8 @@
 import { randomBytes } from 'crypto';
-import { mailMessageId } from './mail.processor';
+import { mailMessageId, messageIdKey } from './mail.processor';
 
 describe('mailMessageId', () => {
-  const kek = randomBytes(32);
+  const kek = messageIdKey(randomBytes(32));
   const at = '2026-11-28T01:02:03.456Z';
 
   it('is the same for the same outbox row (every retry of one mail)', () => {
@@ -21,7 +21,7 @@ describe('mailMessageId', () => {
       mailMessageId(kek, '41', at, 'example.com'),
       mailMessageId(kek, '42', at, 'example.com'),
       mailMessageId(kek, '41', '2026-11-28T01:02:03.457Z', 'example.com'),
-      mailMessageId(randomBytes(32), '41', at, 'example.com'),
+      mailMessageId(messageIdKey(randomBytes(32)), '41', at, 'example.com'),
     ]);
     expect(ids.size).toBe(4);
   });

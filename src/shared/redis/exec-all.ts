@@ -1,4 +1,4 @@
-import type { ChainableCommander } from 'ioredis';
+import type { ChainableCommander, Redis } from 'ioredis';
 
 /**
  * A pipeline's or MULTI's replies, or a throw when any command failed. ioredis resolves `exec`
@@ -13,4 +13,19 @@ export async function execAll(pipe: ChainableCommander): Promise<[Error | null, 
   const failed = res.find(([err]) => err);
   if (failed) throw failed[0];
   return res;
+}
+
+/**
+ * Writes `keys` with `writes` (a pipeline over those keys); when Redis refuses them, deletes the
+ * keys instead and resolves all the same. A Redis out of memory under `noeviction` refuses writes
+ * but takes deletes (they free memory): a slot that cannot be overwritten with a newer state (a
+ * session ended, a cache tombstone) is emptied, so its next reader goes to PostgreSQL. Rejects when
+ * Redis takes neither (unreachable, NOREPLICAS, READONLY).
+ */
+export async function writeElseDelete(redis: Redis, writes: ChainableCommander, keys: readonly string[]): Promise<void> {
+  try {
+    await execAll(writes);
+  } catch {
+    await execAll(redis.pipeline().del(...keys));
+  }
 }
