@@ -36,8 +36,8 @@ export function expiredRowRules(
       table: 'dashboard_sessions',
       expired: `(${gone('absolute_expires_at')} OR ${gone('revoked_at')} OR ${gone(`last_seen_at + make_interval(secs => ${config.DASHBOARD_SESSION_IDLE_SECONDS})`)})`,
     },
-    // outbox rows whose job settled (sent, delivered or given up) OUTBOX_RETENTION_DAYS ago: their
-    // encrypted link tokens and codes go with them. Far past the queue reconciler's 20-hour window,
+    // outbox rows whose job settled (sent, delivered or given up) OUTBOX_RETENTION_DAYS ago (settling
+    // already dropped their encrypted link tokens and codes). Far past the queue reconciler's 20-hour window,
     // so no row it could still re-queue; created_at (BRIN) bounds the scan. A row never settled
     // (its consumer could not record it, or Redis lost its job after the reconciler's window) goes
     // too once that old: nothing will ever send it, and its link has long expired.
