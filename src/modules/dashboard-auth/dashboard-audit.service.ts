@@ -2,7 +2,6 @@ import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { ClientInfoValue } from '../../shared/auth/auth-context';
 import { ClientHasher } from '../../shared/crypto/client-hash';
-import { sha256Hex } from '../../shared/crypto/tokens';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { EventsService } from '../../shared/events/events.service';
 import { RateLimitService } from '../../shared/rate-limit/rate-limit.service';
@@ -54,7 +53,7 @@ export class DashboardAudit {
    * or undefined when the address has no account): the first of the window only (see above).
    */
   async signInFailed(emailKey: string, userId: string | undefined, flow: DashboardPasswordFlow, client: ClientInfoValue): Promise<void> {
-    if (!(await this.firstOfWindow('dashboard-sign-in-failed', `acct:${sha256Hex(`dashboard:${emailKey}`).slice(0, 32)}`)) || !userId) return;
+    if (!(await this.firstOfWindow('dashboard-sign-in-failed', `acct:${this.hasher.subject(`dashboard:${emailKey}`)}`)) || !userId) return;
     // the actor is whoever typed the password: not (yet) the account's user
     await this.events.audit(this.db, {
       tenantId: null, type: 'dashboard.sign_in_failed', severity: 'medium', actorType: 'anonymous', targetType: 'dashboard_user', targetId: userId,

@@ -39,6 +39,16 @@ export class ClientHasher {
     return createHmac('sha256', this.key).update(value, 'utf8').digest('hex').slice(0, 12);
   }
 
+  /**
+   * The subject of a Redis key named after an email address (throttling and mail counters): 32 hex
+   * characters of the same HMAC. A plain SHA-256 would let anyone who reads Redis (a replica, a
+   * backup, a shared instance) confirm an address from a list; `value` carries its purpose first
+   * (`user:<tenant>:<email>`, `dashboard:<email>`), so counters of different purposes never meet.
+   */
+  subject(value: string): string {
+    return createHmac('sha256', this.key).update(value, 'utf8').digest('hex').slice(0, 32);
+  }
+
   /** The prefix of an optional value: null when it is absent or empty. */
   optional(value: string | null | undefined): string | null {
     return value ? this.prefix(value) : null;

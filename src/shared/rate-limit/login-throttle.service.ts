@@ -2,7 +2,6 @@ import { Inject, Injectable } from '@nestjs/common';
 import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { ClientHasher } from '../crypto/client-hash';
-import { sha256Hex } from '../crypto/tokens';
 import { AppError, RateLimitedError } from '../errors/app-error';
 import { REDIS } from '../redis/redis.module';
 import { addressSubject } from './address-key';
@@ -144,7 +143,7 @@ export class LoginThrottleService {
   }
 
   private accountSubject(realm: string, account: string): string {
-    return sha256Hex(`${realm}:${account}`).slice(0, 32);
+    return this.hasher.subject(`${realm}:${account}`);
   }
 
   private counter(k: string): string {

@@ -1,6 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../../config/config';
-import { sha256Hex } from '../crypto/tokens';
 import { RateLimitedError } from '../errors/app-error';
 import { RateLimitService } from './rate-limit.service';
 import { RateLimitRule } from './rate-limit.decorator';
@@ -55,6 +54,6 @@ export class MailLimits {
   }
 
   private hitAddress(flow: string, tenantId: string, address: string) {
-    return this.limiter.hit(`mail-${flow}`, `addr:${sha256Hex(`${tenantId}:${address}`).slice(0, 32)}`, this.config.RATE_LIMIT_EMAIL_PER_ADDRESS, this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS);
+    return this.limiter.hit(`mail-${flow}`, `addr:${this.hasher.subject(`mail:${tenantId}:${address}`)}`, this.config.RATE_LIMIT_EMAIL_PER_ADDRESS, this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS);
   }
 }

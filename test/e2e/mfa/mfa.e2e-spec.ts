@@ -5,7 +5,7 @@ import { createTestApp, randomIp, STRONG_PASSWORD, TestApp } from '../../setup/a
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { claimsOf, codeAt, currentStep, mfaApi, TotpDevice } from './mfa.helpers';
 import { mfaThrottleRealm } from '../../../src/modules/mfa/mfa-throttle';
-import { sha256Hex } from '../../../src/shared/crypto/tokens';
+import { expectedKeySubject } from '../../setup/client-hash';
 import { rawRedis } from '../agents/agents.helpers';
 
 // a test may wait for the next 30 s TOTP step when it needs more codes than the window holds
@@ -233,8 +233,13 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       const redis = rawRedis();
       try {
         const prefix = process.env.REDIS_KEY_PREFIX as string;
-        const account = sha256Hex(`${mfaThrottleRealm(tenant.id)}:${u.userId}`).slice(0, 32);
-        expect(Number((await redis.get(`${prefix}{rl:acct:${account}:login-fail}:hits`)) ?? 0)).toBe(0);
+        const account = expectedKeySubject(`${mfaThrottleRealm(tenant.id)}:${u.userId}`);
+        const hits = async () => Number((await redis.get(`${prefix}{rl:acct:${account}:login-fail}:hits`)) ?? 0);
+        expect(await hits()).toBe(0);
+        // the key read above is the account's live counter: a wrong code counts in it
+        const wrong = String((Number(code) + 1) % 1_000_000).padStart(6, '0');
+        await api.verify({ mfa_challenge_token: await api.challenge(u.email), code: wrong }, tenant.apiKey, ip).expect(401);
+        expect(await hits()).toBe(1);
       } finally {
         redis.disconnect();
       }

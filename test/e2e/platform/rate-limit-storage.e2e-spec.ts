@@ -1,9 +1,10 @@
-import { randomBytes } from 'crypto';
+import { createHash, randomBytes } from 'crypto';
 import Redis from 'ioredis';
 import { RateLimitService } from '../../../src/shared/rate-limit/rate-limit.service';
-import { createTestApp, TestApp } from '../../setup/app';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { rawRedis } from '../agents/agents.helpers';
-import { expectedClientHash } from '../../setup/client-hash';
+import { expectedClientHash, expectedKeySubject } from '../../setup/client-hash';
+import { post, register, tenantWithKey } from '../account-security/account-security.helpers';
 
 /** The limiter's Redis script: run by SHA1, same answers as the library's EVAL, survives a script flush. */
 describe('rate limiter storage (EVALSHA)', () => {
@@ -106,5 +107,29 @@ describe('per-address limits keep no client address in Redis', () => {
     expect(keys.filter((k) => k.includes(ip) || k.includes('2001:db8'))).toEqual([]);
     expect(keys).toContain(`${prefix}{rl:ip:${expectedClientHash(ip)}:register}:hits`);
     expect(keys).toContain(`${prefix}{rl:ip:${expectedClientHash('2001:db8:7:8::/64')}:register}:hits`);
+  });
+
+  it('keys named after an email address (sign-in failures, mail and invitation quotas, a honeypot signup) hold a keyed hash of it: neither the address nor its plain SHA-256', async () => {
+    const d = await tenantWithKey(t);
+    const user = await register(t, d.apiKey);
+    const ip = randomIp();
+    await post(t, '/v1/auth/login', d.apiKey, { email: user.email, password: 'not the password at all' }, ip).expect(401);
+    await post(t, '/v1/auth/password/forgot', d.apiKey, { email: user.email }, ip).expect(202);
+    await t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', ip).send({ email: d.email, password: `${STRONG_PASSWORD}!` }).expect(401);
+    const invited = uniqueEmail('invited');
+    await t.http().post(`/v1/auth/dashboard/tenants/${d.slug}/members`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ email: invited, role: 'member' }).expect(201);
+    const decoy = uniqueEmail('decoy'); // a honeypot signup remembers its email for a while
+    await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp()).send({ email: decoy, password: STRONG_PASSWORD, tenant_name: 'Decoy Co', consent_terms: true, consent_privacy: true, website: 'https://spam.example' }).expect(201);
+
+    const prefix = process.env.REDIS_KEY_PREFIX as string;
+    const keys: string[] = [];
+    for await (const batch of redis.scanStream({ match: `${prefix}*`, count: 1000 })) keys.push(...(batch as string[]));
+    const emails = [user.email, d.email, invited, decoy];
+    expect(keys.filter((k) => emails.some((e) => k.toLowerCase().includes(e.toLowerCase())))).toEqual([]);
+    // what a plain hash of each would have been (reversible with a list of addresses): nowhere
+    const plain = [`user:${d.tenantId}:${user.email}`, `${d.tenantId}:${user.email}`, `dashboard:${d.email}`, invited, decoy].map((v) => createHash('sha256').update(v).digest('hex').slice(0, 32));
+    expect(keys.filter((k) => plain.some((h) => k.includes(h)))).toEqual([]);
+    const subjects = [`user:${d.tenantId}:${user.email}`, `mail:${d.tenantId}:${user.email}`, `dashboard:${d.email}`, `invite:${invited}`, `signup-decoy:${decoy}`].map(expectedKeySubject);
+    for (const subject of subjects) expect(keys.filter((k) => k.includes(subject)).length).toBeGreaterThan(0);
   });
 });

@@ -2,6 +2,7 @@ import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { DashboardSessionService } from '../../../shared/auth/dashboard-session.service';
+import { ClientHasher } from '../../../shared/crypto/client-hash';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
 import { Db, isUniqueViolation } from '../../../shared/db/db.service';
@@ -41,6 +42,7 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly emailPolicy: UserEmailPolicy,
     private readonly limiter: RateLimitService,
+    private readonly clientHasher: ClientHasher,
   ) {}
 
   async execute(cmd: InviteMemberCommand): Promise<{ invite_token: string }> {
@@ -87,7 +89,7 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
   private async countMail(tenantId: string, emailKey: string): Promise<void> {
     const c = this.config;
     const results = await this.limiter.hitInOrder([
-      { bucket: 'invite-mail-address', key: `addr:${sha256Hex(emailKey).slice(0, 32)}`, limit: c.RATE_LIMIT_INVITES_PER_ADDRESS_PER_HOUR, windowSeconds: 3600 },
+      { bucket: 'invite-mail-address', key: `addr:${this.clientHasher.subject(`invite:${emailKey}`)}`, limit: c.RATE_LIMIT_INVITES_PER_ADDRESS_PER_HOUR, windowSeconds: 3600 },
       { bucket: 'invite-tenant', key: `tenant:${tenantId}`, limit: c.RATE_LIMIT_INVITES_PER_TENANT_PER_DAY, windowSeconds: 86400 },
     ]);
     const waits = results.filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);

@@ -4,8 +4,9 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { DashboardSessionService } from '../../../shared/auth/dashboard-session.service';
+import { ClientHasher } from '../../../shared/crypto/client-hash';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
-import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
+import { randomToken } from '../../../shared/crypto/tokens';
 import { Db, Queryable, isUniqueViolation } from '../../../shared/db/db.service';
 import { IdempotencyService, requestHash } from '../../../shared/db/idempotency';
 import { AppError } from '../../../shared/errors/app-error';
@@ -29,6 +30,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     private readonly throttle: LoginThrottleService,
     @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly clientHasher: ClientHasher,
   ) {}
 
   async execute({ body, client }: SignupCommand): Promise<SignupResult> {
@@ -92,7 +94,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       `SELECT EXISTS (SELECT 1 FROM dashboard_users WHERE email_normalized = $1) AS email, EXISTS (SELECT 1 FROM tenants WHERE slug = $2) AS slug`,
       [normalizeEmail(email), slugify(name)],
     );
-    const remembered = await this.redis.set(`signup-decoy:${sha256Hex(normalizeEmail(email))}`, '1', 'EX', this.config.IDEMPOTENCY_TTL_SECONDS, 'NX');
+    const remembered = await this.redis.set(`signup-decoy:${this.clientHasher.subject(`signup-decoy:${normalizeEmail(email)}`)}`, '1', 'EX', this.config.IDEMPOTENCY_TTL_SECONDS, 'NX');
     if (taken.email || remembered !== 'OK') throw new AppError('onboarding/email_exists', 'This email already has a dashboard account: sign in to it (another tenant can invite it as a member)');
     return {
       status: 201,
