@@ -44,6 +44,29 @@ export class TenantSettingsAndClients1763750000000 implements MigrationInterface
   }
 
   async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP TABLE oauth_clients`);
+    // dropping a column drops its CHECK constraint with it
+    await q.query(`
+      DROP TABLE oauth_clients;
+      ALTER TABLE tenants
+        DROP COLUMN mfa_policy,
+        DROP COLUMN mfa_grace_period_days,
+        DROP COLUMN mfa_required_since,
+        DROP COLUMN block_disposable_emails,
+        DROP COLUMN block_email_subaddresses,
+        DROP COLUMN automatic_account_linking_enabled,
+        DROP COLUMN explicit_account_linking_enabled,
+        DROP COLUMN sms_otp_enabled,
+        DROP COLUMN sms_otp_monthly_cap,
+        DROP COLUMN byok_twilio_account_sid,
+        DROP COLUMN byok_twilio_auth_token_enc,
+        DROP COLUMN byok_twilio_messaging_service_sid,
+        DROP COLUMN magic_link_enabled,
+        DROP COLUMN email_otp_enabled,
+        DROP COLUMN email_otp_captcha_required,
+        DROP COLUMN sms_allowed_countries,
+        DROP COLUMN email_allowlist,
+        DROP COLUMN email_blocklist,
+        DROP COLUMN passkey_rp_id;
+    `);
   }
 }

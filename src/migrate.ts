@@ -1,15 +1,31 @@
-import { getConfig } from './config/config.module';
+import { loadMigrationConfig } from './config/config';
 import { createDataSource } from './shared/db/data-source';
 
-/** `npm run migration:run`: applies pending migrations to DATABASE_URL. */
+/**
+ * The session-level advisory lock every `migrate` holds while it runs: a second one started at the
+ * same time (instances started together, a retried job) waits for the first, then finds nothing
+ * left to apply, instead of running the same migrations beside it. Needs a direct connection to
+ * the primary (a transaction-pooling PgBouncer would not keep the session; docs/scaling.md).
+ */
+const MIGRATION_LOCK_SQL = `SELECT pg_advisory_lock(hashtextextended('authp:migrations', 0))`;
+const MIGRATION_UNLOCK_SQL = `SELECT pg_advisory_unlock(hashtextextended('authp:migrations', 0))`;
+
+/** `npm run migration:run`: applies pending migrations to DATABASE_URL (the only setting it reads). */
 export async function runMigrations(databaseUrl?: string): Promise<string[]> {
-  const config = getConfig();
-  const ds = createDataSource({ DATABASE_URL: databaseUrl ?? config.DATABASE_URL, DATABASE_POOL_SIZE: 2 });
+  const ds = createDataSource({ DATABASE_URL: databaseUrl ?? loadMigrationConfig().DATABASE_URL, DATABASE_POOL_SIZE: 2 });
   await ds.initialize();
+  const lock = ds.createQueryRunner();
   try {
-    const done = await ds.runMigrations({ transaction: 'each' });
-    return done.map((m) => m.name);
+    await lock.connect();
+    await lock.query(MIGRATION_LOCK_SQL);
+    try {
+      const done = await ds.runMigrations({ transaction: 'each' });
+      return done.map((m) => m.name);
+    } finally {
+      await lock.query(MIGRATION_UNLOCK_SQL);
+    }
   } finally {
+    await lock.release();
     await ds.destroy();
   }
 }

@@ -290,6 +290,21 @@ function connectionUrlProblems(env: { DATABASE_URL?: string; REDIS_URL?: string;
   return problems;
 }
 
+/**
+ * What `node dist/migrate` needs, and nothing else: DATABASE_URL (required in production, checked
+ * as loadConfig checks it). A migration job is given the database, not the signing-key secret or
+ * the SMTP credentials the service needs.
+ */
+export function loadMigrationConfig(env: NodeJS.ProcessEnv = process.env): { DATABASE_URL: string } {
+  if (env === process.env) loadDotEnv();
+  const problems: string[] = [];
+  if (!env.DATABASE_URL && env.NODE_ENV === 'production') problems.push('DATABASE_URL: must be set in production');
+  const DATABASE_URL = env.DATABASE_URL || new EnvSchema().DATABASE_URL;
+  problems.push(...connectionUrlProblems({ DATABASE_URL }));
+  if (problems.length) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  return { DATABASE_URL };
+}
+
 /** Validates the environment into a typed, frozen config; throws with every problem listed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (env === process.env) loadDotEnv();

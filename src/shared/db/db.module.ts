@@ -2,6 +2,7 @@ import { Global, Module } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { createDataSource } from './data-source';
 import { DATA_SOURCE, Db } from './db.service';
+import { assertSchemaCurrent } from './schema-version';
 import { IdempotencyService } from './idempotency';
 
 @Global()
@@ -10,7 +11,16 @@ import { IdempotencyService } from './idempotency';
     {
       provide: DATA_SOURCE,
       inject: [APP_CONFIG],
-      useFactory: async (config: AppConfig) => createDataSource(config).initialize(),
+      useFactory: async (config: AppConfig) => {
+        const ds = await createDataSource(config).initialize();
+        try {
+          await assertSchemaCurrent(ds);
+        } catch (err) {
+          await ds.destroy();
+          throw err;
+        }
+        return ds;
+      },
     },
     Db,
     IdempotencyService,
