@@ -3,6 +3,7 @@ import Redis from 'ioredis';
 import { AccessClaims } from '../../shared/crypto/jwt.service';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
+import { writeElseDelete } from '../../shared/redis/exec-all';
 import { REDIS } from '../../shared/redis/redis.module';
 import { RevocationCheck, TokenRevocationService } from '../../shared/auth/token-revocation.service';
 import { AGENT_TOKEN_MAX_TTL_SECONDS } from '../oauth/oauth.constants';
@@ -124,15 +125,20 @@ export class AgentDenylistService implements OnModuleInit {
   }
 
   /**
-   * Caches the agent's denylist state after the transaction of `deny` committed. A failure is
-   * logged, not thrown: the entry is committed and a cache miss reads PostgreSQL.
+   * Caches the agent's denylist state after the transaction of `deny` committed, before the answer:
+   * every process then refuses the tokens at once. Another process may hold "no entry" (cached
+   * for DENYLIST_NEGATIVE_TTL_SECONDS), so a failed write is not left at that: a Redis that refuses
+   * writes (out of memory under noeviction) takes a delete, and the next check reads PostgreSQL;
+   * one that takes neither answers 503 server/unavailable, never a revocation that is not yet
+   * enforced (the entry is committed; a repeated revoke or kill writes the cache again).
    */
   async cacheAfterCommit(agentId: string): Promise<void> {
-    try {
-      await this.loadAndCache(agentId);
-    } catch (e) {
-      this.log.warn(`denylist cache write failed for agent ${agentId}: ${(e as Error).message}`);
-    }
+    const { state, ttl } = await this.liveState(agentId);
+    const key = denylistKey(agentId);
+    await writeElseDelete(this.redis, this.redis.pipeline().eval(DENYLIST_MERGE_SCRIPT, 1, key, state, String(ttl)), [key]).catch((e: Error) => {
+      this.log.error(`denylist cache write failed for agent ${agentId}: ${e.message}`);
+      throw new AppError('server/unavailable', 'The revocation is saved, but not every server could be told yet: send it again');
+    });
   }
 
   private checksFor(claims: AccessClaims): RevocationCheck[] {
@@ -150,6 +156,18 @@ export class AgentDenylistService implements OnModuleInit {
 
   /** Reads the live entries from PostgreSQL and caches the resulting state (never weakening it). */
   private async loadAndCache(agentId: string): Promise<CachedState> {
+    const { state, ttl } = await this.liveState(agentId);
+    try {
+      await this.redis.eval(DENYLIST_MERGE_SCRIPT, 1, denylistKey(agentId), state, String(ttl));
+    } catch (e) {
+      // the answer stands (it came from the source of truth); only the cache write failed
+      this.log.warn(`denylist cache write failed for agent ${agentId}: ${(e as Error).message}`);
+    }
+    return state;
+  }
+
+  /** The state the agent's live entries in PostgreSQL give, and how long it holds (seconds). */
+  private async liveState(agentId: string): Promise<{ state: CachedState; ttl: number }> {
     const rows = await this.db.query<{ reason: DenylistReason; not_before: number; remaining: number }>(
       `SELECT reason, extract(epoch FROM not_before)::float8 AS not_before, extract(epoch FROM expires_at - now())::float8 AS remaining
          FROM agent_denylist WHERE agent_client_id = $1 AND expires_at > now()`,
@@ -167,12 +185,6 @@ export class AgentDenylistService implements OnModuleInit {
         ttl = remaining;
       }
     }
-    try {
-      await this.redis.eval(DENYLIST_MERGE_SCRIPT, 1, denylistKey(agentId), state, String(ttl));
-    } catch (e) {
-      // the answer stands (it came from the source of truth); only the cache write failed
-      this.log.warn(`denylist cache write failed for agent ${agentId}: ${(e as Error).message}`);
-    }
-    return state;
+    return { state, ttl };
   }
 }

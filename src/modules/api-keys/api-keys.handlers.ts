@@ -1,3 +1,4 @@
+import { requireInvalidated } from '../../shared/cache/read-through.cache';
 import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import { DashboardPrincipal } from '../../shared/auth/auth-context';
 import { ApiKeyCache } from '../../shared/cache/api-key.cache';
@@ -101,7 +102,10 @@ export class RevokeApiKeyCommand extends Command<{ id: string; revoked_at: strin
   }
 }
 
-/** Conditional on revoked_at IS NULL: a repeat answers the first revocation time, no second event. */
+/**
+ * Conditional on revoked_at IS NULL: a repeat answers the first revocation time, no second event,
+ * and tells the caches again (a first revocation whose invalidation failed answered 503).
+ */
 @CommandHandler(RevokeApiKeyCommand)
 export class RevokeApiKeyHandler implements ICommandHandler<RevokeApiKeyCommand> {
   constructor(
@@ -121,12 +125,12 @@ export class RevokeApiKeyHandler implements ICommandHandler<RevokeApiKeyCommand>
         await this.events.audit(tx, { tenantId, type: 'api_key.revoked', actorType: 'dashboard_user', actorId: cmd.actor.userId, targetType: 'api_key', targetId: cmd.keyId });
         return { id: cmd.keyId, revoked_at: done.revoked_at.toISOString(), keyHash: done.key_hash };
       }
-      const [existing] = await tx.query<{ revoked_at: Date }>(`SELECT revoked_at FROM api_keys WHERE id = $1 AND tenant_id = $2`, [cmd.keyId, tenantId]);
+      const [existing] = await tx.query<{ revoked_at: Date; key_hash: string }>(`SELECT revoked_at, key_hash FROM api_keys WHERE id = $1 AND tenant_id = $2`, [cmd.keyId, tenantId]);
       if (!existing) throw new AppError('api_key/not_found');
-      return { id: cmd.keyId, revoked_at: existing.revoked_at.toISOString(), keyHash: undefined };
+      return { id: cmd.keyId, revoked_at: existing.revoked_at.toISOString(), keyHash: existing.key_hash };
     });
     // the key stops working for every API process before this answers
-    if (r.keyHash) await this.keys.invalidate([r.keyHash]);
+    requireInvalidated(await this.keys.invalidate([r.keyHash]));
     return { id: r.id, revoked_at: r.revoked_at };
   }
 }

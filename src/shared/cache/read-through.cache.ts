@@ -1,3 +1,4 @@
+import { AppError } from '../errors/app-error';
 import { writeElseDelete } from '../redis/exec-all';
 import { randomBytes } from 'crypto';
 import { Logger } from '@nestjs/common';
@@ -47,6 +48,18 @@ export interface Slot<T> {
  * at most (0 turns the cache off), which also bounds staleness after writes made outside the
  * service (SQL by hand: invalidate too, or wait).
  */
+/**
+ * For a committed change that must hold in every API process before it is answered (a revoked
+ * key, a narrower setting, a disabled client): `told` is what `invalidate` answered. When Redis
+ * took neither the tombstones nor the deletes, the other processes would act on their cached rows
+ * for up to the cache's TTL, so the change is answered 503 server/unavailable instead of as done:
+ * it is committed, and sending it again (every such write invalidates again on a repeat) tells
+ * the caches then.
+ */
+export function requireInvalidated(told: boolean): void {
+  if (!told) throw new AppError('server/unavailable', 'The change is saved, but not every server could be told yet: send it again');
+}
+
 export class ReadThroughCache<T> {
   private readonly log: Logger;
   private readonly replaceTombstone: ReplaceTombstone;

@@ -6,6 +6,13 @@ import { ownRedis } from '../../setup/own-redis';
 import { eventually } from '../webhooks/webhook-helpers';
 import { APP_CONFIG } from '../../../src/config/config';
 import { ReadThroughCache } from '../../../src/shared/cache/read-through.cache';
+import { CommandBus } from '@nestjs/cqrs';
+import { DashboardPrincipal } from '../../../src/shared/auth/auth-context';
+import { RevokeApiKeyCommand } from '../../../src/modules/api-keys/api-keys.handlers';
+import { RevokeAgentCommand } from '../../../src/modules/agents/revoke-agent/revoke-agent.command';
+import { UpdateAnonymousSettingsCommand } from '../../../src/modules/guests/settings/anonymous-settings.handlers';
+import { agentToken, agentsUrl, as, bearerCall, endUser as agentEndUser, registerAgent, tenantOnTier } from '../agents/agents.helpers';
+import { DashboardFixture } from '../../factories/dashboard.factory';
 
 /**
  * A Redis that answers reads but refuses writes (out of memory under `noeviction`, which
@@ -106,5 +113,65 @@ describe('Redis refusing writes', () => {
     await u.logout('others').expect(204);
     await u.me(other).expect(401);
     await u.me().expect(200); // its own session stays
+  });
+
+  /**
+   * Revocations and narrower settings must hold in every API process before they are answered:
+   * other processes hold the rows in the read-through cache (API keys, agent clients) or "no
+   * denylist entry" for the agent. With no write taken at all, such a change is committed but
+   * answered 503 (before: 200, and other processes kept the old state up to the cache TTL); the
+   * repeat tells the caches. The command is sent through the command bus while Redis refuses
+   * writes (the dashboard's own write limiter would refuse the HTTP request before it), the
+   * repeat over HTTP.
+   */
+  describe('no write taken at all: a change other processes cache answers 503, and its repeat takes effect', () => {
+    const ownerOf = (d: DashboardFixture): DashboardPrincipal =>
+      ({ userId: d.userId, email: d.email, sessionId: '', csrfToken: d.csrf, reauthAt: new Date(), memberships: [], tenant: { id: d.tenantId, slug: d.slug, role: 'owner' } }) as DashboardPrincipal;
+    const refusingWrites = async <T>(fn: () => Promise<T>): Promise<T> => {
+      await admin.config('SET', 'min-replicas-to-write', '1');
+      try {
+        return await fn();
+      } finally {
+        await admin.config('SET', 'min-replicas-to-write', '0');
+      }
+    };
+    const refused = (p: Promise<unknown>) => expect(p).rejects.toMatchObject({ code: 'server/unavailable' });
+
+    it('a revoked API key', async () => {
+      const d = await signupTenant(t);
+      const { id, key } = await createApiKey(t, d);
+      const useKey = () => t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD });
+      await useKey().expect(401); // the key works (unknown account), and is cached
+      await refusingWrites(() => refused(t.app.get(CommandBus).execute(new RevokeApiKeyCommand(ownerOf(d), id))));
+      expect((await t.db.query(`SELECT revoked_at IS NOT NULL AS revoked FROM api_keys WHERE id = $1`, [id]))[0].revoked).toBe(true);
+      await useKey().expect(401);
+      await t.http().delete(`/v1/auth/dashboard/tenants/${d.slug}/api-keys/${id}`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).expect(200);
+      expect((await useKey().expect(401)).body.code).toBe('auth/invalid_api_key');
+    });
+
+    it('guest sign-ins switched off', async () => {
+      const d = await signupTenant(t);
+      const { key } = await createApiKey(t, d);
+      const settings = `/v1/auth/dashboard/tenants/${d.slug}/settings/anonymous`;
+      await t.http().patch(settings).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ anonymous_signins_enabled: true, default_user_role: 'read_only' }).expect(200);
+      const guest = () => t.http().post('/v1/auth/anonymous').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({});
+      await guest().expect(201);
+      await refusingWrites(() => refused(t.app.get(CommandBus).execute(new UpdateAnonymousSettingsCommand(ownerOf(d), { anonymous_signins_enabled: false }, undefined))));
+      await guest().expect(201); // committed, but the cached key still says enabled
+      // the same settings again: nothing to change in PostgreSQL, the caches told all the same
+      await t.http().patch(settings).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ anonymous_signins_enabled: false }).expect(200);
+      expect((await guest().expect(403)).body.code).toBe('anonymous/disabled');
+    });
+
+    it("a revoked agent: its tokens, once checked and cached as not denylisted, are refused once the revocation answers", async () => {
+      const d = await tenantOnTier(t, 'pro');
+      const agent = await registerAgent(t, d);
+      const user = await agentEndUser(t, d);
+      const { token } = await agentToken(t, user, agent.id);
+      await bearerCall(t, token).expect(200); // "no denylist entry" cached
+      await refusingWrites(() => refused(t.app.get(CommandBus).execute(new RevokeAgentCommand(ownerOf(d), agent.id))));
+      await as(t, d).delete(agentsUrl(d, `/${agent.id}`)).expect(200);
+      await bearerCall(t, token).expect(401);
+    });
   });
 });

@@ -1,3 +1,4 @@
+import { requireInvalidated } from '../../../shared/cache/read-through.cache';
 import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import { DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { ApiKeyCache } from '../../../shared/cache/api-key.cache';
@@ -49,9 +50,9 @@ export class PutUserScopesHandler implements ICommandHandler<PutUserScopesComman
   async execute(cmd: PutUserScopesCommand): Promise<UserScopesResponse> {
     const tenantId = cmd.actor.tenant!.id;
     const next = [...new Set(cmd.body.user_scopes)];
-    const changed = await this.db.tx(async (tx) => {
+    await this.db.tx(async (tx) => {
       const [cur] = await tx.query<{ user_scopes: string }>(`SELECT user_scopes FROM tenants WHERE id = $1 FOR UPDATE`, [tenantId]);
-      if (cur.user_scopes === next.join(' ')) return false;
+      if (cur.user_scopes === next.join(' ')) return;
       await tx.query(`UPDATE tenants SET user_scopes = $2, updated_at = now() WHERE id = $1`, [tenantId, next.join(' ')]);
       await this.events.audit(tx, {
         tenantId,
@@ -62,9 +63,9 @@ export class PutUserScopesHandler implements ICommandHandler<PutUserScopesComman
         targetId: tenantId,
         metadata: { from: toList(cur.user_scopes), to: next },
       });
-      return true;
     });
-    if (changed) await this.keys.invalidateTenant(this.db, tenantId);
+    // also when unchanged: a repeat tells the caches a change whose invalidation failed (503)
+    requireInvalidated(await this.keys.invalidateTenant(this.db, tenantId));
     return { user_scopes: next };
   }
 }

@@ -1,3 +1,4 @@
+import { requireInvalidated } from '../../../shared/cache/read-through.cache';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
@@ -43,7 +44,7 @@ export class DisableAgentHandler implements ICommandHandler<DisableAgentCommand>
       return toAgentResponse(row);
     });
     // after the commit, before the answer: no process authenticates the client from the old row again
-    await this.cache.invalidate([cmd.agentId]);
+    requireInvalidated(await this.cache.invalidate([cmd.agentId]));
     return result;
   }
 }

@@ -1,3 +1,4 @@
+import { requireInvalidated } from '../../../shared/cache/read-through.cache';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
@@ -67,7 +68,7 @@ export class RevokeAgentHandler implements ICommandHandler<RevokeAgentCommand> {
     await this.denylist.cacheAfterCommit(row.id);
     // spec 2.10 max_concurrent_tokens: the denylisted tokens are no longer live
     await this.slots.clear(row.id);
-    await this.cache.invalidate([row.id]);
+    requireInvalidated(await this.cache.invalidate([row.id]));
     return { id: row.id, name: row.name, revoked_at: row.revoked_at!.toISOString(), agent_metadata_version: row.agent_metadata_version };
   }
 }

@@ -1,3 +1,4 @@
+import { requireInvalidated } from '../../../shared/cache/read-through.cache';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
 import { Db } from '../../../shared/db/db.service';
@@ -40,7 +41,7 @@ export class RotateAgentSecretHandler implements ICommandHandler<RotateAgentSecr
       return { ...toAgentResponse(row), client_secret: secret };
     });
     // after the commit, before the answer: no process authenticates the client from the old row again
-    await this.cache.invalidate([cmd.agentId]);
+    requireInvalidated(await this.cache.invalidate([cmd.agentId]));
     return result;
   }
 }

@@ -1,3 +1,4 @@
+import { requireInvalidated } from '../../../shared/cache/read-through.cache';
 import { Logger } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
@@ -71,7 +72,7 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
     // never counted) count, before any exchange reads the new maximum (the invalidation below)
     if (b.agent_settings?.max_concurrent_tokens != null) await this.slots.seedFromIssued(cmd.agentId);
     // after the commit, before the answer: no process authenticates the client from the old row again
-    await this.cache.invalidate([cmd.agentId]);
+    requireInvalidated(await this.cache.invalidate([cmd.agentId]));
     // new rate limits apply from the next request: a block the old limit set is lifted (the
     // window's count stays, so a counter over the new limit blocks again at once)
     // (the change is committed: Redis away leaves the old block to run out, logged, not answered)

@@ -1,3 +1,4 @@
+import { requireInvalidated } from '../../../shared/cache/read-through.cache';
 import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import { DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { ApiKeyCache } from '../../../shared/cache/api-key.cache';
@@ -80,13 +81,14 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
           `Guests would get the role "${next.default_user_role}". Send X-Service-Confirm: ${CONFIRM_HEADER_VALUE} to confirm, or set default_user_role to read_only`,
         );
       }
-      // the same settings again change nothing: no update, no audit event, no cache to drop
+      // the same settings again change nothing: no update, no audit event (the caches are told
+      // again all the same: an earlier change whose invalidation failed answered 503)
       if (
         next.anonymous_signins_enabled === cur.anonymous_signins_enabled &&
         next.anonymous_user_ttl_days === cur.anonymous_user_ttl_days &&
         next.default_user_role === cur.default_user_role
       )
-        return { ...next, changed: false };
+        return next;
       await tx.query(
         `UPDATE tenants SET anonymous_signins_enabled = $2, anonymous_user_ttl_days = $3, default_user_role = $4,
                 anonymous_ever_enabled = anonymous_ever_enabled OR $2, updated_at = now() WHERE id = $1`,
@@ -103,11 +105,10 @@ export class UpdateAnonymousSettingsHandler implements ICommandHandler<UpdateAno
         // true exactly when this change needed (and carried) X-Service-Confirm
         metadata: { before: { ...cur, anonymous_ever_enabled: undefined }, after: next, confirmed_privileged_role: needsConfirmation },
       });
-      return { ...next, changed: true };
+      return next;
     });
-    const { changed, ...settings } = next;
     // the tenant's API keys carry these settings (guest sign-in reads them from the key)
-    if (changed) await this.keys.invalidateTenant(this.db, tenantId);
-    return settings;
+    requireInvalidated(await this.keys.invalidateTenant(this.db, tenantId));
+    return next;
   }
 }
