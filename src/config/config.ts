@@ -92,6 +92,12 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_ANONYMOUS_PER_IP_PER_MIN = 5;
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR = 1000;
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_REFRESH_PER_IP_PER_MIN = 600;
+  /**
+   * password sign-ins (end users and the dashboard, each apart) per client address per minute,
+   * successful ones included: the failure throttle takes a right password's attempt back, so
+   * without it one address could keep argon2 busy and write a session per request without end
+   */
+  @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_LOGIN_PER_IP_PER_MIN = 60;
   /** dashboard invitation mails per invited address, all tenants together, per hour */
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_INVITES_PER_ADDRESS_PER_HOUR = 3;
   /** dashboard invitations one tenant may send per day */

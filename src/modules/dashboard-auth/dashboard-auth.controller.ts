@@ -30,9 +30,10 @@ export class DashboardAuthController {
 
   @Post('login')
   @HttpCode(200)
+  @RateLimit({ bucket: 'dashboard-login', by: 'ip', limit: (c) => c.RATE_LIMIT_LOGIN_PER_IP_PER_MIN, windowSeconds: 60 })
   @ApiOperation({ summary: 'Dashboard sign-in (spec 2.7); sets the session cookie' })
   @ApiOkResponse({ type: DashboardSessionResponseDto, headers: { 'Set-Cookie': { description: 'the dashboard session cookie (HttpOnly, SameSite=Lax)', schema: { type: 'string' } } } })
-  @ApiProblems(...Problems.input, 'auth/invalid_credentials', 'auth/login_throttled', 'server/unavailable')
+  @ApiProblems(...Problems.input, 'auth/invalid_credentials', 'auth/login_throttled', ...Problems.rateLimited)
   async login(@Body() body: DashboardLoginRequestDto, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<DashboardSessionResponse> {
     const r = await this.commandBus.execute(new DashboardLoginCommand(body.email, body.password, client));
     this.sessions.setCookie(reply, r.sessionToken);

@@ -70,13 +70,14 @@ export class UsersController {
   @Post('login')
   @HttpCode(200)
   @ApiKeyAuth()
+  @RateLimit({ bucket: 'login', by: 'ip', limit: (c) => c.RATE_LIMIT_LOGIN_PER_IP_PER_MIN, windowSeconds: 60 })
   @ApiOperation({ summary: 'Password sign-in; answers an MFA challenge when MFA applies' })
   @ApiExtraModels(TokenResponseDto, MfaRequiredResponseDto)
   @ApiOkResponse({
     description: 'a token response, or `{mfa_required: true, mfa_challenge_token}` (finish with POST /v1/auth/mfa/verify)',
     schema: { oneOf: [{ $ref: getSchemaPath(TokenResponseDto) }, { $ref: getSchemaPath(MfaRequiredResponseDto) }] },
   })
-  @ApiProblems(...Problems.input, ...Problems.apiKey, 'auth/invalid_credentials', 'mfa/enrollment_required', 'auth/login_throttled', 'server/unavailable')
+  @ApiProblems(...Problems.input, ...Problems.apiKey, 'auth/invalid_credentials', 'mfa/enrollment_required', 'auth/login_throttled', ...Problems.rateLimited)
   login(@Body() body: LoginRequestDto, @CurrentApiKey() key: ApiKeyPrincipal, @ClientInfo() client: ClientInfoValue): Promise<TokenResponse | MfaRequiredResponse> {
     return this.commandBus.execute(new LoginUserCommand(key, body.email, body.password, client));
   }

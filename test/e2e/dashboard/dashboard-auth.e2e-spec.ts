@@ -244,6 +244,25 @@ describe('dashboard sessions: timeouts and the per-account limit', () => {
   });
   afterAll(() => t.close());
 
+  it('dashboard sign-ins are limited per client address, successful ones included (RATE_LIMIT_LOGIN_PER_IP_PER_MIN, apart from end users\' sign-ins)', async () => {
+    const d = await signupTenant(t);
+    const ip = randomIp();
+    const sessions = async () => Number((await t.db.query(`SELECT count(*) AS n FROM dashboard_sessions WHERE user_id = $1`, [d.userId]))[0].n);
+    const before = await sessions();
+    const login = (email: string, password: string, from: string) => t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', from).send({ email, password });
+    // one after another (a parallel burst meets the failure throttle's pending rule first)
+    for (let i = 0; i < 60; i++) await login(d.email, d.password, ip).expect(200);
+    const res = await login(d.email, d.password, ip).expect(429);
+    expect([res.body.code, Number(res.headers['retry-after']) > 0]).toEqual(['rate_limit/exceeded', true]);
+    expect(await sessions()).toBe(before + 60);
+    await login(d.email, d.password, randomIp()).expect(200);
+    // an end user's sign-in from the same address counts apart
+    const tenant = await createTenant(t.db);
+    const email = uniqueEmail('apart');
+    await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    await t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', ip).send({ email, password: STRONG_PASSWORD }).expect(200);
+  });
+
   it('ends a session after the idle timeout and after the absolute timeout', async () => {
     const a = await signupTenant(t);
     await t.db.query(`UPDATE dashboard_sessions SET last_seen_at = now() - interval '2 hours' WHERE user_id = $1`, [a.userId]);

@@ -363,6 +363,23 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     await register(valid(), tenant.apiKey, randomIp()).expect(201);
   });
 
+  it('password sign-ins are limited per client address, successful ones included (RATE_LIMIT_LOGIN_PER_IP_PER_MIN, 60): one address cannot keep argon2 busy nor write sessions without end', async () => {
+    const reg = await register(valid()).expect(201);
+    const [{ email }] = await t.db.query<{ email: string }>(`SELECT email FROM users WHERE id = $1`, [reg.body.user.id]);
+    const ip = randomIp();
+    const sessionsBefore = Number((await t.db.query(`SELECT count(*) AS n FROM user_sessions WHERE user_id = $1`, [reg.body.user.id]))[0].n);
+    // one after another (a parallel burst meets the failure throttle's pending rule first)
+    for (let i = 0; i < 60; i++) await login({ email, password: STRONG_PASSWORD }, tenant.apiKey, ip).expect(200);
+    const res = await login({ email, password: STRONG_PASSWORD }, tenant.apiKey, ip).expect(429);
+    expect(res.body.code).toBe('rate_limit/exceeded');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(60);
+    expect(res.headers['x-service-docs']).toMatch(/^http/);
+    // refused before the password is checked: no session written
+    expect(Number((await t.db.query(`SELECT count(*) AS n FROM user_sessions WHERE user_id = $1`, [reg.body.user.id]))[0].n)).toBe(sessionsBefore + 60);
+    await login({ email, password: STRONG_PASSWORD }, tenant.apiKey, randomIp()).expect(200);
+  });
+
   it('the per-address limit holds for every spelling a proxy may forward: a port, brackets, and non-addresses sharing one budget', async () => {
     const ip = randomIp();
     for (let i = 0; i < 5; i++) await register(valid(), tenant.apiKey, ip).expect(201);
