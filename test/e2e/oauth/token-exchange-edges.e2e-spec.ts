@@ -50,19 +50,24 @@ describe('token exchange: denylist lifetime, audience, grant types, refusal webh
     expect((await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${minted.body.access_token}`).expect(401)).headers['www-authenticate']).toBe(AGENT_REVOKED);
   });
 
-  it('/me with an agent token shows what its narrowed scope grants: the address only with `email`, else null (the user\'s own token sees it all)', async () => {
-    const a = await registerAgent(t, owner, { scopes: ['openid', 'email'] });
+  it('/me with an agent token shows what its narrowed scope grants: the address only with `email`, the profile (public_metadata, last sign-in) only with `profile` (the user\'s own token sees it all)', async () => {
+    const a = await registerAgent(t, owner, { scopes: ['openid', 'email', 'profile'] });
     const user = await endUser(t, owner);
+    await t.db.query(`UPDATE users SET public_metadata = '{"phone": "+33 6 12 34 56 78"}', last_sign_in_at = now() WHERE id = $1`, [user.userId]);
     const meWith = async (token: string) => (await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${token}`).expect(200)).body;
     const own = await meWith(user.accessToken);
-    expect(own).toMatchObject({ id: user.userId, email: expect.any(String), email_verified: false });
+    expect(own).toMatchObject({ id: user.userId, email: expect.any(String), email_verified: false, public_metadata: { phone: '+33 6 12 34 56 78' }, last_sign_in_at: expect.any(String) });
     const narrow = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid' })).expect(200);
     // twice: the second answer comes from the profile cache the first filled
     for (let i = 0; i < 2; i++) {
       const body = await meWith(narrow.body.access_token);
-      expect(body).toEqual({ ...own, email: null, email_verified: false });
+      expect(body).toEqual({ ...own, email: null, email_verified: false, public_metadata: {}, last_sign_in_at: null });
     }
-    const wide = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid email' })).expect(200);
+    const mail = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid email' })).expect(200);
+    expect(await meWith(mail.body.access_token)).toEqual({ ...own, public_metadata: {}, last_sign_in_at: null });
+    const profile = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid profile' })).expect(200);
+    expect(await meWith(profile.body.access_token)).toEqual({ ...own, email: null, email_verified: false });
+    const wide = await postToken(t, agentCreds(a), exchangeBody(user.accessToken, { scope: 'openid email profile' })).expect(200);
     expect(await meWith(wide.body.access_token)).toEqual(own);
     // and the narrowed answer did not change what the cache holds for the user
     expect(await meWith(user.accessToken)).toEqual(own);

@@ -28,12 +28,17 @@ export class GetMeHandler implements IQueryHandler<GetMeQuery, MeResponse> {
     const me = cached && cached.tenant_id === q.tenantId ? strip(cached) : await this.load(q, slot.guard);
     // a guest holds the tenant's default role until registration (spec 5 rule 5): its token says which
     if (me.is_anonymous && q.tokenRole) me.role = q.tokenRole;
-    // an agent acts with the narrowed scope it was granted (spec 4.3): the address is the `email`
-    // scope's, as at an OIDC userinfo endpoint (the contract's fields stay, as for a guest without
-    // one); the user's own token sees the whole profile
+    // an agent acts with the narrowed scope it was granted (spec 4.3), as at an OIDC userinfo
+    // endpoint: the address is the `email` scope's; the profile (public_metadata, where apps keep
+    // names, phone numbers, addresses; the last sign-in) the `profile` scope's. The contract's
+    // fields stay, empty as for a guest without them; the user's own token sees the whole profile
     if (q.delegatedScopes && !q.delegatedScopes.includes('email')) {
       me.email = null;
       me.email_verified = false;
+    }
+    if (q.delegatedScopes && !q.delegatedScopes.includes('profile')) {
+      me.public_metadata = {};
+      me.last_sign_in_at = null;
     }
     // last_active_at at most once a minute per user; the first activity of a month counts (MAU)
     if (activityDue) await this.db.query(`WITH ${activityCtes('$1')} SELECT 1`, [q.userId], 'user_activity');
