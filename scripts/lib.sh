@@ -3,8 +3,18 @@
 # and says precisely what to do when they do not.
 set -euo pipefail
 
+# Sources .env like the service's own loader (dotenv without override): a variable already in the
+# environment wins over .env, so `PORT=4000 npm start` listens on 4000 whatever .env says.
 load_env() {
-  if [ -f .env ]; then set -a; . ./.env; set +a; fi
+  if [ -f .env ]; then
+    local -A __env_kept=()
+    local __env_name
+    for __env_name in $(compgen -e); do __env_kept[$__env_name]=${!__env_name}; done
+    set -a; . ./.env; set +a
+    for __env_name in "${!__env_kept[@]}"; do
+      [ "${!__env_name-}" = "${__env_kept[$__env_name]}" ] || export "$__env_name=${__env_kept[$__env_name]}"
+    done
+  fi
   : "${DATABASE_URL:=postgres://postgres@127.0.0.1:5432/authp}"
   : "${REDIS_URL:=redis://127.0.0.1:6379}"
   export DATABASE_URL REDIS_URL
@@ -18,19 +28,28 @@ check_services() {
     c.connect().then(() => c.end()).catch((e) => { console.error(e.message); process.exit(1); });
   " "$pg_admin_url" >/dev/null 2>/tmp/authp-pg-check.err; then
     echo "PostgreSQL is not reachable at ${pg_admin_url%%\?*} ($(cat /tmp/authp-pg-check.err))." >&2
-    echo "  Start it:   pg_ctlcluster --skip-systemctl-redirect \$(ls /etc/postgresql) main start" >&2
-    echo "  Install it: apt-get install -y postgresql   (or: docker compose -f docker/compose.yaml up -d postgres)" >&2
+    echo "  Start it:   pg_ctlcluster --skip-systemctl-redirect \"\$(ls /etc/postgresql | sort -V | tail -1)\" main start" >&2
+    echo "  Install it: apt-get install -y postgresql" >&2
+    echo "          or: docker compose -f docker/compose.yaml --env-file .env up -d postgres" >&2
+    echo "              (compose requires SMTP_URL and KEY_ENCRYPTION_KEY in .env, even for this)" >&2
     echo "  Or point DATABASE_URL (in .env) at a server you have." >&2
     exit 1
   fi
   if ! node -e "
     const Redis = require('ioredis');
     const r = new Redis(process.argv[1], { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 3000, retryStrategy: () => null });
-    r.connect().then(() => r.ping()).then(() => r.quit()).catch((e) => { console.error(e.message); process.exit(1); });
+    let cause; // kept for the message; unhandled, ioredis prints an 'Unhandled error event' stack trace
+    r.on('error', (e) => { cause = cause || e; });
+    r.connect().then(() => r.ping()).then(() => r.quit()).catch((e) => { console.error((cause || e).message); process.exit(1); });
   " "$REDIS_URL" >/dev/null 2>/tmp/authp-redis-check.err; then
+    local redis_port
+    redis_port=$(node -e "try { console.log(new URL(process.argv[1]).port || 6379) } catch { console.log(6379) }" "$REDIS_URL")
     echo "Redis is not reachable at $REDIS_URL ($(cat /tmp/authp-redis-check.err))." >&2
-    echo "  Start it:   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no" >&2
-    echo "  Install it: apt-get install -y redis-server   (or: docker compose -f docker/compose.yaml up -d redis)" >&2
+    echo "  Start it:   redis-server --daemonize yes --bind 127.0.0.1 --port $redis_port --save \"\" --appendonly no" >&2
+    echo "  Install it: apt-get install -y redis-server" >&2
+    echo "          or: docker compose -f docker/compose.yaml --env-file .env up -d redis" >&2
+    echo "              (compose requires SMTP_URL and KEY_ENCRYPTION_KEY in .env, even for this;" >&2
+    echo "              it publishes Redis on REDIS_HOST_PORT, default 6379)" >&2
     echo "  Or point REDIS_URL (in .env) at a server you have." >&2
     exit 1
   fi

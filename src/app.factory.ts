@@ -178,19 +178,23 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
         'Multi-tenant authentication with guest sessions and RFC 8693 token exchange for AI agents. ' +
           'Errors are RFC 9457 problem+json (`code` is stable); /oauth/* errors use RFC 6749 section 5.2. ' +
           'Rate limits answer 429 with Retry-After and X-Service-Docs.\n\n' +
-          '## Rate limits\n\n' +
+          // Swagger UI gives headings no id: the anchor of every 429's X-Service-Docs (RATE_LIMIT_DOCS_URL)
+          '<a id="rate-limits"></a>\n\n## Rate limits\n\n' +
           '| Limit | Default | Code |\n|---|---|---|\n' +
           `| POST /v1/auth/register per client address | ${config.RATE_LIMIT_REGISTER_PER_MIN}/min | rate_limit/exceeded |\n` +
           `| POST /v1/auth/anonymous per client address | ${config.RATE_LIMIT_ANONYMOUS_PER_IP_PER_MIN}/min | anonymous/rate_limited |\n` +
           `| POST /v1/auth/anonymous per API key (counts only requests the per-address limit let through, with a valid body) | ${config.RATE_LIMIT_ANONYMOUS_PER_KEY_PER_HOUR}/hour | anonymous/rate_limited |\n` +
           `| POST /v1/onboarding/signup per client address | ${config.RATE_LIMIT_SIGNUP_PER_MIN}/min | rate_limit/exceeded |\n` +
+          `| POST /v1/auth/dashboard/invites/accept per client address (4 x RATE_LIMIT_SIGNUP_PER_MIN) | ${config.RATE_LIMIT_SIGNUP_PER_MIN * 4}/min | rate_limit/exceeded |\n` +
           `| POST /v1/auth/refresh per client address | ${config.RATE_LIMIT_REFRESH_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
+          `| password sign-ins, successful ones included: POST /v1/auth/login / POST /v1/auth/dashboard/login, each per client address | ${config.RATE_LIMIT_LOGIN_PER_IP_PER_MIN}/min each | rate_limit/exceeded |\n` +
           `| failed sign-ins per (account, address) / account / address | ${config.LOGIN_FAILURES_PER_ACCOUNT_IP} / ${config.LOGIN_FAILURES_PER_ACCOUNT} / ${config.LOGIN_FAILURES_PER_IP} per ${config.LOGIN_FAILURE_WINDOW_SECONDS} s | auth/login_throttled |\n` +
           `| dashboard writes / reads per session | ${config.RATE_LIMIT_AUTH_WRITE_MAX} / ${config.RATE_LIMIT_AUTH_READ_MAX} per min | rate_limit/exceeded |\n` +
           `| dashboard invitation mails per invited address (all tenants) / invitations per tenant | ${config.RATE_LIMIT_INVITES_PER_ADDRESS_PER_HOUR}/hour / ${config.RATE_LIMIT_INVITES_PER_TENANT_PER_DAY}/day | rate_limit/exceeded |\n` +
           `| mails per address and flow (forgot, resend, magic link, email code, step-up) / mail requests per client address | ${config.RATE_LIMIT_EMAIL_PER_ADDRESS} / ${config.RATE_LIMIT_EMAIL_PER_IP} per ${config.RATE_LIMIT_EMAIL_WINDOW_SECONDS} s | rate_limit/exceeded |\n` +
           `| token and code checks (verify-email, reset, magic link and code verification, step-up) per client address | ${config.RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
           `| POST /v1/auth/mfa/verify per client address | ${config.RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN}/min | rate_limit/exceeded |\n` +
+          `| wrong email codes (sign-in, step-up) per email address (step-up: per user), all codes and client addresses (one that signed in to the account with a code before excepted) | ${config.EMAIL_CODE_FAILURES_PER_ADDRESS} per ${config.EMAIL_CODE_FAILURE_WINDOW_SECONDS} s | auth/login_throttled |\n` +
           `| wrong second-factor codes per account (addresses that passed MFA before excepted) | ${config.MFA_FAILURES_PER_ACCOUNT} per ${config.LOGIN_FAILURE_WINDOW_SECONDS} s | auth/login_throttled |\n` +
           '| POST /oauth/token per agent client / per subject token jti | 60 (override up to 600) / 10 per min | slow_down (RFC 6749 envelope) |\n' +
           '| POST /oauth/token token exchange per client that is not an agent (always refused: unauthorized_client) | 60 per min | slow_down (RFC 6749 envelope) |\n' +

@@ -186,15 +186,30 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
   async ensureSchedules(): Promise<number> {
     if (!this.queue) return 0;
     let n = 0;
+    let firstStart: boolean | undefined;
     for (const job of this.jobs.values()) {
       const current = await this.queue.getJobScheduler(job.schedulerId);
       if (current && this.matches(current, job)) continue;
+      if (!current) firstStart ??= await this.neverRan();
       await this.upsert(job);
       if (current) this.logger.log(`job schedule ${job.schedulerId} differs from this release's: replaced`);
+      else if (firstStart) this.logger.log(`job schedule ${job.schedulerId} created (first worker start on this database)`);
       else this.logger.warn(`job schedule ${job.schedulerId} was missing from Redis: created`);
       n++;
     }
     return n + (await this.removeUndeclared());
+  }
+
+  /**
+   * Whether no maintenance run was ever recorded (maintenance_runs empty): a worker's first start
+   * on this database, where a missing schedule or a never-completed job is expected, not a loss.
+   * A query failure counts as not first (the warning stays).
+   */
+  private async neverRan(job?: string): Promise<boolean> {
+    const rows = await this.db
+      .query<{ never: boolean }>(`SELECT NOT EXISTS (SELECT 1 FROM maintenance_runs WHERE $1::text IS NULL OR job = $1) AS never`, [job ?? null])
+      .catch(() => [{ never: false }]);
+    return rows[0].never;
   }
 
   /**
@@ -207,9 +222,13 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
       if (!this.queue || !job.catchUpAfterMs || !(await maintenanceRunDue(this.db, job.name, job.catchUpAfterMs))) continue;
       const existing = await this.queue.getJob(catchUpJobId(job.name));
       if (existing && !(await existing.isCompleted()) && !(await existing.isFailed())) continue;
+      // never run on this database (a first start): expected, not a run that was missed; asked
+      // before queuing, which starts the run (and writes its row)
+      const never = await this.neverRan(job.name);
       await existing?.remove().catch(() => undefined);
       await this.queue.add(job.name, { catchUp: true }, { ...MAINTENANCE_JOB_OPTIONS, jobId: catchUpJobId(job.name), removeOnComplete: true, removeOnFail: true });
-      this.logger.warn(`maintenance job ${job.name} has not completed within ${job.catchUpAfterMs} ms: running it now`);
+      if (never) this.logger.log(`maintenance job ${job.name} has never run on this database: running it now`);
+      else this.logger.warn(`maintenance job ${job.name} has not completed within ${job.catchUpAfterMs} ms: running it now`);
       n++;
     }
     return n;

@@ -1,3 +1,4 @@
+import { APP_CONFIG, AppConfig } from '../../../src/config/config';
 import { createTestApp, TestApp } from '../../setup/app';
 
 interface Schema {
@@ -23,6 +24,7 @@ interface Operation {
 }
 interface OpenApiDoc {
   openapi: string;
+  info: { description: string };
   paths: Record<string, Record<string, Operation>>;
   components: { schemas: Record<string, Schema>; securitySchemes?: Record<string, { type: string; in?: string; name?: string; scheme?: string }> };
 }
@@ -155,6 +157,19 @@ describe('platform: the OpenAPI document', () => {
     expect(codes('429')).toContain('anonymous/rate_limited');
     expect(op.responses['403'].description).toMatch(/anonymous\/disabled/);
     expect(Object.keys((op.responses['429'] as { headers?: object }).headers ?? {})).toEqual(expect.arrayContaining(['Retry-After', 'X-Service-Docs']));
+  });
+
+  it('carries the rate-limit table, anchored where every 429 X-Service-Docs points, with the invitation-accept and email-code rows', () => {
+    const c: AppConfig = t.app.get(APP_CONFIG);
+    const text = doc.info.description;
+    // Swagger UI renders headings without ids: the anchor is an element of its own
+    expect(c.RATE_LIMIT_DOCS_URL.endsWith('/docs#rate-limits')).toBe(true);
+    expect(text).toContain('<a id="rate-limits"></a>\n\n## Rate limits\n');
+    const rows = text.split('\n').filter((l) => l.startsWith('| '));
+    expect(rows).toContainEqual(expect.stringMatching(new RegExp(`^\\| POST /v1/auth/dashboard/invites/accept per client address .*\\| ${c.RATE_LIMIT_SIGNUP_PER_MIN * 4}/min \\| rate_limit/exceeded \\|$`)));
+    expect(rows).toContainEqual(
+      expect.stringMatching(new RegExp(`^\\| wrong email codes .*\\| ${c.EMAIL_CODE_FAILURES_PER_ADDRESS} per ${c.EMAIL_CODE_FAILURE_WINDOW_SECONDS} s \\| auth/login_throttled \\|$`)),
+    );
   });
 
   it('documents the token responses of register, login, refresh and the current user', () => {

@@ -1,4 +1,4 @@
-import { INestApplicationContext } from '@nestjs/common';
+import { INestApplicationContext, Logger } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import { GUEST_PURGE_CATCH_UP_AFTER_MS, GUEST_PURGE_JOB, GUEST_PURGE_PATTERN, GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
 import { EXPIRED_ROWS_SCHEDULER_ID } from '../../../src/shared/maintenance/expired-rows.sweeper';
@@ -249,4 +249,42 @@ describe('worker maintenance: schedules across restarts', () => {
     expect(await queue.getJobState(job.id!)).toBe('delayed');
     await job.remove();
   }, 30_000);
+
+  it('a first start on a new database (no maintenance run recorded) logs the schedules it creates and the first purge at info; once a run is recorded, the same findings are warnings', async () => {
+    const log = jest.spyOn(Logger.prototype, 'log');
+    const warn = jest.spyOn(Logger.prototype, 'warn');
+    const said = (spy: jest.SpyInstance) => spy.mock.calls.map((c) => String(c[0]));
+    const LOSS = /was missing from Redis|has not completed within/;
+    try {
+      await t.db.query(`DELETE FROM maintenance_runs`);
+      for (const id of [GUEST_PURGE_SCHEDULER_ID, EXPIRED_ROWS_SCHEDULER_ID]) await queue.removeJobScheduler(id);
+      await start();
+      await catchUpDone();
+      expect(said(log)).toEqual(
+        expect.arrayContaining([
+          `job schedule ${GUEST_PURGE_SCHEDULER_ID} created (first worker start on this database)`,
+          `job schedule ${EXPIRED_ROWS_SCHEDULER_ID} created (first worker start on this database)`,
+          `maintenance job ${GUEST_PURGE_JOB} has never run on this database: running it now`,
+        ]),
+      );
+      expect(said(warn).filter((m) => LOSS.test(m))).toEqual([]);
+      await recentlyRecorded();
+      await stopAll();
+      // Redis lost a schedule, the purge is overdue: warnings
+      await queue.removeJobScheduler(GUEST_PURGE_SCHEDULER_ID);
+      await purgedHoursAgo(27);
+      warn.mockClear();
+      await start();
+      await catchUpDone();
+      expect(said(warn)).toEqual(
+        expect.arrayContaining([
+          `job schedule ${GUEST_PURGE_SCHEDULER_ID} was missing from Redis: created`,
+          `maintenance job ${GUEST_PURGE_JOB} has not completed within ${GUEST_PURGE_CATCH_UP_AFTER_MS} ms: running it now`,
+        ]),
+      );
+    } finally {
+      log.mockRestore();
+      warn.mockRestore();
+    }
+  }, 60_000);
 });
