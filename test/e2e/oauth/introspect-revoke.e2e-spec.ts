@@ -155,6 +155,18 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       const both = await t.http().post('/oauth/introspect').type('form').set('X-API-Key', tenant.apiKey).set('Authorization', basic(agent.id, agent.secret)).send({ token: tok });
       expect(both.status).toBe(400);
       expect(both.body.error).toBe('invalid_request');
+      const withSecret = await t.http().post('/oauth/introspect').type('form').set('X-API-Key', tenant.apiKey).send({ token: tok, client_id: agent.id, client_secret: agent.secret });
+      expect([withSecret.status, withSecret.body.error]).toEqual([400, 'invalid_request']);
+    });
+
+    it('X-API-Key with a bare client_id in the body (what oauth4webapi and openid-client always send) is the API key\'s call', async () => {
+      const s = await session();
+      for (const clientId of [agent.id, 'anything']) {
+        const res = await t.http().post('/oauth/introspect').type('form').set('X-API-Key', tenant.apiKey).send({ token: s.access_token, client_id: clientId }).expect(200);
+        expect(res.body).toMatchObject({ active: true, sub: expect.any(String) });
+      }
+      await t.http().post('/oauth/revoke').type('form').set('X-API-Key', tenant.apiKey).send({ token: s.access_token, client_id: 'anything' }).expect(200);
+      await me(s.access_token).expect(401);
     });
 
     it('token is required; JSON is refused', async () => {

@@ -130,7 +130,10 @@ export class ClientAuthenticator {
    * of the tenant (agent or legacy), or the tenant's X-API-Key. Exactly one of the two.
    */
   async authenticateResourceServer(form: FormParams, authorization: string | undefined, apiKey: string | undefined): Promise<OAuthCaller> {
-    const hasClientCreds = authorization !== undefined || form.has('client_id') || form.has('client_secret');
+    // a bare body client_id (no secret, no Authorization) proves nothing, and standard clients
+    // (oauth4webapi, openid-client) always send one: beside X-API-Key it is ignored, the key being
+    // the credential; a secret or Basic credentials beside the key are still refused
+    const hasClientCreds = authorization !== undefined || form.has('client_secret') || (apiKey === undefined && form.has('client_id'));
     if (apiKey !== undefined && hasClientCreds) throw new OAuthError('invalid_request', 'Use either client credentials or X-API-Key, not both');
     if (apiKey !== undefined) {
       try {
