@@ -21,9 +21,10 @@ describe('JwtService', () => {
     const verified = jwt.verify(token, publicKey, { algorithms: ['RS256'], issuer: 'https://auth.example', audience: 'https://auth.example' });
     expect(verified).toEqual(full);
     expect(full.exp - full.iat).toBe(60);
-    expect(jwt.decode(token, { complete: true })?.header).toEqual({ alg: 'RS256', typ: 'JWT', kid: 'k1' });
-    // byte for byte what jsonwebtoken itself produces for the same claims and key (PKCS#1 v1.5 is deterministic)
-    expect(token).toBe(jwt.sign(full, privateKey, { algorithm: 'RS256', keyid: 'k1' }));
+    // an access token (RFC 9068 section 2.1)
+    expect(jwt.decode(token, { complete: true })?.header).toEqual({ alg: 'RS256', typ: 'at+jwt', kid: 'k1' });
+    // byte for byte what jsonwebtoken itself produces for the same claims, key and header (PKCS#1 v1.5 is deterministic)
+    expect(token).toBe(jwt.sign(full, privateKey, { algorithm: 'RS256', keyid: 'k1', header: { alg: 'RS256', typ: 'at+jwt' } }));
   });
 
   it('verifies its own tokens and refuses a signature by another key, a tampered payload and an expired token', async () => {

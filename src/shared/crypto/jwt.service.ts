@@ -28,6 +28,8 @@ export interface AccessClaims {
   email?: string | null;
   email_verified?: boolean;
   act?: { sub: string };
+  /** an agent token's client (RFC 9068 section 2.2, RFC 8693 section 4.3): the agent, as act.sub */
+  client_id?: string;
   [extra: string]: unknown;
 }
 
@@ -55,7 +57,8 @@ function wellFormed(c: AccessClaims): boolean {
     isUuid(c.tenant_id) &&
     isUuid(c.jti) &&
     (c.sid === undefined || isUuid(c.sid)) &&
-    (c.act === undefined || (typeof c.act === 'object' && c.act !== null && isUuid(c.act.sub)))
+    (c.act === undefined || (typeof c.act === 'object' && c.act !== null && isUuid(c.act.sub))) &&
+    (c.client_id === undefined || (isUuid(c.client_id) && c.act?.sub === c.client_id))
   );
 }
 
@@ -93,7 +96,9 @@ export class JwtService {
    * two cross-thread wake-ups, measured here at 30-70 µs of extra CPU per signature, and the API
    * runs one process per core (API_WORKERS), so no core is left idle that a pool thread could
    * use. The compact JWS is the one jsonwebtoken writes (header alg, typ, kid; RFC 7515 section
-   * 7.1); jsonwebtoken verifies it (jwt.service.spec.ts checks both directions).
+   * 7.1); jsonwebtoken verifies it (jwt.service.spec.ts checks both directions). Every token this
+   * service signs is an access token: `typ: at+jwt` (RFC 9068 section 2.1), which resource
+   * servers using a standard validator (oauth4webapi, jose with `typ`) require.
    */
   async sign(claims: ClaimsInput, ttlSeconds = this.config.ACCESS_TOKEN_TTL_SECONDS): Promise<{ token: string; claims: AccessClaims }> {
     const { kid, key } = this.keys.signingKey();
@@ -106,7 +111,7 @@ export class JwtService {
       exp: iat + ttlSeconds,
       jti: randomUUID(),
     } as AccessClaims;
-    const input = `${base64url(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid }))}.${base64url(JSON.stringify(full))}`;
+    const input = `${base64url(JSON.stringify({ alg: 'RS256', typ: 'at+jwt', kid }))}.${base64url(JSON.stringify(full))}`;
     const signature = rsaSign('sha256', Buffer.from(input), key);
     return { token: `${input}.${signature.toString('base64url')}`, claims: full };
   }

@@ -67,11 +67,14 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
         sub: user.id,
         tenant_id: tenant.id,
         act: { sub: agent.id },
+        // RFC 9068 section 2.2, RFC 8693 section 4.3: the client the token was issued to
+        client_id: agent.id,
         scope: 'openid profile email',
         aal: 'AAL1',
         role: 'member',
         is_anonymous: false,
       });
+      expect(JSON.parse(Buffer.from(res.access_token.split('.')[0], 'base64url').toString())).toEqual({ alg: 'RS256', typ: 'at+jwt', kid: expect.any(String) });
       expect(c.amr).toEqual([...(s.amr as string[]), 'tx']);
       // when the user authenticated: the subject's (OIDC auth_time)
       expect(typeof s.auth_time).toBe('number');

@@ -93,8 +93,9 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
       user: { id: expect.any(String), email: body.email, email_verified: false, is_anonymous: false, created_at: expect.any(String) },
     });
     const jwks = createRemoteJWKSet(new URL(`${baseUrl}/.well-known/jwks.json`));
-    const { payload, protectedHeader } = await jwtVerify(res.body.access_token, jwks, { issuer: 'http://localhost:3001', audience: 'http://localhost:3001', algorithms: ['RS256'] });
-    expect(protectedHeader.kid).toBeTruthy();
+    // as a resource server with a standard RFC 9068 validator checks it: typ at+jwt
+    const { payload, protectedHeader } = await jwtVerify(res.body.access_token, jwks, { issuer: 'http://localhost:3001', audience: 'http://localhost:3001', algorithms: ['RS256'], typ: 'at+jwt' });
+    expect(protectedHeader).toEqual({ alg: 'RS256', typ: 'at+jwt', kid: expect.any(String) });
     expect(payload).toMatchObject({
       sub: res.body.user.id,
       tenant_id: tenant.id,

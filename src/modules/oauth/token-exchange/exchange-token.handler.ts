@@ -198,6 +198,8 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         role: subject.role,
         is_anonymous: false,
         act: { sub: agent.id },
+        // RFC 9068 section 2.2 (and RFC 8693 section 4.3): the client the token was issued to
+        client_id: agent.id,
         ...(req.audience.length ? { aud: req.audience.length === 1 ? req.audience[0] : req.audience } : {}),
       },
       ttl,
