@@ -1,5 +1,6 @@
 /**
- * The event types a webhook endpoint may subscribe to: every event of spec 6 plus `user.claimed`.
+ * The event types a webhook endpoint may subscribe to: every event of spec 6 plus `user.claimed`
+ * and `user.deleted` (an end user erased by a tenant owner; payload `{user_id}` only).
  * Not `tenant.created`: it happens before the tenant can have an endpoint (only endpoints that
  * existed at an event receive it), so a subscription to it could never deliver anything.
  * `*` subscribes to every event type, including ones added later; it must be the only entry.
@@ -17,6 +18,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'agent.rate_limited',
   // platform
   'user.claimed',
+  'user.deleted',
 ] as const;
 
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];

@@ -11,6 +11,7 @@ import { DashboardPrincipal } from '../../../src/shared/auth/auth-context';
 import { RevokeApiKeyCommand } from '../../../src/modules/api-keys/api-keys.handlers';
 import { RevokeAgentCommand } from '../../../src/modules/agents/revoke-agent/revoke-agent.command';
 import { UpdateAnonymousSettingsCommand } from '../../../src/modules/guests/settings/anonymous-settings.handlers';
+import { DeleteUserCommand } from '../../../src/modules/users/admin/delete-user/delete-user.command';
 import { agentToken, agentsUrl, as, bearerCall, endUser as agentEndUser, registerAgent, tenantOnTier } from '../agents/agents.helpers';
 import { DashboardFixture } from '../../factories/dashboard.factory';
 
@@ -161,6 +162,27 @@ describe('Redis refusing writes', () => {
       // the same settings again: nothing to change in PostgreSQL, the caches told all the same
       await t.http().patch(settings).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ anonymous_signins_enabled: false }).expect(200);
       expect((await guest().expect(403)).body.code).toBe('anonymous/disabled');
+    });
+
+    it('an erased end user: refused before the commit, nothing is erased (503) and the retry does it all; a repeat after the erasure tells the profile cache before its 404', async () => {
+      const d = await signupTenant(t);
+      const { key } = await createApiKey(t, d);
+      const email = uniqueEmail('erased');
+      const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+      const userId = reg.body.user.id as string;
+      const me = () => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`);
+      await me().expect(200); // the session cached as live, the profile cached
+      await refusingWrites(() => refused(t.app.get(CommandBus).execute(new DeleteUserCommand(ownerOf(d), userId))));
+      expect(await t.db.query(`SELECT id FROM users WHERE id = $1`, [userId])).toEqual([{ id: userId }]);
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.deleted' AND target_id = $1`, [userId])).toEqual([]);
+      await me().expect(200); // nothing happened
+      await t.http().delete(`/v1/auth/dashboard/tenants/${d.slug}/users/${userId}`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).expect(204);
+      await me().expect(401);
+      // erased: a repeat is 404 once it told the profile cache, 503 while Redis takes nothing
+      await refusingWrites(() => refused(t.app.get(CommandBus).execute(new DeleteUserCommand(ownerOf(d), userId))));
+      const again = await t.http().delete(`/v1/auth/dashboard/tenants/${d.slug}/users/${userId}`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).expect(404);
+      expect(again.body.code).toBe('user/not_found');
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.deleted' AND target_id = $1`, [userId])).toHaveLength(1);
     });
 
     it("a revoked agent: its tokens, once checked and cached as not denylisted, are refused once the revocation answers", async () => {

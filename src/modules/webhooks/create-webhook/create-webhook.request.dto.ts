@@ -25,7 +25,7 @@ export class CreateWebhookRequestDto {
     enum: EVENT_CHOICES,
     minItems: 1,
     uniqueItems: true,
-    description: 'event types to receive (spec 6 plus `user.claimed`); `*` alone subscribes to every event type, including future ones',
+    description: 'event types to receive (spec 6 plus `user.claimed` and `user.deleted`); `*` alone subscribes to every event type, including future ones',
   })
   @IsArray()
   @ArrayMinSize(1)
