@@ -79,8 +79,8 @@ export class AgentDenylistService implements OnModuleInit {
     let cached: string | null;
     try {
       cached = await this.redis.get(denylistKey(agentId));
-    } catch {
-      throw new AppError('server/unavailable', 'Agent denylist unavailable');
+    } catch (cause) {
+      throw new AppError('server/unavailable', 'Agent denylist unavailable', { cause });
     }
     if (cached !== null) return refuses(cached, iat);
     return refuses(await this.loadAndCache(agentId), iat);

@@ -89,8 +89,8 @@ export class TokenRevocationService {
     const keys = sessionIds.map((sid) => `revoked:sid:${sid}`);
     const marks = this.redis.pipeline();
     for (const key of keys) marks.set(key, SESSION_REVOKED, 'EX', this.ttlSeconds);
-    await writeElseDelete(this.redis, marks, keys).catch(() => {
-      throw new AppError('server/unavailable', 'Token revocation state unavailable');
+    await writeElseDelete(this.redis, marks, keys).catch((cause: unknown) => {
+      throw new AppError('server/unavailable', 'Token revocation state unavailable', { cause });
     });
   }
 
@@ -121,8 +121,8 @@ export class TokenRevocationService {
     let values: (string | null)[];
     try {
       values = await this.redis.mget(...checks.map((c) => c.key), ...gates, ...extraKeys);
-    } catch {
-      throw new AppError('server/unavailable', 'Token revocation state unavailable');
+    } catch (cause) {
+      throw new AppError('server/unavailable', 'Token revocation state unavailable', { cause });
     }
     const extra = values.slice(checks.length + gates.length);
     return { reason: await this.reasonFrom(checks, values, claims), extra };
@@ -150,7 +150,7 @@ export class TokenRevocationService {
       answers = await Promise.all(misses.map((m) => m.ask()));
     } catch (e) {
       if (e instanceof AppError) throw e;
-      throw new AppError('server/unavailable', 'Token revocation state unavailable');
+      throw new AppError('server/unavailable', 'Token revocation state unavailable', { cause: e });
     }
     const refused = answers.findIndex(Boolean);
     return refused >= 0 ? misses[refused].check.reason : null;

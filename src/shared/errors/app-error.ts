@@ -20,28 +20,38 @@ export function withoutClientErrorStack(status: number): number {
  * error (4xx) carries no stack trace: nothing reads one, and capturing it was the largest single
  * cost of a refused request (4% of the API's CPU in a flood of bad refresh requests, profiled).
  */
+export interface AppErrorOptions {
+  errors?: FieldError[];
+  headers?: Record<string, string>;
+  status?: number;
+  /** RFC 9457 section 3.2 extension members added to the problem body (never override its standard members) */
+  extensions?: Record<string, unknown>;
+  /** a server error already logged where it arose (the filter does not log it again) */
+  logged?: boolean;
+}
+
 export class AppError extends Error {
   readonly status: number;
   readonly title: string;
+  readonly options: AppErrorOptions;
+  /**
+   * `cause`: the failure behind this one (a Redis error behind server/unavailable), kept as the
+   * standard, non-enumerable Error `cause`: the error log appends its message ("Rate limiter
+   * unavailable: Command timed out") and its stack, never the response. Not kept in `options`,
+   * which the log serializes whole.
+   */
   constructor(
     readonly code: ErrorCode,
     readonly detail?: string,
-    readonly options: {
-      errors?: FieldError[];
-      headers?: Record<string, string>;
-      status?: number;
-      /** RFC 9457 section 3.2 extension members added to the problem body (never override its standard members) */
-      extensions?: Record<string, unknown>;
-      /** a server error already logged where it arose (the filter does not log it again) */
-      logged?: boolean;
-    } = {},
+    { cause, ...options }: AppErrorOptions & { cause?: unknown } = {},
   ) {
     const status = options.status ?? ERROR_CATALOG[code].status;
     const stackTraceLimit = withoutClientErrorStack(status);
-    super(detail ?? ERROR_CATALOG[code].title);
+    super(detail ?? ERROR_CATALOG[code].title, cause === undefined ? undefined : { cause });
     Error.stackTraceLimit = stackTraceLimit;
     this.status = status;
     this.title = ERROR_CATALOG[code].title;
+    this.options = options;
   }
 }
 

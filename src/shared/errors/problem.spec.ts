@@ -1,4 +1,6 @@
 import { Logger } from '@nestjs/common';
+import { AppError } from './app-error';
+import { OAuthError } from './oauth-error';
 import { isOAuthPath, renderError } from './problem';
 
 describe('renderError', () => {
@@ -65,6 +67,22 @@ describe('renderError: client errors of plugins, and what a server error logs', 
     expect(logged).toHaveBeenCalledTimes(1);
     expect(JSON.stringify(logged.mock.calls[0][0], (_k, v) => (v instanceof Error ? v.message : v))).not.toContain('QSECRET123');
     expect(logged.mock.calls[0][0]).toMatchObject({ path: '/v1/auth/register', request_id: 'rid' });
+  });
+
+  it('an OAuth 5xx (temporarily_unavailable) logs one server error line with its cause; the response is unchanged; an OAuth 4xx logs nothing', () => {
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const redis = new Error('Command timed out');
+    const kernel = new AppError('server/unavailable', 'Rate limiter unavailable', { cause: redis });
+    // the cause is the standard Error one: not enumerable, not in the options the log serializes
+    expect([kernel.cause, Object.keys(kernel).includes('cause'), 'cause' in kernel.options]).toEqual([redis, false, false]);
+    const unavailable = new OAuthError('temporarily_unavailable', 'The service is temporarily unavailable; retry later', 503, { 'Retry-After': '5' });
+    Object.defineProperty(unavailable, 'cause', { value: kernel });
+    const r = renderError(unavailable, '/oauth/introspect?x=1', 'rid');
+    expect([r.status, r.body, r.headers['Retry-After']]).toEqual([503, { error: 'temporarily_unavailable', error_description: 'The service is temporarily unavailable; retry later' }, '5']);
+    expect(logged).toHaveBeenCalledTimes(1);
+    expect(logged.mock.calls[0]).toEqual([{ err: unavailable, request_id: 'rid', path: '/oauth/introspect' }, 'server error']);
+    renderError(new OAuthError('invalid_request', 'token is required'), '/oauth/introspect', 'rid2');
+    expect(logged).toHaveBeenCalledTimes(1);
   });
 });
 

@@ -154,7 +154,12 @@ function fromFrameworkError(err: { statusCode?: number; code?: string; message?:
 /** Maps any thrown value to the one error envelope (problem+json, or RFC 6749 under /oauth). */
 export function renderError(err: unknown, url: string, requestId?: string): RenderedError {
   const isOAuth = isOAuthPath(url);
+  // the path only: a query string may carry a token (the request log drops it too)
+  const path = url.split('?')[0];
   if (err instanceof OAuthError) {
+    // a 5xx in the RFC 6749 envelope (temporarily_unavailable) is a server error as any other:
+    // one error line with the request id and its cause (the dependency failure behind it)
+    if (err.status >= 500) logger.error({ err, request_id: requestId, path }, 'server error');
     return {
       status: err.status,
       contentType: 'application/json; charset=utf-8',
@@ -176,8 +181,6 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
   } else if (err && typeof err === 'object') {
     appErr = fromFrameworkError(err as { statusCode?: number; code?: string });
   }
-  // the path only: a query string may carry a token (the request log drops it too)
-  const path = url.split('?')[0];
   if (!appErr) {
     logger.error({ err, request_id: requestId, path }, 'unhandled error');
     appErr = new AppError('server/error', 'An unexpected error occurred; quote the request id to support');

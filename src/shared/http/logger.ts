@@ -1,5 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
+import type { DestinationStream } from 'pino';
+import type { Options as PinoHttpOptions } from 'pino-http';
 import { getConfig } from '../../config/config.module';
 
 /** Paths pino removes from every log line: credentials, tokens, secrets, dates of birth. */
@@ -24,6 +26,24 @@ export const REDACT_PATHS = [
   '*.csrf_token',
 ];
 
+/** Probes and scrapes, every few seconds: no request line (their failures still log their errors). */
+const UNLOGGED_PATHS = new Set(['/health', '/ready', '/metrics']);
+
+/**
+ * The path of a request as the client sent it. Inside Nest's middleware (run by @fastify/middie)
+ * `req.url` is relative to the middleware's mount point, `/` for every request under `*`; the
+ * full URL is in `originalUrl`.
+ */
+function requestPath(req: { url?: string; originalUrl?: string }): string {
+  return (req.originalUrl ?? req.url ?? '').split('?', 1)[0];
+}
+
+/**
+ * Where the log lines go: stdout, unless a stream is set here before the API module is loaded
+ * (`loggerModule()` runs when it is imported). Tests set it to read the lines they assert on.
+ */
+export const logDestination: { stream?: DestinationStream } = {};
+
 /** JSON logs via pino, one line per request, with the request id. */
 export function loggerModule(): DynamicModule {
   const config = getConfig();
@@ -31,19 +51,18 @@ export function loggerModule(): DynamicModule {
   // per-request logger (a child logger and an async context per request, about a tenth of the
   // CPU of a fast route) is not installed; errors are still logged with their request id.
   const requestLogs = ['trace', 'debug', 'info'].includes(config.LOG_LEVEL);
-  const module = LoggerModule.forRoot({
-    pinoHttp: {
-      level: config.LOG_LEVEL,
-      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-      genReqId: (req) => String(req.headers['x-request-id'] ?? ''),
-      customProps: () => ({ service: 'authp' }),
-      serializers: {
-        req: (req: { id: string; method: string; url: string }) => ({ id: req.id, method: req.method, url: req.url?.split('?')[0] }),
-        res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
-      },
-      autoLogging: { ignore: (req) => req.url === '/health' || req.url === '/metrics' },
+  const pinoHttp: PinoHttpOptions = {
+    level: config.LOG_LEVEL,
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    genReqId: (req) => String(req.headers['x-request-id'] ?? ''),
+    customProps: () => ({ service: 'authp' }),
+    serializers: {
+      req: (req: { id: string; method: string; url: string }) => ({ id: req.id, method: req.method, url: req.url?.split('?')[0] }),
+      res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
     },
-  });
+    autoLogging: { ignore: (req) => UNLOGGED_PATHS.has(requestPath(req)) },
+  };
+  const module = LoggerModule.forRoot({ pinoHttp: logDestination.stream ? [pinoHttp, logDestination.stream] : pinoHttp });
   // the same providers (Logger, PinoLogger) without LoggerModule's middleware: with no Nest
   // middleware at all, @fastify/middie skips its per-request work (it copies ip, ips, hostname,
   // protocol and query onto the raw request and normalizes the path for every request otherwise)

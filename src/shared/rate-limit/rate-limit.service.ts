@@ -52,8 +52,8 @@ export class RateLimitService {
     const { blocked } = throttlerKeys(`rl:${key}`, bucket);
     try {
       return (await this.firstRefusalCmd(blocked, `${blocked}:first`)) === 1;
-    } catch {
-      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    } catch (cause) {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable', { cause });
     }
   }
 
@@ -62,8 +62,8 @@ export class RateLimitService {
     let r;
     try {
       r = await this.storage.increment(`rl:${key}`, windowSeconds * 1000, limit, windowSeconds * 1000, bucket);
-    } catch {
-      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    } catch (cause) {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable', { cause });
     }
     return {
       allowed: !r.isBlocked,
@@ -83,8 +83,8 @@ export class RateLimitService {
       rs = await this.storage.incrementInOrder(
         limits.map((l) => ({ key: `rl:${l.key}`, name: l.bucket, ttl: l.windowSeconds * 1000, limit: l.limit, blockDuration: l.windowSeconds * 1000 })),
       );
-    } catch {
-      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    } catch (cause) {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable', { cause });
     }
     return rs.map((r) => ({
       counted: r.counted,
@@ -113,8 +113,8 @@ export class RateLimitService {
         count: Number(res[2 * i]?.[1] ?? 0) || 0,
         ttlSeconds: Math.max(1, Math.ceil(Number(res[2 * i + 1]?.[1] ?? 0) / 1000)),
       }));
-    } catch {
-      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    } catch (cause) {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable', { cause });
     }
   }
 
@@ -127,8 +127,8 @@ export class RateLimitService {
         pipe.incr(hits).pexpire(hits, windowSeconds * 1000, 'NX');
       }
       await execAll(pipe);
-    } catch {
-      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    } catch (cause) {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable', { cause });
     }
   }
 
@@ -146,8 +146,8 @@ export class RateLimitService {
           return [blocked, `${blocked}:first`];
         }),
       );
-    } catch {
-      throw new AppError('server/unavailable', 'Rate limiter unavailable');
+    } catch (cause) {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable', { cause });
     }
   }
 
