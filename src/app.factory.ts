@@ -70,6 +70,68 @@ function answerUnmetExpectation(req: import('http').IncomingMessage, res: import
   res.end(body);
 }
 
+/** Beyond this after SIGTERM/SIGINT, an API process still closing exits anyway (as the worker; compose allows 30 s). */
+const SHUTDOWN_TIMEOUT_MS = 25_000;
+
+/**
+ * Closing without waiting on keep-alive clients. Node's server.close() (Fastify's close) only ends
+ * the connections idle at that moment: one busy then is kept open after its response (`Connection:
+ * keep-alive`) until keepAliveTimeout (72 s) and holds the process, past Docker's 10 s or
+ * Kubernetes's 30 s before SIGKILL. Once a shutdown begins (SIGTERM/SIGINT on a listening server,
+ * else when app.close() reaches the HTTP server), every response still to be written says
+ * `Connection: close` and its connection ends after it, idle keep-alive connections are closed at
+ * once, and requests in flight finish normally. After a signal, a process still closing after
+ * SHUTDOWN_TIMEOUT_MS exits anyway.
+ */
+function closeConnectionsOnShutdown(app: NestFastifyApplication): void {
+  const server = app.getHttpServer() as import('http').Server;
+  const fastify = app.getHttpAdapter().getInstance() as unknown as FastifyInstance;
+  const open = new Set<import('http').ServerResponse>();
+  let closing = false;
+  // before Fastify's own listener: set before any header of the response is written
+  server.prependListener('request', (_req: import('http').IncomingMessage, res: import('http').ServerResponse) => {
+    if (closing) res.setHeader('Connection', 'close');
+    open.add(res);
+    res.once('close', () => {
+      open.delete(res);
+      // a response whose headers (keep-alive) went out before the shutdown began: its connection
+      // is idle once it is done
+      if (closing) setImmediate(() => server.closeIdleConnections());
+    });
+  });
+  const signals = ['SIGTERM', 'SIGINT'] as const;
+  const unsubscribe = (): void => {
+    for (const sig of signals) process.removeListener(sig, onSignal);
+  };
+  const beginClosing = (): void => {
+    unsubscribe();
+    if (closing) return;
+    closing = true;
+    for (const res of open) if (!res.headersSent) res.setHeader('Connection', 'close');
+    server.closeIdleConnections();
+  };
+  // a signal: at once, before Nest's shutdown hooks (onModuleDestroy, beforeApplicationShutdown)
+  // that run before the HTTP server closes; the process exits after the deadline whatever holds it
+  function onSignal(signal: NodeJS.Signals): void {
+    beginClosing();
+    setTimeout(() => {
+      console.error(`api did not stop within ${SHUTDOWN_TIMEOUT_MS} ms of ${signal}; exiting`);
+      process.exit(1);
+    }, SHUTDOWN_TIMEOUT_MS).unref();
+  }
+  // only while listening: no listener left behind by an app that never listened or has closed
+  server.on('listening', () => {
+    unsubscribe();
+    if (!closing) for (const sig of signals) process.once(sig, onSignal);
+  });
+  server.on('close', unsubscribe);
+  // app.close() (and the signal's own path): Fastify's close, before it ends the idle connections
+  fastify.addHook('preClose', (done) => {
+    beginClosing();
+    done();
+  });
+}
+
 /** Builds the API application (used by `node dist/main` and by the e2e tests). */
 export async function createApiApp(opts: { logger?: boolean } = {}): Promise<NestFastifyApplication> {
   const config = getConfig();
@@ -108,6 +170,7 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
   const app = await NestFactory.create<NestFastifyApplication>(ApiModule, adapter, { bufferLogs: true, abortOnError: false, bodyParser: false });
   // an Expect other than 100-continue: Node's bare 417 otherwise
   app.getHttpServer().on('checkExpectation', answerUnmetExpectation);
+  closeConnectionsOnShutdown(app);
   if (opts.logger !== false) app.useLogger(app.get(Logger));
   else app.useLogger(false);
   await configureApp(app, config);
