@@ -1,23 +1,41 @@
 import cluster from 'node:cluster';
+import { Logger as NestLogger } from '@nestjs/common';
 import { getConfig } from './config/config.module';
 import { DEFAULT_SUPERVISOR_OPTIONS, superviseApiProcesses } from './shared/http/api-cluster';
 import { installCpuProfileToggle } from './shared/http/cpu-profile';
+import { startupFailureLine } from './shared/redis/outage-log';
 
 /** `node dist/main`: the API. API_WORKERS=N runs N processes on one port (node:cluster). */
 async function bootstrap(): Promise<void> {
   const config = getConfig();
   if (config.API_WORKERS > 1 && cluster.isPrimary) {
+    // GET /metrics in any API process answers the sum over all of them (the primary aggregates)
+    const { serveClusterMetrics } = await import('./shared/http/metrics');
+    serveClusterMetrics(cluster);
     const stop = superviseApiProcesses(cluster, config.API_WORKERS, { ...DEFAULT_SUPERVISOR_OPTIONS, log: (line) => console.error(line) });
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => stop(sig));
     return;
   }
   installCpuProfileToggle(config.CPU_PROFILE_DIR);
+  // Nest's own logger stays silent until the app installs pino (its buffered start-up logs then
+  // go to pino): a failing start is the one line below, not Nest's coloured ExceptionHandler stack
+  NestLogger.overrideLogger(false);
   const { createApiApp } = await import('./app.factory');
   const app = await createApiApp();
   await app.listen({ port: config.PORT, host: process.env.HOST ?? '0.0.0.0' });
 }
 
 bootstrap().catch((err) => {
-  console.error(err instanceof Error ? err.message : err);
+  console.error(startupFailureLine(err, configuredUrls()));
   process.exit(1);
 });
+
+/** DATABASE_URL and REDIS_URL as the configuration has them (its defaults), or none when it is the failure. */
+function configuredUrls(): { DATABASE_URL?: string; REDIS_URL?: string } {
+  try {
+    const { DATABASE_URL, REDIS_URL } = getConfig();
+    return { DATABASE_URL, REDIS_URL };
+  } catch {
+    return {};
+  }
+}

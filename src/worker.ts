@@ -2,6 +2,7 @@ import { INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
 import { getConfig } from './config/config.module';
+import { startupFailureLine } from './shared/redis/outage-log';
 import { WorkerModule } from './worker.module';
 
 /** Beyond this, a shutdown that waits on a stuck job gives up (compose allows 30 s). */
@@ -13,7 +14,9 @@ const SHUTDOWN_TIMEOUT_MS = 25_000;
  */
 export async function startWorker(opts: { logger?: boolean; shutdownHooks?: boolean } = {}): Promise<INestApplicationContext> {
   const quiet = opts.logger === false;
-  const app = await NestFactory.createApplicationContext(WorkerModule, quiet ? { logger: false, abortOnError: false } : { bufferLogs: true, abortOnError: false });
+  // otherwise Nest's logger is silent until pino is installed (its buffered start-up logs then go
+  // to pino): a failing start is one plain line (startupFailureLine), not Nest's coloured stack
+  const app = await NestFactory.createApplicationContext(WorkerModule, quiet ? { logger: false, abortOnError: false } : { logger: false, bufferLogs: true, abortOnError: false });
   if (!quiet) app.useLogger(app.get(Logger));
   // SIGTERM/SIGINT: app.close() stops the relay (onModuleDestroy), lets the workers finish
   // their jobs (beforeApplicationShutdown), then closes PostgreSQL and Redis; Nest then
@@ -38,7 +41,13 @@ if (require.main === module || process.argv[1]?.endsWith('dist/worker.js') || pr
         });
     })
     .catch((err) => {
-      console.error(err instanceof Error ? err.message : err);
+      let urls: { DATABASE_URL?: string; REDIS_URL?: string } = {};
+      try {
+        urls = getConfig();
+      } catch {
+        // the configuration is the failure: its message says what is wrong
+      }
+      console.error(startupFailureLine(err, urls));
       process.exit(1);
     });
 }

@@ -9,7 +9,7 @@ import { AppError } from '../errors/app-error';
 import { unavailableDetail } from '../errors/problem';
 import { REDIS } from '../redis/redis.module';
 import { ApiProblemResponse } from './api-docs';
-import { metricsRegistry } from './metrics';
+import { metricsText } from './metrics';
 
 const INDICATORS = {
   type: 'object',
@@ -100,7 +100,7 @@ export class OpsController implements OnModuleInit {
   })
   @ApiProduces('text/plain')
   @ApiHeader({ name: 'authorization', required: false, description: '`Bearer <METRICS_TOKEN>`: needed only when METRICS_TOKEN is set' })
-  @ApiOkResponse({ description: 'the metrics of this API process', content: { 'text/plain': { schema: { type: 'string' } } } })
+  @ApiOkResponse({ description: 'the metrics of the API (with API_WORKERS>1, every API process summed)', content: { 'text/plain': { schema: { type: 'string' } } } })
   @ApiProblemResponse(401, 'auth/unauthorized', 'METRICS_TOKEN is set and the request does not carry it as a bearer token')
   @ApiProblemResponse(404, 'request/not_found', 'METRICS_ENABLED=false')
   @Header('Content-Type', 'text/plain; version=0.0.4')
@@ -116,6 +116,6 @@ export class OpsController implements OnModuleInit {
         headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },
       });
     }
-    return metricsRegistry.metrics();
+    return metricsText();
   }
 }

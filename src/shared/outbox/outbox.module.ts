@@ -1,6 +1,6 @@
 import { BullModule, WorkerHost } from '@nestjs/bullmq';
-import { BeforeApplicationShutdown, Injectable, Logger, Module, OnApplicationBootstrap } from '@nestjs/common';
-import { Queue } from 'bullmq';
+import { BeforeApplicationShutdown, Injectable, Logger, Module, OnApplicationBootstrap, OnModuleInit } from '@nestjs/common';
+import { Queue, Worker } from 'bullmq';
 import { outageLog } from '../redis/outage-log';
 import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { APP_CONFIG, AppConfig } from '../../config/config';
@@ -35,18 +35,46 @@ export class QueueWorkersCloser implements BeforeApplicationShutdown {
 }
 
 /**
+ * The class @nestjs/bullmq builds each BullModule.registerQueue queue with: it reports a Redis
+ * outage through outageLog from its construction on. A listener added later (even in
+ * onModuleInit) misses the first connection failures, which BullMQ prints as raw multi-line stack
+ * traces when a queue has no 'error' listener (a worker started while Redis is down).
+ */
+export class OutageLoggedQueue extends Queue {
+  constructor(...args: ConstructorParameters<typeof Queue>) {
+    super(...args);
+    this.on('error', outageLog(new Logger('Queues'), `queue ${this.name}`));
+  }
+}
+// set on import, before any module's decorator calls BullModule.registerQueue (they import OutboxModule)
+BullModule.queueClass = OutageLoggedQueue;
+
+/**
  * Every BullMQ queue a module registered (BullModule.registerQueue) reports a Redis outage
  * through outageLog; without an 'error' listener BullMQ prints each reconnection failure raw.
+ * Registered queues are OutageLoggedQueue (listener from construction on); any other queue
+ * provider gets one in onModuleInit, before the bootstrap hooks that wait on Redis. The
+ * @Processor workers (created by @nestjs/bullmq in its onModuleInit) get one at bootstrap when
+ * they have none of their own.
  */
 @Injectable()
-export class QueueErrorLogs implements OnApplicationBootstrap {
+export class QueueErrorLogs implements OnModuleInit, OnApplicationBootstrap {
   private readonly log = new Logger('Queues');
   constructor(private readonly discovery: DiscoveryService) {}
 
-  onApplicationBootstrap(): void {
+  onModuleInit(): void {
     for (const w of this.discovery.getProviders()) {
       const q = w.instance as unknown;
       if (q instanceof Queue && q.listenerCount('error') === 0) q.on('error', outageLog(this.log, `queue ${q.name}`));
+    }
+  }
+
+  onApplicationBootstrap(): void {
+    this.onModuleInit(); // a queue provider created late (none today): no listener twice, see listenerCount
+    for (const w of this.discovery.getProviders()) {
+      const h = w.instance as unknown;
+      const worker = h instanceof WorkerHost ? (h as unknown as { _worker?: Worker })._worker : undefined;
+      if (worker && worker.listenerCount('error') === 0) worker.on('error', outageLog(this.log, `worker ${worker.name}`));
     }
   }
 }
