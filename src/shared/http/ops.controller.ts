@@ -10,6 +10,7 @@ import { unavailableDetail } from '../errors/problem';
 import { REDIS } from '../redis/redis.module';
 import { ApiProblemResponse } from './api-docs';
 import { metricsText } from './metrics';
+import { OutboxMetrics } from './outbox-metrics';
 
 const INDICATORS = {
   type: 'object',
@@ -24,6 +25,8 @@ const READY_QUERY_TIMEOUT_MS = 2_000;
 @ApiTags('operations')
 @Controller()
 export class OpsController implements OnModuleInit {
+  private readonly outbox = new OutboxMetrics();
+
   constructor(
     private readonly health: HealthCheckService,
     private readonly indicator: HealthIndicatorService,
@@ -104,7 +107,7 @@ export class OpsController implements OnModuleInit {
   @ApiProblemResponse(401, 'auth/unauthorized', 'METRICS_TOKEN is set and the request does not carry it as a bearer token')
   @ApiProblemResponse(404, 'request/not_found', 'METRICS_ENABLED=false')
   @Header('Content-Type', 'text/plain; version=0.0.4')
-  metrics(@Headers('authorization') authorization?: string): Promise<string> {
+  async metrics(@Headers('authorization') authorization?: string): Promise<string> {
     // METRICS_ENABLED=false: no metrics at all, the route included (it answers as an unknown path)
     if (!this.config.METRICS_ENABLED) throw new AppError('request/not_found');
     // METRICS_TOKEN: only the scraper that holds it (compared in constant time); the scheme name is
@@ -116,6 +119,8 @@ export class OpsController implements OnModuleInit {
         headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },
       });
     }
-    return metricsText();
+    // the worker's backlog (one database: read here, never summed across API processes)
+    const [own, outbox] = await Promise.all([metricsText(), this.outbox.text(this.db)]);
+    return outbox ? `${own}${own.endsWith('\n') ? '' : '\n'}${outbox}` : own;
   }
 }
