@@ -88,16 +88,18 @@ function closeConnectionsOnShutdown(app: NestFastifyApplication): void {
   const fastify = app.getHttpAdapter().getInstance() as unknown as FastifyInstance;
   const open = new Set<import('http').ServerResponse>();
   let closing = false;
+  // one listener for every response (no closure per request: this runs on every request)
+  function onResponseClose(this: import('http').ServerResponse): void {
+    open.delete(this);
+    // a response whose headers (keep-alive) went out before the shutdown began: its connection
+    // is idle once it is done
+    if (closing) setImmediate(() => server.closeIdleConnections());
+  }
   // before Fastify's own listener: set before any header of the response is written
   server.prependListener('request', (_req: import('http').IncomingMessage, res: import('http').ServerResponse) => {
     if (closing) res.setHeader('Connection', 'close');
     open.add(res);
-    res.once('close', () => {
-      open.delete(res);
-      // a response whose headers (keep-alive) went out before the shutdown began: its connection
-      // is idle once it is done
-      if (closing) setImmediate(() => server.closeIdleConnections());
-    });
+    res.on('close', onResponseClose); // 'close' comes once: no once-wrapper needed
   });
   const signals = ['SIGTERM', 'SIGINT'] as const;
   const unsubscribe = (): void => {

@@ -2,7 +2,7 @@ import { randomBytes } from 'crypto';
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import request from 'supertest';
 import { createApiApp } from '../../src/app.factory';
-import { resetConfigForTests } from '../../src/config/config.module';
+import { withEnv } from './with-env';
 import { AgentClientCache } from '../../src/modules/agents/agent-client.cache';
 import { ApiKeyCache } from '../../src/shared/cache/api-key.cache';
 import { Db } from '../../src/shared/db/db.service';
@@ -21,28 +21,19 @@ export interface TestApp {
 
 /** Boots the real API (real PostgreSQL and Redis); `env` overrides configuration for this app. */
 export async function createTestApp(env: Record<string, string> = {}): Promise<TestApp> {
-  const saved: Record<string, string | undefined> = {};
-  for (const [k, v] of Object.entries(env)) {
-    saved[k] = process.env[k];
-    process.env[k] = v;
-  }
-  resetConfigForTests();
-  let app: Awaited<ReturnType<typeof createApiApp>> | undefined;
-  try {
-    app = await createApiApp({ logger: false });
-    await app.init();
-    await app.getHttpAdapter().getInstance().ready();
-  } catch (e) {
-    // an instance that cannot start (a test of boot errors) leaves no connection open behind it
-    await app?.close().catch(() => undefined);
-    throw e;
-  } finally {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
+  const app = await withEnv(env, async () => {
+    let started: Awaited<ReturnType<typeof createApiApp>> | undefined;
+    try {
+      started = await createApiApp({ logger: false });
+      await started.init();
+      await started.getHttpAdapter().getInstance().ready();
+      return started;
+    } catch (e) {
+      // an instance that cannot start (a test of boot errors) leaves no connection open behind it
+      await started?.close().catch(() => undefined);
+      throw e;
     }
-    resetConfigForTests();
-  }
+  });
   return {
     app,
     http: () => request(app.getHttpServer()),

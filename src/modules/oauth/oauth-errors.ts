@@ -13,9 +13,7 @@ const UNAVAILABLE_RETRY_AFTER = '5';
  */
 export function failClosed(e: unknown): never {
   if (e instanceof AppError && e.status === 503) {
-    const err = new OAuthError('temporarily_unavailable', 'The service is temporarily unavailable; retry later', 503, { 'Retry-After': UNAVAILABLE_RETRY_AFTER });
-    Object.defineProperty(err, 'cause', { value: e, enumerable: false, writable: true, configurable: true });
-    throw err;
+    throw new OAuthError('temporarily_unavailable', 'The service is temporarily unavailable; retry later', 503, { 'Retry-After': UNAVAILABLE_RETRY_AFTER }, e);
   }
   throw e;
 }

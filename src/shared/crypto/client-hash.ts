@@ -36,7 +36,7 @@ export class ClientHasher {
 
   /** 12 hex characters of HMAC-SHA256(key, value). */
   prefix(value: string): string {
-    return createHmac('sha256', this.key).update(value, 'utf8').digest('hex').slice(0, 12);
+    return this.hmac(value).slice(0, 12);
   }
 
   /**
@@ -46,7 +46,11 @@ export class ClientHasher {
    * (`user:<tenant>:<email>`, `dashboard:<email>`), so counters of different purposes never meet.
    */
   subject(value: string): string {
-    return createHmac('sha256', this.key).update(value, 'utf8').digest('hex').slice(0, 32);
+    return this.hmac(value).slice(0, 32);
+  }
+
+  private hmac(value: string): string {
+    return createHmac('sha256', this.key).update(value, 'utf8').digest('hex');
   }
 
   /** The prefix of an optional value: null when it is absent or empty. */

@@ -7,9 +7,11 @@ export class OAuthError extends Error {
     readonly errorDescription?: string,
     readonly status = 400,
     readonly headers: Record<string, string> = {},
+    /** the failure behind a 5xx (the standard, non-enumerable Error cause): logged, never answered */
+    cause?: unknown,
   ) {
     const stackTraceLimit = withoutClientErrorStack(status);
-    super(errorDescription ?? error);
+    super(errorDescription ?? error, cause === undefined ? undefined : { cause });
     Error.stackTraceLimit = stackTraceLimit;
   }
 }

@@ -1,11 +1,11 @@
 import { spawn } from 'child_process';
 import { randomUUID } from 'crypto';
-import { resetConfigForTests } from '../../../src/config/config.module';
 import { logDestination } from '../../../src/shared/http/logger';
 import type { AgentFixture } from '../../factories/agent.factory';
 import type { TenantFixture } from '../../factories/tenant.factory';
 import type { TestApp } from '../../setup/app';
 import { ownRedis } from '../../setup/own-redis';
+import { withEnv } from '../../setup/with-env';
 
 /**
  * What the API writes to its log (api-contract.md: every 5xx is logged with its request id), read
@@ -57,13 +57,7 @@ describe('error and request logs', () => {
       },
     };
     const env: Record<string, string> = { LOG_LEVEL: 'info', REDIS_URL: `redis://127.0.0.1:${own.port}`, REDIS_COMMAND_TIMEOUT_MS: '500' };
-    const saved: Record<string, string | undefined> = {};
-    for (const [k, v] of Object.entries(env)) {
-      saved[k] = process.env[k];
-      process.env[k] = v;
-    }
-    resetConfigForTests();
-    try {
+    await withEnv(env, async () => {
       const { createApiApp } = await import('../../../src/app.factory');
       const { Db } = await import('../../../src/shared/db/db.service');
       const { default: request } = await import('supertest');
@@ -74,13 +68,7 @@ describe('error and request logs', () => {
       // what listen() does in main: Nest's buffered logger writes from now on
       app.flushLogs();
       t = { app, http: () => request(app.getHttpServer()), db: app.get(Db), tenantChanged: async () => undefined, close: () => app.close() };
-    } finally {
-      for (const [k, v] of Object.entries(saved)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
-      resetConfigForTests();
-    }
+    });
     helpers = await import('../oauth/oauth-helpers');
     appHelpers = await import('../../setup/app');
     const { createTenant } = await import('../../factories/tenant.factory');
