@@ -5,6 +5,7 @@ import { APP_CONFIG, AppConfig } from './config/config';
 import { GuestsWorkerModule } from './modules/guests/guests.module';
 import { WebhooksWorkerModule } from './modules/webhooks/webhooks.module';
 import { REDACT_PATHS } from './shared/http/logger';
+import { WorkerHealthServer } from './shared/http/worker-health';
 import { KernelModule } from './shared/kernel.module';
 import { MaintenanceWorkerModule } from './shared/maintenance/expired-rows.sweeper';
 import { MailProcessor } from './shared/mail/mail.processor';
@@ -34,5 +35,6 @@ export const WORKER_MODULES = [MailWorkerModule, MaintenanceWorkerModule, Guests
 /** Root module of `node dist/worker`: the kernel, the outbox relay and the processors; no HTTP. */
 @Module({
   imports: [workerLoggerModule(), KernelModule, OutboxModule, ...WORKER_MODULES],
+  providers: [WorkerHealthServer],
 })
 export class WorkerModule {}

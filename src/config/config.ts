@@ -132,6 +132,8 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) @Max(64) ARGON2_MAX_CONCURRENCY = Math.max(1, os.cpus().length);
 
   @Transform(toInt) @IsInt() @Min(1) OUTBOX_POLL_MS = 500;
+  /** the worker's own /health, /ready and /metrics port (on HOST); unset: none. 0 picks a free port (tests) */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(0) @Max(65535) WORKER_HEALTH_PORT?: number;
   // the hourly sweep (src/shared/maintenance/expired-rows.sweeper.ts) deletes settled outbox rows
   // (their encrypted link tokens and codes with them) and finished webhook deliveries this old
   @Transform(toInt) @IsInt() @Min(1) @Max(3650) OUTBOX_RETENTION_DAYS = 7;

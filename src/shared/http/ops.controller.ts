@@ -4,12 +4,11 @@ import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs
 import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { Db } from '../db/db.service';
-import { safeEqual } from '../crypto/tokens';
 import { AppError } from '../errors/app-error';
 import { unavailableDetail } from '../errors/problem';
 import { REDIS } from '../redis/redis.module';
 import { ApiProblemResponse } from './api-docs';
-import { metricsText } from './metrics';
+import { assertMetricsReader, metricsText } from './metrics';
 import { OutboxMetrics } from './outbox-metrics';
 
 const INDICATORS = {
@@ -110,15 +109,7 @@ export class OpsController implements OnModuleInit {
   async metrics(@Headers('authorization') authorization?: string): Promise<string> {
     // METRICS_ENABLED=false: no metrics at all, the route included (it answers as an unknown path)
     if (!this.config.METRICS_ENABLED) throw new AppError('request/not_found');
-    // METRICS_TOKEN: only the scraper that holds it (compared in constant time); the scheme name is
-    // case-insensitive (RFC 9110 section 11.1), followed by one or more spaces (RFC 6750 section 2.1)
-    const token = this.config.METRICS_TOKEN;
-    const presented = typeof authorization === 'string' ? /^bearer +(.*)$/is.exec(authorization)?.[1] : undefined;
-    if (token && !(presented !== undefined && safeEqual(presented, token))) {
-      throw new AppError('auth/unauthorized', 'Authorization: Bearer <METRICS_TOKEN> is required', {
-        headers: { 'WWW-Authenticate': 'Bearer realm="metrics"' },
-      });
-    }
+    assertMetricsReader(this.config.METRICS_TOKEN, authorization);
     // the worker's backlog (one database: read here, never summed across API processes)
     const [own, outbox] = await Promise.all([metricsText(), this.outbox.text(this.db)]);
     return outbox ? `${own}${own.endsWith('\n') ? '' : '\n'}${outbox}` : own;

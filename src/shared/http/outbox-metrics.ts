@@ -11,8 +11,8 @@ export const OUTBOX_BACKLOG_SCAN_LIMIT = 100_000;
  * (never summed across API processes: it is one database): rows not yet relayed to BullMQ
  * (undispatched: the worker's outbox relay is down or behind) and rows relayed but not yet settled
  * (unsettled: mail not yet sent or given up, a webhook event not yet fanned out), each with the age
- * of its oldest row. The worker has no HTTP port of its own; these are what to alert on
- * (docs/scaling.md). Each state reads at most OUTBOX_BACKLOG_SCAN_LIMIT rows through its partial index.
+ * of its oldest row. Served by the API's /metrics and the worker's (WORKER_HEALTH_PORT); these
+ * are what to alert on (docs/scaling.md). Each state reads at most OUTBOX_BACKLOG_SCAN_LIMIT rows through its partial index.
  */
 export class OutboxMetrics {
   private readonly registry = new Registry();

@@ -46,6 +46,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private stopped = true;
   /** rows this relay dispatched since it started (metrics, tests) */
   dispatched = 0;
+  /** when the last poll finished, successful or not (the worker's liveness: WorkerHealthServer) */
+  private lastPollAt = Date.now();
 
   constructor(
     private readonly db: Db,
@@ -68,6 +70,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
+    this.lastPollAt = Date.now();
     this.schedule(0);
   }
 
@@ -77,6 +80,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     await this.inFlight;
+  }
+
+  /** Milliseconds since the last poll finished (0 while stopped: nothing is owed). */
+  lastPollAgeMs(): number {
+    return this.stopped ? 0 : Date.now() - this.lastPollAt;
   }
 
   /** Relays one batch in one transaction; returns how many rows it dispatched. */
@@ -145,6 +153,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
       this.failing(err instanceof Error ? err : new Error(String(err)));
     }
     this.inFlight = undefined;
+    this.lastPollAt = Date.now();
     this.schedule(next);
   }
 

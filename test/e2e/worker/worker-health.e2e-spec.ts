@@ -1,0 +1,104 @@
+import { INestApplicationContext } from '@nestjs/common';
+import { Client } from 'pg';
+import request from 'supertest';
+import { OutboxRelay } from '../../../src/shared/outbox/outbox-relay.service';
+import { relayStallLimitMs, WorkerHealthServer } from '../../../src/shared/http/worker-health';
+import { APP_CONFIG, AppConfig } from '../../../src/config/config';
+import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
+import { startWorkerWith } from '../../setup/worker';
+import { eventually } from '../webhooks/webhook-helpers';
+
+const METRICS_TOKEN = 'm'.repeat(40);
+
+/**
+ * The worker's own operations port (WORKER_HEALTH_PORT): liveness that notices a stuck outbox
+ * relay, readiness of PostgreSQL and Redis, and the worker's metrics, each behind the same rules
+ * as the API's (problem+json errors, METRICS_TOKEN).
+ */
+describe('worker: health, readiness and metrics port', () => {
+  let isolated: IsolatedDatabase;
+  let worker: INestApplicationContext;
+  let base: string;
+
+  beforeAll(async () => {
+    isolated = await createIsolatedDatabase();
+    worker = await startWorkerWith({ DATABASE_URL: isolated.url, OUTBOX_POLL_MS: '50', WORKER_HEALTH_PORT: '0', HOST: '127.0.0.1', METRICS_TOKEN });
+    base = `http://127.0.0.1:${worker.get(WorkerHealthServer).port()}`;
+  }, 60_000);
+
+  afterAll(async () => {
+    await worker?.close();
+    await isolated?.drop();
+  });
+
+  it('GET /health and /ready answer 200 while the relay polls and the stores answer', async () => {
+    const health = await request(base).get('/health').expect(200);
+    expect(health.body).toEqual({ status: 'ok' });
+    expect(health.headers['cache-control']).toBe('no-store');
+    const ready = await request(base).get('/ready').expect(200);
+    expect(ready.body).toEqual({ status: 'ok', details: { postgres: { status: 'up' }, redis: { status: 'up' } } });
+    await request(base).head('/health').expect(200);
+  });
+
+  it('GET /metrics needs the METRICS_TOKEN and shows the process, the relay and the outbox backlog', async () => {
+    const denied = await request(base).get('/metrics').expect(401);
+    expect(denied.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(denied.body).toMatchObject({ status: 401, code: 'auth/unauthorized' });
+    expect(denied.headers['www-authenticate']).toBe('Bearer realm="metrics"');
+    await request(base).get('/metrics').set('Authorization', `Bearer ${'x'.repeat(40)}`).expect(401);
+    const ok = await request(base).get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}`).expect(200);
+    expect(ok.headers['content-type']).toMatch(/^text\/plain/);
+    expect(ok.text).toMatch(/^process_cpu_user_seconds_total \d/m);
+    expect(ok.text).toMatch(/^authp_worker_outbox_relayed_rows \d+$/m);
+    expect(ok.text).toMatch(/^authp_worker_outbox_last_poll_age_seconds [\d.e-]+$/m);
+    expect(ok.text).toMatch(/^authp_outbox_backlog_rows\{topic="email",state="undispatched"\} 0$/m);
+  });
+
+  it('other paths and methods are problem+json 404 and 405', async () => {
+    const nf = await request(base).get('/nope').expect(404);
+    expect(nf.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(nf.body).toMatchObject({ status: 404, code: 'request/not_found' });
+    const na = await request(base).post('/health').send({}).expect(405);
+    expect(na.body).toMatchObject({ status: 405, code: 'request/method_not_allowed' });
+    expect(na.headers.allow).toBe('GET, HEAD');
+  });
+
+  it('/health fails once the outbox relay is stuck in a poll past the limit, and recovers when it finishes', async () => {
+    const relay = worker.get(OutboxRelay);
+    const limit = relayStallLimitMs(worker.get<AppConfig>(APP_CONFIG));
+    // the relay's next poll blocks on this lock (SELECT ... FOR UPDATE waits on an exclusive table lock)
+    const blocker = new Client({ connectionString: isolated.url });
+    await blocker.connect();
+    const realNow = Date.now;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE');
+      // a poll now waits on the lock: no poll finishes from here on
+      await eventually(async () => relay.lastPollAgeMs() > 300, 10_000, 'the relay to be blocked');
+      const stuckAt = realNow() + limit + 1_000;
+      Date.now = () => stuckAt;
+      const res = await request(base).get('/health').expect(503);
+      expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(res.body).toMatchObject({ status: 503, code: 'server/unavailable' });
+      expect(res.body.detail).toMatch(/outbox relay has not finished a poll/);
+      // readiness is about the stores, which answer
+      Date.now = realNow;
+      await request(base).get('/ready').expect(200);
+    } finally {
+      Date.now = realNow;
+      await blocker.query('ROLLBACK').catch(() => undefined);
+      await blocker.end();
+    }
+    await eventually(async () => relay.lastPollAgeMs() < 1_000, 10_000, 'the relay to poll again');
+    await request(base).get('/health').expect(200);
+  });
+
+  it('a worker without WORKER_HEALTH_PORT opens no port', async () => {
+    const other = await startWorkerWith({ DATABASE_URL: isolated.url, OUTBOX_POLL_MS: '50' });
+    try {
+      expect(other.get(WorkerHealthServer).port()).toBeUndefined();
+    } finally {
+      await other.close();
+    }
+  });
+});
