@@ -70,6 +70,12 @@ export class EnvSchema {
 
   @Transform(toInt) @IsInt() @Min(60) @Max(86400) ACCESS_TOKEN_TTL_SECONDS = 900;
   @Transform(toInt) @IsInt() @Min(300) REFRESH_TOKEN_TTL_SECONDS = 30 * 86400;
+  /**
+   * an end user's session refreshes at most this long after they last signed in with a credential
+   * (the token's `auth_time`; a claim or a step-up counts); then they sign in again. 0: no limit.
+   * Guests are exempt (they cannot sign in again).
+   */
+  @Transform(toInt) @IsInt() @Min(0) @Max(10 * 366 * 86400) SESSION_MAX_AGE_SECONDS = 0;
   @Transform(toInt) @IsInt() @Min(0) @Max(300) REFRESH_REUSE_GRACE_SECONDS = 10;
   /** how long GET /v1/auth/me may answer from the Redis profile cache (0 = always PostgreSQL) */
   @Transform(toInt) @IsInt() @Min(0) @Max(3600) USER_CACHE_TTL_SECONDS = 120;

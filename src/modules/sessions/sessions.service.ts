@@ -52,6 +52,8 @@ interface RefreshRow {
   rotated_at: Date | null;
   revoked_at: Date | null;
   expired: boolean;
+  /** past SESSION_MAX_AGE_SECONDS since the user last signed in (never a guest) */
+  session_too_old: boolean;
   session_revoked_at: Date | null;
   aal: Aal;
   amr: string[];
@@ -222,6 +224,11 @@ export class SessionsService {
     // an unknown id or a wrong secret changes nothing (it may be a guess, not a stolen token)
     if (!row || !safeEqual(row.secret_hash, sha256Hex(secret))) throw new AppError('auth/invalid_refresh_token');
     if (row.session_revoked_at || row.expired || row.creator_key_revoked) throw new AppError('auth/invalid_refresh_token');
+    // the session's absolute lifetime: it ends (listed as such) and the user signs in again
+    if (row.session_too_old) {
+      await this.revokeSession(row.session_id, 'max_age');
+      throw new AppError('auth/invalid_refresh_token', 'The session has reached its maximum age; sign in again');
+    }
     // retired while its session goes on: only a claim does that (continueSession). It was never
     // rotated, so presenting it is not reuse: a tab that held it, or a refresh that raced the claim
     // and got the token the claim then retired, is refused and the claimed session goes on. Ending
@@ -294,6 +301,7 @@ export class SessionsService {
        ), cur AS (
          SELECT i.presented_hash, i.new_id, i.new_hash,
                 rt.id, rt.secret_hash, rt.session_id, rt.rotated_at, rt.revoked_at, rt.expires_at < now() AS expired,
+                ($8::int > 0 AND NOT u.is_anonymous AND coalesce(s.authenticated_at, s.created_at) <= now() - make_interval(secs => $8::int)) AS session_too_old,
                 s.revoked_at AS session_revoked_at, s.aal, s.amr, ${AUTH_TIME_SQL('s')} AS auth_time,
                 u.id AS user_id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.created_at,
                 -- a guest's tokens carry the tenant's default role of the day, until registration (spec 5 rule 5)
@@ -321,7 +329,7 @@ export class SessionsService {
          UPDATE refresh_tokens r SET rotated_at = now()
            FROM cur
           WHERE r.id = cur.id AND r.rotated_at IS NULL AND r.revoked_at IS NULL AND cur.secret_hash = cur.presented_hash
-            AND cur.session_revoked_at IS NULL AND NOT cur.expired AND NOT cur.creator_key_revoked
+            AND cur.session_revoked_at IS NULL AND NOT cur.expired AND NOT cur.session_too_old AND NOT cur.creator_key_revoked
             AND (cur.mfa_enrollment_deadline IS NULL OR cur.mfa_enrollment_deadline > now())
           RETURNING r.id, r.session_id, r.tenant_id, r.user_id
        ), ins AS (
@@ -342,6 +350,7 @@ export class SessionsService {
         first.map((r) => r.newHash),
         this.config.REFRESH_REUSE_GRACE_SECONDS,
         this.config.REFRESH_TOKEN_TTL_SECONDS,
+        this.config.SESSION_MAX_AGE_SECONDS,
       ],
       'refresh_rotate_batch',
     );

@@ -1,0 +1,88 @@
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+
+const claims = (token: string): Record<string, unknown> => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString());
+const MAX_AGE = 3600;
+
+/**
+ * SESSION_MAX_AGE_SECONDS: an end user's session refreshes until that long after the user last
+ * signed in (auth_time), then ends and the user signs in again; guests are exempt (they cannot
+ * sign in again); 0 (the default) sets no limit.
+ */
+describe('sessions: absolute lifetime (SESSION_MAX_AGE_SECONDS)', () => {
+  let t: TestApp;
+  let unlimited: TestApp;
+  let tenant: TenantFixture;
+  beforeAll(async () => {
+    t = await createTestApp({ SESSION_MAX_AGE_SECONDS: String(MAX_AGE) });
+    unlimited = await createTestApp();
+    tenant = await createTenant(t.db, { anonymous_signins_enabled: true });
+  });
+  afterAll(async () => {
+    await t.close();
+    await unlimited.close();
+  });
+
+  const post = (app: TestApp, path: string, body: object, bearer?: string) => {
+    const req = app.http().post(path).set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp());
+    if (bearer) req.set('Authorization', `Bearer ${bearer}`);
+    return req.send(body);
+  };
+  const refresh = (app: TestApp, token: string) => post(app, '/v1/auth/refresh', { refresh_token: token });
+  /** Moves the session's sign-in `seconds` back. */
+  const age = (accessToken: string, seconds: number) =>
+    t.db.query(`UPDATE user_sessions SET created_at = created_at - make_interval(secs => $2), authenticated_at = authenticated_at - make_interval(secs => $2) WHERE id = $1`, [
+      claims(accessToken).sid,
+      seconds,
+    ]);
+  const sessionRow = async (accessToken: string) =>
+    (await t.db.query<{ revoked_at: Date | null; revoked_reason: string | null }>(`SELECT revoked_at, revoked_reason FROM user_sessions WHERE id = $1`, [claims(accessToken).sid]))[0];
+
+  it('refreshes until the maximum age since sign-in, then ends the session: the user signs in again', async () => {
+    const email = uniqueEmail('maxage');
+    const reg = await post(t, '/v1/auth/register', { email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    await age(reg.body.access_token, MAX_AGE - 120);
+    const r1 = await refresh(t, reg.body.refresh_token).expect(200);
+
+    await age(reg.body.access_token, 240);
+    const over = await refresh(t, r1.body.refresh_token).expect(401);
+    expect(over.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(over.body).toMatchObject({ code: 'auth/invalid_refresh_token', detail: expect.stringMatching(/maximum age/) });
+    expect(await sessionRow(reg.body.access_token)).toMatchObject({ revoked_at: expect.any(Date), revoked_reason: 'max_age' });
+    // nothing was issued: the token was not rotated and no child exists
+    expect(await t.db.query(`SELECT 1 FROM refresh_tokens WHERE parent_id = $1`, [r1.body.refresh_token.split(':')[0]])).toHaveLength(0);
+    // the session's access tokens are refused from now on, as for any ended session
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${r1.body.access_token}`).expect(401);
+    // and presenting the token again is still a plain refusal
+    await refresh(t, r1.body.refresh_token).expect(401);
+
+    // a new sign-in is a new session with its own clock
+    const login = await post(t, '/v1/auth/login', { email, password: STRONG_PASSWORD }).expect(200);
+    await refresh(t, login.body.refresh_token).expect(200);
+  });
+
+  it('parallel refreshes of one session past its age: none gets tokens', async () => {
+    const reg = await post(t, '/v1/auth/register', { email: uniqueEmail('maxage-par'), password: STRONG_PASSWORD, consent: true }).expect(201);
+    await age(reg.body.access_token, MAX_AGE + 60);
+    const results = await Promise.all(Array.from({ length: 5 }, () => refresh(t, reg.body.refresh_token)));
+    expect(results.map((r) => r.status)).toEqual([401, 401, 401, 401, 401]);
+    expect(await t.db.query(`SELECT 1 FROM refresh_tokens WHERE parent_id = $1`, [reg.body.refresh_token.split(':')[0]])).toHaveLength(0);
+  });
+
+  it('a guest is exempt; a claim is a sign-in and starts the clock', async () => {
+    const guest = await post(t, '/v1/auth/anonymous', {}).expect(201);
+    await age(guest.body.access_token, 10 * MAX_AGE);
+    const g1 = await refresh(t, guest.body.refresh_token).expect(200);
+    expect(claims(g1.body.access_token).is_anonymous).toBe(true);
+
+    const claimed = await post(t, '/v1/auth/register', { email: uniqueEmail('maxage-claim'), password: STRONG_PASSWORD, consent: true }, g1.body.access_token).expect(201);
+    expect(claimed.body.user.id).toBe(guest.body.user.id);
+    await refresh(t, claimed.body.refresh_token).expect(200);
+  });
+
+  it('with the default (0) a session of any age refreshes', async () => {
+    const reg = await post(unlimited, '/v1/auth/register', { email: uniqueEmail('maxage-off'), password: STRONG_PASSWORD, consent: true }).expect(201);
+    await age(reg.body.access_token, 365 * 86400);
+    await refresh(unlimited, reg.body.refresh_token).expect(200);
+  });
+});
