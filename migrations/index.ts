@@ -26,6 +26,7 @@ import { SessionAuthenticatedAt1765600000000 } from './1765600000000-session-aut
 import { DashboardPasswordResets1765700000000 } from './1765700000000-dashboard-password-resets';
 import { WebhookSecretRotation1765800000000 } from './1765800000000-webhook-secret-rotation';
 import { LookupIndexes1765900000000 } from './1765900000000-lookup-indexes';
+import { RetentionIndexes1766000000000 } from './1766000000000-retention-indexes';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -57,4 +58,5 @@ export const ALL_MIGRATIONS = [
   DashboardPasswordResets1765700000000,
   WebhookSecretRotation1765800000000,
   LookupIndexes1765900000000,
+  RetentionIndexes1766000000000,
 ];

@@ -144,6 +144,10 @@ export class EnvSchema {
   // (their encrypted link tokens and codes with them) and finished webhook deliveries this old
   @Transform(toInt) @IsInt() @Min(1) @Max(3650) OUTBOX_RETENTION_DAYS = 7;
   @Transform(toInt) @IsInt() @Min(1) @Max(3650) WEBHOOK_DELIVERY_RETENTION_DAYS = 30;
+  /** the hourly sweep deletes audit events this many days old; 0 keeps them forever */
+  @Transform(toInt) @IsInt() @Min(0) @Max(36500) AUDIT_RETENTION_DAYS = 0;
+  /** the hourly sweep deletes agent actions (activity timelines, "agents acting on me") this many days old; 0 keeps them forever */
+  @Transform(toInt) @IsInt() @Min(0) @Max(36500) AGENT_ACTIVITY_RETENTION_DAYS = 0;
   // the worker's queue reconciler (src/shared/outbox/queue-reconciler.ts): how often it re-adds
   // the BullMQ jobs a Redis data loss may have dropped, and how old a relayed row or a pending
   // delivery must be before it is looked at (younger ones are in the normal flow)

@@ -15,10 +15,14 @@ const MAX_BATCHES_PER_TABLE = 200;
  * rows look like when nothing can use them any more.
  */
 export function expiredRowRules(
-  config: Pick<AppConfig, 'DASHBOARD_SESSION_IDLE_SECONDS' | 'OUTBOX_RETENTION_DAYS' | 'WEBHOOK_DELIVERY_RETENTION_DAYS'>,
+  config: Pick<AppConfig, 'DASHBOARD_SESSION_IDLE_SECONDS' | 'OUTBOX_RETENTION_DAYS' | 'WEBHOOK_DELIVERY_RETENTION_DAYS' | 'AUDIT_RETENTION_DAYS' | 'AGENT_ACTIVITY_RETENTION_DAYS'>,
 ): { table: string; expired: string }[] {
   const gone = (col: string) => `${col} < now() - ${EXPIRED_ROWS_RETENTION}`;
+  const olderThanDays = (days: number) => `created_at < now() - make_interval(days => ${Number(days)})`;
   return [
+    // history kept for a set time when the operator sets one (0: forever), found through BRIN indexes
+    ...(config.AUDIT_RETENTION_DAYS > 0 ? [{ table: 'audit_events', expired: olderThanDays(config.AUDIT_RETENTION_DAYS) }] : []),
+    ...(config.AGENT_ACTIVITY_RETENTION_DAYS > 0 ? [{ table: 'agent_actions', expired: olderThanDays(config.AGENT_ACTIVITY_RETENTION_DAYS) }] : []),
     { table: 'account_tokens', expired: gone('expires_at') }, // verification, reset, magic-link tokens
     { table: 'email_otp_codes', expired: gone('expires_at') },
     { table: 'mfa_challenges', expired: gone('expires_at') },

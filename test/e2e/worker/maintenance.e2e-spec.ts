@@ -6,6 +6,8 @@ import { resetConfigForTests } from '../../../src/config/config.module';
 import { GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
 import { EXPIRED_ROWS_SCHEDULER_ID, ExpiredRowsSweeper } from '../../../src/shared/maintenance/expired-rows.sweeper';
 import { sha256Hex } from '../../../src/shared/crypto/tokens';
+import { APP_CONFIG, AppConfig } from '../../../src/config/config';
+import { Db } from '../../../src/shared/db/db.service';
 import { MAINTENANCE_QUEUE } from '../../../src/shared/maintenance/maintenance.scheduler';
 import { createAgent } from '../../factories/agent.factory';
 import { signupTenant } from '../../factories/dashboard.factory';
@@ -213,6 +215,33 @@ describe('worker maintenance: expired one-time rows', () => {
     );
     expect(rows.find((x) => x.id === ended)).toMatchObject({ previous_secret_enc: null, previous_secret_expires_at: null });
     expect(rows.find((x) => x.id === running)).toMatchObject({ previous_secret_enc: 'old-enc', previous_secret_expires_at: expect.any(Date) });
+  });
+
+  it('deletes audit events and agent actions past AUDIT_RETENTION_DAYS and AGENT_ACTIVITY_RETENTION_DAYS; keeps them all when 0 (the default)', async () => {
+    const db = w.t.db;
+    const tenant = await createTenant(db);
+    const agent = await createAgent(db, tenant.id);
+    const audit = async (daysAgo: number) =>
+      (await db.query<{ id: string }>(`INSERT INTO audit_events (tenant_id, type, actor_type, created_at) VALUES ($1, 'retention.test', 'system', now() - make_interval(days => $2)) RETURNING id`, [tenant.id, daysAgo]))[0].id;
+    const action = async (daysAgo: number) =>
+      (await db.query<{ id: string }>(`INSERT INTO agent_actions (tenant_id, agent_client_id, action, created_at) VALUES ($1, $2, 'token_exchange', now() - make_interval(days => $3)) RETURNING id`, [tenant.id, agent.id, daysAgo]))[0].id;
+    const audits = { old: await audit(91), recent: await audit(89) };
+    const actions = { old: await action(31), recent: await action(29) };
+    const left = async () => ({
+      audit: (await db.query<{ id: string }>(`SELECT id FROM audit_events WHERE tenant_id = $1 AND type = 'retention.test'`, [tenant.id])).map((x) => x.id).sort(),
+      actions: (await db.query<{ id: string }>(`SELECT id FROM agent_actions WHERE agent_client_id = $1`, [agent.id])).map((x) => x.id).sort(),
+    });
+    const config = w.worker.get<AppConfig>(APP_CONFIG);
+    expect(config).toMatchObject({ AUDIT_RETENTION_DAYS: 0, AGENT_ACTIVITY_RETENTION_DAYS: 0 });
+    // the default: history is kept
+    await w.worker.get(ExpiredRowsSweeper).runOnce();
+    expect(await left()).toEqual({ audit: Object.values(audits).sort(), actions: Object.values(actions).sort() });
+
+    const sweeper = new ExpiredRowsSweeper(w.worker.get(Db), { ...config, AUDIT_RETENTION_DAYS: 90, AGENT_ACTIVITY_RETENTION_DAYS: 30 });
+    const r = await sweeper.runOnce();
+    expect(r.audit_events).toBeGreaterThanOrEqual(1);
+    expect(r.agent_actions).toBeGreaterThanOrEqual(1);
+    expect(await left()).toEqual({ audit: [audits.recent], actions: [actions.recent] });
   });
 
   it('the worker schedules it hourly beside the daily guest purge (one maintenance queue, fixed ids)', async () => {
