@@ -27,6 +27,7 @@ import { DashboardPasswordResets1765700000000 } from './1765700000000-dashboard-
 import { WebhookSecretRotation1765800000000 } from './1765800000000-webhook-secret-rotation';
 import { LookupIndexes1765900000000 } from './1765900000000-lookup-indexes';
 import { RetentionIndexes1766000000000 } from './1766000000000-retention-indexes';
+import { AgentLogoCanonical1766100000000 } from './1766100000000-agent-logo-canonical';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -59,4 +60,5 @@ export const ALL_MIGRATIONS = [
   WebhookSecretRotation1765800000000,
   LookupIndexes1765900000000,
   RetentionIndexes1766000000000,
+  AgentLogoCanonical1766100000000,
 ];

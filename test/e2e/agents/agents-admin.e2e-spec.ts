@@ -184,6 +184,15 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
         'https://localhost/l.png',
         'https://intranet/l.png',
         'https://cdn.example.com/l.png#x',
+        // the URL parser drops or rewrites these: the string checked would not be the one loaded
+        ' https://cdn.example.com/l.png',
+        'https://cdn.exa\nmple.com/l.png',
+        '\u0001https://cdn.example.com/l.png',
+        'https://cdn.example.com/l\u202egnp.png',
+        'https://cdn.example.com/l\u200b.png',
+        'https:\\\\cdn.example.com\\l.png',
+        'https://cdn.example.com/l.png\t',
+        `https://cdn.example.com/${'é'.repeat(400)}`, // 2,048 characters at most once percent-encoded
       ];
       for (const logo_url of bad) {
         const res = await as(t, own).post(agentsUrl(own), { name: 'ok', logo_url }).expect(400);
@@ -192,6 +201,13 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
       const agent = await registerAgent(t, own, { logo_url: 'https://cdn.example.com/l.png' });
       expect((await as(t, own).patch(agentsUrl(own, `/${agent.id}`), { logo_url: 'https://192.168.0.1/l.png' }).expect(400)).body.code).toBe('request/invalid');
       expect((await as(t, own).patch(agentsUrl(own, `/${agent.id}`), { logo_url: 'https://93.184.216.34/l.png' }).expect(200)).body.logo_url).toBe('https://93.184.216.34/l.png');
+      // stored and shown as the URL parser spells it: percent-encoded, host lower-cased, so no
+      // quote or angle bracket reaches a page that puts it in an attribute
+      const odd = 'HTTPS://CDN.Example.com/a"><img/src=x/onerror=alert(1)>/é.png';
+      const canonical = 'https://cdn.example.com/a%22%3E%3Cimg/src=x/onerror=alert(1)%3E/%C3%A9.png';
+      expect((await as(t, own).patch(agentsUrl(own, `/${agent.id}`), { logo_url: odd }).expect(200)).body.logo_url).toBe(canonical);
+      expect((await as(t, own).get(agentsUrl(own, `/${agent.id}`)).expect(200)).body.logo_url).toBe(canonical);
+      expect((await as(t, own).post(agentsUrl(own), { name: 'odd logo', logo_url: odd }).expect(201)).body.logo_url).toBe(canonical);
     });
 
     it('agent_class (shown to end users) is printable as names are; a description may span lines and hold tabs, no other controls; PATCH by the same rules', async () => {

@@ -1,3 +1,4 @@
+import { canonicalLogoUrl } from '../logo-url';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { randomToken, sha256Hex } from '../../../shared/crypto/tokens';
 import { Db } from '../../../shared/db/db.service';
@@ -38,7 +39,7 @@ export class RegisterAgentHandler implements ICommandHandler<RegisterAgentComman
           b.name,
           b.description ?? null,
           b.agent_class ?? null,
-          b.logo_url ?? null,
+          canonicalLogoUrl(b.logo_url) ?? null,
           b.scopes ?? [],
           b.grant_types ?? DEFAULT_AGENT_GRANT_TYPES,
           b.agent_token_max_ttl_sec ?? 900,

@@ -1,3 +1,4 @@
+import { canonicalLogoUrl } from '../logo-url';
 import { requireInvalidated } from '../../../shared/cache/read-through.cache';
 import { Logger } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
@@ -36,7 +37,7 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
     if (b.name !== undefined) set('name', b.name);
     if (b.description !== undefined) set('description', b.description);
     if (b.agent_class !== undefined) set('agent_class', b.agent_class);
-    if (b.logo_url !== undefined) set('logo_url', b.logo_url);
+    if (b.logo_url !== undefined) set('logo_url', canonicalLogoUrl(b.logo_url));
     if (b.scopes !== undefined) set('scopes', b.scopes);
     if (b.grant_types !== undefined) {
       set('grant_types', b.grant_types);
