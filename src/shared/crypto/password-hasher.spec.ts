@@ -23,4 +23,42 @@ describe('PasswordHasher', () => {
     await expect(h.verifyDummy('x')).resolves.toBe(false);
     expect(spy).toHaveBeenCalledTimes(2);
   });
+
+  const NFC = 'correct h\u00f6rse battery';
+  const NFD = 'correct ho\u0308rse battery';
+  const FULLWIDTH = '\uff43orrect h\u00f6rse battery';
+
+  it('one password whatever the Unicode spelling typed (NFKC): composed, decomposed and fullwidth forms all match', async () => {
+    const h = new PasswordHasher(config);
+    const hash = await h.hash(NFD);
+    for (const typed of [NFC, NFD, FULLWIDTH]) expect([typed, await h.verify(hash, typed)]).toEqual([typed, true]);
+    expect(await h.verify(hash, 'correct horse battery')).toBe(false);
+    expect(await h.rehashIfNeeded(hash, NFD)).toBeUndefined();
+  });
+
+  it('a hash made of the typed form before normalization still matches it, and the sign-in re-hashes it normalized', async () => {
+    const h = new PasswordHasher(config);
+    const legacy = await argon2.hash(NFD, { type: argon2.argon2id, memoryCost: 1024, timeCost: 1, parallelism: 1 });
+    expect(await h.verify(legacy, NFC)).toBe(false); // never matched any other spelling
+    expect(await h.verify(legacy, NFD)).toBe(true);
+    const upgraded = await h.rehashIfNeeded(legacy, NFD);
+    expect(upgraded).toEqual(expect.any(String));
+    expect(await h.verify(upgraded!, NFC)).toBe(true);
+    expect(await h.rehashIfNeeded(legacy, NFD)).toBeUndefined(); // remembered once
+  });
+
+  it('a wrong password costs the same argon2 work with or without an account, whatever its spelling', async () => {
+    const h = new PasswordHasher(config);
+    const hash = await h.hash(NFC);
+    await h.verifyDummy('warm up');
+    const spy = jest.spyOn(argon2, 'verify');
+    for (const wrong of ['plain ascii wrong', 'wro\u0308ng decomposed']) {
+      spy.mockClear();
+      await h.verify(hash, wrong);
+      const withAccount = spy.mock.calls.length;
+      spy.mockClear();
+      await h.verifyDummy(wrong);
+      expect([wrong, spy.mock.calls.length]).toEqual([wrong, withAccount]);
+    }
+  });
 });

@@ -19,6 +19,18 @@ class Semaphore {
   }
 }
 
+/** Legacy matches remembered per process between a sign-in's verify and its rehashIfNeeded. */
+const LEGACY_MATCHES_KEPT = 1000;
+
+/**
+ * The form a password is hashed and compared in: Unicode NFKC (NIST SP 800-63B 5.1.1.2), so the
+ * same password typed on devices that compose characters differently (é as one code point or as
+ * e + a combining accent; fullwidth forms) is one password.
+ */
+export function normalizePassword(password: string): string {
+  return password.normalize('NFKC');
+}
+
 /** argon2id password hashing with the OWASP parameters (lower cost only under NODE_ENV=test). */
 @Injectable()
 export class PasswordHasher {
@@ -37,11 +49,26 @@ export class PasswordHasher {
     this.sem = new Semaphore(config.ARGON2_MAX_CONCURRENCY);
   }
 
+  /** Hashes the password in its normalized form (normalizePassword). */
   hash(password: string): Promise<string> {
-    return this.sem.run(() => argon2.hash(password, this.options));
+    return this.sem.run(() => argon2.hash(normalizePassword(password), this.options));
   }
 
+  /**
+   * Whether the password matches: its normalized form, or, for a password whose form changes,
+   * the form as typed (hashes made before passwords were normalized; the sign-in that matches
+   * them re-hashes, see rehashIfNeeded). A wrong password costs the same number of hashes
+   * whatever the account (verifyDummy goes through here).
+   */
   async verify(hash: string, password: string): Promise<boolean> {
+    const normalized = normalizePassword(password);
+    if (await this.verifyOne(hash, normalized)) return true;
+    if (normalized === password || !(await this.verifyOne(hash, password))) return false;
+    this.rememberLegacy(hash);
+    return true;
+  }
+
+  private verifyOne(hash: string, password: string): Promise<boolean> {
     return this.sem.run(async () => {
       try {
         return await argon2.verify(hash, password);
@@ -49,6 +76,14 @@ export class PasswordHasher {
         return false;
       }
     });
+  }
+
+  /** hashes this process just matched in the typed (not normalized) form: bounded, oldest out first */
+  private readonly legacy = new Set<string>();
+
+  private rememberLegacy(hash: string): void {
+    this.legacy.add(hash);
+    if (this.legacy.size > LEGACY_MATCHES_KEPT) this.legacy.delete(this.legacy.values().next().value as string);
   }
 
   /**
@@ -63,6 +98,8 @@ export class PasswordHasher {
     } catch {
       return undefined;
     }
+    // matched as typed just now (verify): the new hash is of the normalized form
+    if (this.legacy.delete(hash)) stale = true;
     return stale ? this.hash(password) : undefined;
   }
 
