@@ -25,12 +25,16 @@ describe('TOTP (RFC 6238 with speakeasy)', () => {
   it('builds the otpauth Key URI with the tenant as issuer, percent-encoded, no padding in the secret', () => {
     const secret = generateTotpSecret();
     const url = otpauthUrl('Acme & Co: EU', 'bob+mfa@example.com', secret);
+    // a colon in the issuer would split the label there (Key URI format): it becomes a space, in
+    // the label and in the issuer parameter alike
     expect(url).toBe(
-      `otpauth://totp/Acme%20%26%20Co%3A%20EU:bob%2Bmfa%40example.com?secret=${secret}&issuer=Acme%20%26%20Co%3A%20EU&algorithm=SHA1&digits=6&period=30`,
+      `otpauth://totp/Acme%20%26%20Co%20EU:bob%2Bmfa%40example.com?secret=${secret}&issuer=Acme%20%26%20Co%20EU&algorithm=SHA1&digits=6&period=30`,
     );
     const parsed = new URL(url);
     expect(parsed.searchParams.get('secret')).not.toContain('=');
-    expect(parsed.searchParams.get('issuer')).toBe('Acme & Co: EU');
+    expect(parsed.searchParams.get('issuer')).toBe('Acme & Co EU');
+    const label = decodeURIComponent(parsed.pathname.replace(/^\//, '')); // otpauth://totp/<label>: host totp
+    expect(label.split(':')).toEqual(['Acme & Co EU', 'bob+mfa@example.com']);
   });
 
   it('accepts codes of any RFC 6238 implementation (otplib) and names their time step', () => {

@@ -40,10 +40,12 @@ export function generateTotpSecret(): string {
 
 /**
  * The otpauth Key URI (github.com/google/google-authenticator/wiki/Key-Uri-Format): label
- * `<issuer>:<account>`, both percent-encoded, and every parameter spelled out.
+ * `<issuer>:<account>`, both percent-encoded, and every parameter spelled out. Neither part may
+ * hold a colon, literal or %3A (apps split the label at the first one), so a colon in the issuer
+ * (a tenant named "Acme: EU") becomes a space, in the label and in the equal `issuer` parameter.
  */
 export function otpauthUrl(issuer: string, account: string, secret: string): string {
-  const i = encodeURIComponent(issuer);
+  const i = encodeURIComponent(issuer.replace(/\s*:+\s*/g, ' ').trim() || 'Authenticator');
   return (
     `otpauth://totp/${i}:${encodeURIComponent(account)}?secret=${secret}&issuer=${i}` +
     `&algorithm=SHA1&digits=${TOTP_DIGITS}&period=${TOTP_PERIOD_SECONDS}`

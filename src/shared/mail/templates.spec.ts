@@ -50,6 +50,15 @@ describe('mail templates', () => {
     expect(m.html).not.toContain('href=');
   });
 
+  it("a step-up mail's action hint is cut at 80 characters (code points, as the request counts them), never inside a surrogate pair", () => {
+    const action_hint = `a${'\u{1F600}'.repeat(90)}`;
+    const m = renderMail('email_otp', ctx({ data: { purpose: 'step_up', action_hint } }));
+    const shown = `a${'\u{1F600}'.repeat(79)}`;
+    expect(m.text).toContain(`(requested for: ${shown})`);
+    expect(m.html).toContain(`(requested for: ${shown})`);
+    expect(m.text).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/);
+  });
+
   it('mfa_changed without a known change cannot render', () => {
     expect(() => renderMail('mfa_changed', ctx({ data: { change: 'other' } }))).toThrow(MailTemplateError);
     expect(() => renderMail('mfa_changed', ctx())).toThrow(MailTemplateError);

@@ -53,7 +53,8 @@ function expiresIn(c: TemplateContext): string {
 
 /** ` (requested for: <action hint>)` from data.action_hint, on one line, or ''. */
 function hint(c: TemplateContext): string {
-  const h = str(c.data.action_hint).replace(/[\r\n\t]+/g, ' ').slice(0, 80);
+  // 80 characters (code points, as the request's limit counts them): never half of a surrogate pair
+  const h = Array.from(str(c.data.action_hint).replace(/[\r\n\t]+/g, ' ')).slice(0, 80).join('');
   return h ? ` (requested for: ${h})` : '';
 }
 
