@@ -40,7 +40,7 @@ function trustProxy(value: string): boolean | string | ((addr: string) => boolea
  * malformed request line) never reaches Fastify's routing: answer it in the one error envelope
  * anyway, with its own X-Request-Id, and close the connection.
  */
-function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Socket): void {
+function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Socket, baseHeaders: Record<string, string>): void {
   if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) {
     socket.destroy();
     return;
@@ -54,7 +54,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
   const detail = status === 431 ? 'The request headers are too large' : status === 408 ? 'The request did not arrive in time' : 'The HTTP request could not be parsed';
   const rendered = renderError(new AppError('request/invalid', detail, { status }), path, id);
   const body = JSON.stringify(rendered.body);
-  const headers = Object.entries(rendered.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  const headers = Object.entries({ ...baseHeaders, ...(rendered.headers ?? {}) }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${rendered.contentType}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${headers}` +
       `X-Request-Id: ${id}\r\nConnection: close\r\n\r\n${body}`,
@@ -62,12 +62,42 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
 }
 
 /** `Expect:` other than 100-continue (RFC 9110 section 10.1.1): 417 in the one error envelope. */
-function answerUnmetExpectation(req: import('http').IncomingMessage, res: import('http').ServerResponse): void {
+function answerUnmetExpectation(req: import('http').IncomingMessage, res: import('http').ServerResponse, baseHeaders: Record<string, string>): void {
+  answerOutsideFastify(req, res, new AppError('request/invalid', 'Only Expect: 100-continue is supported', { status: 417 }), baseHeaders);
+}
+
+/**
+ * CONNECT (a proxy's tunnel, which this service is not): 405 with Allow in the one error envelope,
+ * then the connection closes (Node would otherwise drop it without a word).
+ */
+function answerConnect(req: import('http').IncomingMessage, socket: import('stream').Duplex, baseHeaders: Record<string, string>): void {
   const id = randomUUID();
-  const rendered = renderError(new AppError('request/invalid', 'Only Expect: 100-continue is supported', { status: 417 }), req.url ?? '/', id);
+  const rendered = renderError(new AppError('request/method_not_allowed', 'CONNECT is not supported'), originForm(req.url ?? '/'), id);
   const body = JSON.stringify(rendered.body);
-  res.writeHead(417, { ...rendered.headers, 'Content-Type': rendered.contentType, 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': id, Connection: 'close' });
+  const headers = Object.entries({ ...baseHeaders, ...(rendered.headers ?? {}), Allow: 'GET, HEAD, POST, PUT, PATCH, DELETE' }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  socket.end(`HTTP/1.1 405 Method Not Allowed\r\nContent-Type: ${rendered.contentType}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${headers}X-Request-Id: ${id}\r\nConnection: close\r\n\r\n${body}`);
+}
+
+/** An error answered by Node's server before Fastify sees the request, with the headers every answer carries. */
+function answerOutsideFastify(req: import('http').IncomingMessage, res: import('http').ServerResponse, err: AppError, baseHeaders: Record<string, string>): void {
+  const id = randomUUID();
+  const rendered = renderError(err, originForm(req.url ?? '/'), id);
+  const body = JSON.stringify(rendered.body);
+  res.writeHead(rendered.status, { ...baseHeaders, ...rendered.headers, 'Content-Type': rendered.contentType, 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': id, Connection: 'close' });
   res.end(body);
+}
+
+/**
+ * The origin form of a request target (RFC 9112 section 3.2): an absolute-form target
+ * (`POST http://host/oauth/token`, which a server MUST accept) is read as its path and query, so
+ * every check that looks at the path (the OAuth envelope and form parsers, the public documents'
+ * CORS) sees the path the router matched.
+ */
+export function originForm(url: string): string {
+  const m = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(url);
+  if (!m) return url;
+  const rest = url.slice(m[0].length);
+  return rest.startsWith('/') ? rest : `/${rest}`;
 }
 
 /** Beyond this after SIGTERM/SIGINT, an API process still closing exits anyway (as the worker; compose allows 30 s). */
@@ -134,10 +164,36 @@ function closeConnectionsOnShutdown(app: NestFastifyApplication): void {
   });
 }
 
+let answered: { security: Record<string, string>; all: Record<string, string> } | undefined;
+
+/**
+ * What every answer carries, computed once: helmet's security headers, and with them
+ * `Cache-Control: no-store` (`all`: for answers made before Fastify routes a request; routed ones
+ * get it in the onSend hook unless the route set its own).
+ */
+function answeredHeaders(): { security: Record<string, string>; all: Record<string, string> } {
+  if (!answered) {
+    const security = helmetHeaders({
+      contentSecurityPolicy: {
+        directives: {
+          defaultSrc: ["'self'"],
+          scriptSrc: ["'self'", "'unsafe-inline'"],
+          styleSrc: ["'self'", "'unsafe-inline'"],
+          imgSrc: ["'self'", 'data:', 'https:'],
+        },
+      },
+    });
+    answered = { security, all: { ...security, 'Cache-Control': 'no-store' } };
+  }
+  return answered;
+}
+
 /** Builds the API application (used by `node dist/main` and by the e2e tests). */
 export async function createApiApp(opts: { logger?: boolean } = {}): Promise<NestFastifyApplication> {
   const config = getConfig();
+  const baseHeaders = answeredHeaders();
   const adapter = new FastifyAdapter({
+    rewriteUrl: (req: import('http').IncomingMessage) => originForm(req.url ?? '/'),
     trustProxy: trustProxy(config.TRUST_PROXY),
     bodyLimit: config.BODY_LIMIT_BYTES,
     // the whole request must arrive within HTTP_REQUEST_TIMEOUT_MS (Fastify's default is no limit:
@@ -154,11 +210,11 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
     },
     // a long path segment reaches the route's own validation (400/404 problem+json), not Fastify's bare 414
     routerOptions: { maxParamLength: 2048 },
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket: import('net').Socket) => answerClientError(err, socket, baseHeaders.all),
     // a malformed or over-long URL never reaches routing (nor the onSend hook): the one error
     // envelope all the same, with its request id
     frameworkErrors: (error: Error, request: FastifyRequest, reply: FastifyReply) =>
-      sendRendered(reply.header('X-Request-Id', String(request.id)), renderError(error, request.url, String(request.id))),
+      sendRendered(reply.headers(baseHeaders.all).header('X-Request-Id', String(request.id)), renderError(error, originForm(request.url), String(request.id))),
     logger: false,
     // X-Request-Id: the caller's when well-formed, else a new UUID; copied onto the raw
     // request so the pino request logger and error logs carry the same id.
@@ -171,7 +227,8 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
   });
   const app = await NestFactory.create<NestFastifyApplication>(ApiModule, adapter, { bufferLogs: true, abortOnError: false, bodyParser: false });
   // an Expect other than 100-continue: Node's bare 417 otherwise
-  app.getHttpServer().on('checkExpectation', answerUnmetExpectation);
+  app.getHttpServer().on('checkExpectation', (req: import('http').IncomingMessage, res: import('http').ServerResponse) => answerUnmetExpectation(req, res, baseHeaders.all));
+  app.getHttpServer().on('connect', (req: import('http').IncomingMessage, socket: import('stream').Duplex) => answerConnect(req, socket, baseHeaders.all));
   closeConnectionsOnShutdown(app);
   if (opts.logger !== false) app.useLogger(app.get(Logger));
   else app.useLogger(false);
@@ -209,18 +266,8 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
   // the JWKS and the discovery documents are public (PUBLIC_CORS on their routes, and here their preflights)
   installPublicPreflight(fastify);
 
-  const securityHeaders = helmetHeaders({
-    contentSecurityPolicy: {
-      directives: {
-        defaultSrc: ["'self'"],
-        scriptSrc: ["'self'", "'unsafe-inline'"],
-        styleSrc: ["'self'", "'unsafe-inline'"],
-        imgSrc: ["'self'", 'data:', 'https:'],
-      },
-    },
-  });
   fastify.addHook('onSend', (req, reply, payload, done) => {
-    reply.headers(securityHeaders);
+    reply.headers(answeredHeaders().security);
     reply.header('X-Request-Id', req.id);
     // answers carry tokens, secrets and personal data: never stored by a cache (RFC 6749 section
     // 5.1 for token responses) unless a route says otherwise (JWKS, discovery)

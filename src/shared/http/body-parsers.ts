@@ -18,9 +18,10 @@ const notJson = () => new AppError('request/unsupported_media_type', 'Request bo
 export const MAX_BODY_DEPTH = 32;
 
 /**
- * Most property names a JSON body may have, at every depth together: far more than any request
- * schema holds (public_metadata, the largest free-form object, has at most 4096 bytes), few enough
- * that no body costs the validation more than a real one.
+ * Most property names and array items a JSON body may have, at every depth together: far more
+ * than any request schema holds (public_metadata, the largest free-form object, has at most 4096
+ * bytes; the longest list, sms_allowed_countries, 300 items), few enough that no body costs the
+ * validation more than a real one.
  */
 export const MAX_BODY_PROPERTIES = 1000;
 
@@ -30,7 +31,7 @@ export const MAX_BODY_PROPERTIES = 1000;
  * with U+0000 or a lone surrogate, which PostgreSQL text and jsonb cannot store, or a number
  * beyond the double range (parsed as Infinity, stored as null). Iterative, so
  * the check itself never runs out of stack. With `reservedNames` (JSON bodies, which go through
- * Nest's ValidationPipe), a property named `constructor` or `prototype` at any depth: the pipe
+ * Nest's ValidationPipe), a property named `__proto__`, `constructor` or `prototype` at any depth: the pipe
  * deletes those in place, so one would otherwise be dropped unsaid, even from public_metadata.
  */
 export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?: number; maxProperties?: number } = {}): { field: string; message: string }[] {
@@ -52,16 +53,18 @@ export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?:
       faults.push({ field: path || 'body', message: `the body is nested deeper than ${MAX_BODY_DEPTH} levels` });
       continue;
     }
-    if (Array.isArray(value)) {
-      for (let i = 0; i < value.length; i++) stack.push({ value: value[i], path: `${path}[${i}]`, depth: depth + 1 });
-      continue;
-    }
-    const entries = Object.entries(value);
-    properties += entries.length;
+    // every property and array item costs the DTO transform and validation work: a body of
+    // thousands of unknown names or items (within the size limit) would cost far more than any
+    // real request, so they are counted before any is looked at
+    const entries = Array.isArray(value) ? undefined : Object.entries(value);
+    properties += entries ? entries.length : (value as unknown[]).length;
     if (opts.maxProperties !== undefined && properties > opts.maxProperties) {
-      // every property costs the DTO transform and validation work: a body of thousands of
-      // unknown names (within the size limit) would cost far more than any real request
-      return [{ field: 'body', message: `the body has more than ${opts.maxProperties} properties` }];
+      return [{ field: 'body', message: `the body has more than ${opts.maxProperties} properties and array items` }];
+    }
+    if (!entries) {
+      const items = value as unknown[];
+      for (let i = 0; i < items.length; i++) stack.push({ value: items[i], path: `${path}[${i}]`, depth: depth + 1 });
+      continue;
     }
     let badName = false;
     for (const [k, v] of entries) {
@@ -73,8 +76,8 @@ export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?:
         badName = true;
         continue;
       }
-      if (opts.reservedNames && (k === 'constructor' || k === 'prototype')) {
-        faults.push({ field: p, message: `property ${p} is not allowed (constructor and prototype are reserved names)` });
+      if (opts.reservedNames && (k === 'constructor' || k === 'prototype' || k === '__proto__')) {
+        faults.push({ field: p, message: `property ${p} is not allowed (__proto__, constructor and prototype are reserved names)` });
         continue;
       }
       stack.push({ value: v, path: p, depth: depth + 1 });
@@ -177,7 +180,7 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
     done(null, value);
   });
   // the query string gets the same check as a body (a %00 would otherwise reach PostgreSQL; a
-  // constructor or prototype parameter would be deleted unsaid by the validation pipe)
+  // __proto__, constructor or prototype parameter would be deleted unsaid by the validation pipe)
   fastify.addHook('onRequest', (req, _reply, done) => {
     // a compressed body would be read as if it were plain (RFC 9110 section 8.4.1: 415); only a
     // request that carries a body is asked
@@ -195,8 +198,13 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
     }
     // one set of credentials per request: with two Authorization headers, this service would read
     // the first and a proxy or log the last (RFC 9110 section 5.3: it is not a list header)
-    if ((req.raw.headersDistinct?.authorization?.length ?? 0) > 1) {
-      return done(isOAuthPath(req.url) ? new OAuthError('invalid_request', 'Authorization must be sent once') : new AppError('request/invalid', 'Authorization must be sent once'));
+    // the same for the body's media type: two Content-Type headers would be read as the first here
+    // and perhaps as the last by a proxy or firewall that inspected the body
+    for (const name of ['authorization', 'content-type'] as const) {
+      if ((req.raw.headersDistinct?.[name]?.length ?? 0) > 1) {
+        const label = name === 'authorization' ? 'Authorization' : 'Content-Type';
+        return done(isOAuthPath(req.url) ? new OAuthError('invalid_request', `${label} must be sent once`) : new AppError('request/invalid', `${label} must be sent once`));
+      }
     }
     const fault = req.query && typeof req.query === 'object' ? bodyFault(req.query, { reservedNames: !isOAuthPath(req.url) }) : undefined;
     if (!fault) return done();

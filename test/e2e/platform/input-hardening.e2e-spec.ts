@@ -99,7 +99,14 @@ describe('input hardening: odd bodies, characters and requests', () => {
     const deep = { public_metadata: Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`m${i}`, 1])) };
     const big = await rawPost('/v1/auth/anonymous', JSON.stringify(deep), { 'X-API-Key': tenant.apiKey });
     expectInvalid(big);
-    expect(big.body.errors).toEqual([{ field: 'body', message: 'the body has more than 1000 properties' }]);
+    expect(big.body.errors).toEqual([{ field: 'body', message: 'the body has more than 1000 properties and array items' }]);
+    // array items count as names do: 20,000 to 50,000 of them (within the 100 KB limit) cost the validation up to half a second
+    for (const items of ['1', '{}', '"a"']) {
+      const arr = await rawPost('/v1/auth/dashboard/password/forgot', `{"email":[${Array(items === '1' ? 50_000 : 20_000).fill(items).join(',')}]}`);
+      expectInvalid(arr);
+      expect(arr.body.errors).toEqual([{ field: 'body', message: 'the body has more than 1000 properties and array items' }]);
+    }
+    // a real list (300 countries, the longest a schema takes) is counted and passes this check
     // a few unknown names are still each named beside the other faults
     const few = await rawPost('/v1/auth/dashboard/login', JSON.stringify({ email: 'a@example.com', extra: 1 }));
     expect(few.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['extra', 'password']);
@@ -161,9 +168,53 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(res.body).toEqual({ active: false });
   });
 
-  it('a query parameter named constructor or prototype is 400 naming it (the validation pipe would delete it unsaid)', async () => {
+  it('an absolute-form request target (RFC 9112 section 3.2.2) is read as its path: /oauth gets its form body and envelope, /.well-known its CORS', async () => {
+    const body = 'token=x';
+    const ok = await sendRaw(
+      `POST http://auth.test.example/oauth/introspect HTTP/1.1\r\nHost: auth.test.example\r\nX-API-Key: ${tenant.apiKey}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(ok).toMatch(/^HTTP\/1\.1 200 /);
+    expect(JSON.parse(ok.slice(ok.indexOf('\r\n\r\n') + 4))).toEqual({ active: false });
+    const denied = await sendRaw(`POST HTTP://AUTH.test.example:80/oauth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 7\r\nConnection: close\r\n\r\nfoo=bar`);
+    expect(denied).toMatch(/^HTTP\/1\.1 40[01] /);
+    expect(JSON.parse(denied.slice(denied.indexOf('\r\n\r\n') + 4))).toHaveProperty('error');
+    const missing = await sendRaw('GET http://auth.test.example/.well-known/nothing HTTP/1.1\r\nHost: x\r\nOrigin: https://rp.example\r\nConnection: close\r\n\r\n');
+    expect(missing).toMatch(/^HTTP\/1\.1 404 /);
+    expect(missing).toMatch(/access-control-allow-origin: \*/i);
+  });
+
+  it('a second Content-Type header is refused (a proxy could read the other one); CONNECT is 405 in the envelope, never a dropped connection', async () => {
+    const twice = await sendRaw('POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}');
+    expect(twice).toMatch(/^HTTP\/1\.1 400 /);
+    expect(twice).toContain('Content-Type must be sent once');
+    const tunnel = await sendRaw('CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n');
+    expect(tunnel).toMatch(/^HTTP\/1\.1 405 /);
+    expect(tunnel).toMatch(/content-type: application\/problem\+json/i);
+    expect(tunnel).toMatch(/^allow: /im);
+    expect(JSON.parse(tunnel.slice(tunnel.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 405, code: 'request/method_not_allowed' });
+  });
+
+  it('answers made before routing (parser refusals, 431, 417, a malformed URL) carry the security headers and Cache-Control: no-store as every other', async () => {
+    const answers = [
+      await sendRaw('POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nX-API-Key: a\x01b\r\nContent-Length: 2\r\n\r\n{}'),
+      await sendRaw(`GET /v1/auth/me HTTP/1.1\r\nHost: x\r\nX-Big: ${'A'.repeat(20_000)}\r\n\r\n`),
+      await sendRaw('POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}'),
+      await sendRaw('GET /health/%ff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'),
+    ];
+    for (const raw of answers) {
+      const head = raw.slice(0, raw.indexOf('\r\n\r\n'));
+      expect([head.split('\r\n')[0], /x-content-type-options: nosniff/i.test(head), /cache-control: no-store/i.test(head), /content-security-policy: /i.test(head)]).toEqual([
+        head.split('\r\n')[0],
+        true,
+        true,
+        true,
+      ]);
+    }
+  });
+
+  it('a query parameter named __proto__, constructor or prototype is 400 naming it (the validation pipe would delete it unsaid)', async () => {
     const d = await signupTenant(t);
-    for (const name of ['constructor', 'prototype']) {
+    for (const name of ['constructor', 'prototype', '__proto__']) {
       const r = await t.http().get(`/v1/auth/dashboard/tenants/${d.slug}/api-keys?${name}=1`).set('Cookie', d.cookie);
       expectInvalid(r);
       expect(r.body.errors[0].field).toBe(name);
