@@ -4,7 +4,7 @@ import { ApiAcceptedResponse, ApiExtraModels, ApiNoContentResponse, ApiOkRespons
 import { ApiKeyPrincipal, ClientInfo, ClientInfoValue, CurrentApiKey, CurrentUser, UserPrincipal } from '../../shared/auth/auth-context';
 import { ApiKeyAuth, BearerAuth } from '../../shared/auth/guards';
 import { ApiProblems, Problems } from '../../shared/http/api-docs';
-import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import { PASSWORD_PROOF_PER_IP, RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
 import { UniformLatency } from '../../shared/http/uniform-latency';
 import { MfaRequiredResponseDto } from '../users/users.response.dto';
 import { AcceptedResponse } from './account-security.constants';
@@ -83,9 +83,10 @@ export class AccountSecurityController {
   @Post('password/change')
   @HttpCode(204)
   @BearerAuth()
+  @RateLimit(PASSWORD_PROOF_PER_IP)
   @ApiOperation({ summary: 'Change the password (current password required; a wrong one is 401 and throttled); ends the other sessions' })
   @ApiNoContentResponse({ description: 'the password is changed' })
-  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'auth/forbidden', 'auth/login_throttled')
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'auth/forbidden', 'auth/login_throttled', ...Problems.rateLimited)
   async change(@CurrentUser() user: UserPrincipal, @Body() body: ChangePasswordRequestDto, @ClientInfo() client: ClientInfoValue): Promise<void> {
     await this.commandBus.execute(new ChangePasswordCommand(user, body.current_password, body.new_password, client));
   }

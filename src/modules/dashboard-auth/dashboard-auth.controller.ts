@@ -6,7 +6,7 @@ import { ClientInfo, ClientInfoValue, CurrentDashboard, DashboardPrincipal } fro
 import { DashboardSessionService } from '../../shared/auth/dashboard-session.service';
 import { DashboardAuth } from '../../shared/auth/dashboard.guard';
 import { ApiProblems, Problems } from '../../shared/http/api-docs';
-import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import { PASSWORD_PROOF_PER_IP, RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
 import {
   AcceptInviteRequestDto,
   DashboardLoginRequestDto,
@@ -66,10 +66,11 @@ export class DashboardAuthController {
 
   @Post('reauth')
   @HttpCode(200)
+  @RateLimit(PASSWORD_PROOF_PER_IP)
   @DashboardAuth()
   @ApiOperation({ summary: 'Confirm the password for sensitive actions (spec 2.7)' })
   @ApiOkResponse({ type: DashboardReauthResponseDto })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, 'auth/invalid_credentials', 'auth/login_throttled')
+  @ApiProblems(...Problems.dashboardWrite, ...Problems.input, 'auth/invalid_credentials', 'auth/login_throttled', ...Problems.rateLimited)
   reauth(@CurrentDashboard() s: DashboardPrincipal, @Body() body: DashboardReauthRequestDto, @ClientInfo() client: ClientInfoValue): Promise<{ verified_at: string }> {
     return this.commandBus.execute(new DashboardReauthCommand(s, body.password, client));
   }

@@ -7,7 +7,7 @@ export type MfaChange = 'enabled' | 'disabled' | 'recovery_codes_regenerated';
 /** Mails the user at their address in the caller's transaction (the outbox); nothing for a user without one. */
 async function mailUser(tx: Queryable, mail: MailService, user: { tenantId: string; userId: string }, template: MailTemplate, data: Record<string, unknown>): Promise<void> {
   const [u] = await tx.query<{ email: string | null }>(`SELECT email FROM users WHERE id = $1 AND tenant_id = $2`, [user.userId, user.tenantId], 'mfa_notice_email');
-  if (u?.email) await mail.enqueue(tx, { tenantId: user.tenantId, to: u.email, template, data });
+  if (u?.email) await mail.enqueue(tx, { tenantId: user.tenantId, to: u.email, template, data, notice: true });
 }
 
 /**

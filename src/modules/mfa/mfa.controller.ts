@@ -5,7 +5,7 @@ import { ApiKeyPrincipal, ClientInfo, ClientInfoValue, CurrentApiKey, CurrentUse
 import { ApiKeyAuth, BearerAuth } from '../../shared/auth/guards';
 import { RequireStepUp } from '../../shared/auth/step-up.guard';
 import { ApiProblems, Problems } from '../../shared/http/api-docs';
-import { RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
+import { PASSWORD_PROOF_PER_IP, RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
 import { TokenResponseDto } from '../sessions/sessions.response.dto';
 import { TokenResponse } from '../sessions/sessions.service';
 import { DisableMfaCommand } from './disable-mfa/disable-mfa.command';
@@ -63,30 +63,33 @@ export class MfaController {
 
   @Post('mfa/disable')
   @HttpCode(204)
+  @RateLimit(PASSWORD_PROOF_PER_IP)
   @RequireStepUp(MFA_DISABLE_STEP_UP_MAX_AGE)
   @ApiOperation({ summary: 'Disable TOTP: a step-up no older than 5 minutes, the password and a TOTP or recovery code' })
   @ApiNoContentResponse({ description: 'MFA is disabled' })
-  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'mfa/invalid_code', 'auth/forbidden', 'mfa/not_enabled', 'auth/login_throttled', 'auth/step_up_required')
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'mfa/invalid_code', 'auth/forbidden', 'mfa/not_enabled', 'auth/login_throttled', 'auth/step_up_required', ...Problems.rateLimited)
   async disable(@CurrentUser() user: UserPrincipal, @Body() body: MfaDisableRequestDto, @ClientInfo() client: ClientInfoValue): Promise<void> {
     await this.commandBus.execute(new DisableMfaCommand(user, body.code, body.password, client));
   }
 
   @Post('mfa/recovery-codes')
+  @RateLimit(PASSWORD_PROOF_PER_IP)
   @HttpCode(200)
   @BearerAuth()
   @ApiOperation({ summary: 'Replace the recovery codes (password and a TOTP code); the old ones stop working' })
   @ApiResponse({ status: 200, type: RecoveryCodesResponseDto })
-  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'mfa/invalid_code', 'auth/forbidden', 'mfa/not_enabled', 'auth/login_throttled')
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'mfa/invalid_code', 'auth/forbidden', 'mfa/not_enabled', 'auth/login_throttled', ...Problems.rateLimited)
   regenerate(@CurrentUser() user: UserPrincipal, @Body() body: MfaRegenerateCodesRequestDto, @ClientInfo() client: ClientInfoValue): Promise<RecoveryCodesResponseDto> {
     return this.commandBus.execute(new RegenerateRecoveryCodesCommand(user, body.code, body.password, client));
   }
 
   @Post('step-up/password')
   @HttpCode(200)
+  @RateLimit(PASSWORD_PROOF_PER_IP)
   @BearerAuth()
   @ApiOperation({ summary: 'Step-up by password (spec 2.5): a fresh access token with step_up_at and pwd in amr' })
   @ApiResponse({ status: 200, type: StepUpResponseDto })
-  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'auth/forbidden', 'auth/login_throttled')
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'auth/forbidden', 'auth/login_throttled', ...Problems.rateLimited)
   stepUpPassword(@CurrentUser() user: UserPrincipal, @Body() body: StepUpPasswordRequestDto, @ClientInfo() client: ClientInfoValue): Promise<StepUpResponseDto> {
     return this.commandBus.execute(new StepUpPasswordCommand(user, body.password, client));
   }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Queryable } from '../db/db.service';
 import { EventsService } from '../events/events.service';
+import { MailLimits } from '../rate-limit/mail-limits.service';
 
 /** Names of the email templates the worker renders (src/shared/mail/templates.ts). */
 export type MailTemplate = 'dashboard_invite' | 'email_verification' | 'password_reset' | 'password_changed' | 'magic_link' | 'email_otp' | 'agent_revoked' | 'webhook_disabled' | 'mfa_changed' | 'mfa_sign_in_failed' | 'dashboard_password_reset' | 'dashboard_password_changed';
@@ -23,6 +24,8 @@ export interface MailRequest {
   data: Record<string, unknown>;
   /** secret template data (link tokens, codes): encrypted at rest in the outbox */
   secret?: Record<string, unknown>;
+  /** a notice of a change (not a requested link or code): capped per recipient, see MailLimits.noticeAllowed */
+  notice?: boolean;
 }
 
 /**
@@ -31,9 +34,13 @@ export interface MailRequest {
  */
 @Injectable()
 export class MailService {
-  constructor(private readonly events: EventsService) {}
+  constructor(
+    private readonly events: EventsService,
+    private readonly limits: MailLimits,
+  ) {}
 
   async enqueue(tx: Queryable, mail: MailRequest): Promise<void> {
+    if (mail.notice && !(await this.limits.noticeAllowed(mail.template, mail.tenantId, mail.to))) return;
     await this.events.outbox(tx, {
       tenantId: mail.tenantId,
       topic: MAIL_TOPIC,

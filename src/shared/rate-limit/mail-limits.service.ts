@@ -49,6 +49,18 @@ export class MailLimits {
     if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds);
   }
 
+  /**
+   * Whether a notice (a mail telling the account's owner of a change they or someone with their
+   * credentials made: password changed, second factor changed) may go to `address`: at most
+   * RATE_LIMIT_EMAIL_PER_ADDRESS per template per RATE_LIMIT_EMAIL_WINDOW_SECONDS. Beyond, the
+   * change goes on and the notice is left out (the owner has just been told of the same change),
+   * so looping a change cannot flood a mailbox, which may not even be the user's own when the
+   * address was never verified.
+   */
+  async noticeAllowed(template: string, tenantId: string | null, address: string): Promise<boolean> {
+    return (await this.hitAddress(`notice-${template}`, tenantId ?? 'dashboard', address.toLowerCase())).allowed;
+  }
+
   private hitClient(ip: string) {
     return this.limiter.hit('mail-ip', `ip:${addressSubject(this.hasher, ip)}`, this.config.RATE_LIMIT_EMAIL_PER_IP, this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS);
   }

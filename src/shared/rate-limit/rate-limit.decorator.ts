@@ -28,3 +28,16 @@ export const RATE_LIMIT_RULES = 'authp:rate-limit-rules';
  * not use up the shared one).
  */
 export const RateLimit = (...rules: RateLimitRule[]) => SetMetadata(RATE_LIMIT_RULES, rules);
+
+/**
+ * Per client address limit of requests that prove a password outside sign-in (password change,
+ * step-up, MFA changes, dashboard re-authentication): each costs an argon2 verify, and the failed
+ * sign-in throttle takes a right password's attempt back, so without it one signed-in address
+ * could keep the hashing pool busy without end. The sign-in limit's value, in a bucket of its own.
+ */
+export const PASSWORD_PROOF_PER_IP: RateLimitRule = {
+  bucket: 'password-proof',
+  by: 'ip',
+  limit: (c) => c.RATE_LIMIT_LOGIN_PER_IP_PER_MIN,
+  windowSeconds: 60,
+};

@@ -71,7 +71,7 @@ export class ChangePasswordHandler implements ICommandHandler<ChangePasswordComm
         targetId: u.id,
         metadata: { sessions_ended: sids.length },
       });
-      await this.mail.enqueue(tx, { tenantId: p.tenantId, to: u.email, template: 'password_changed', data: { reason: 'change' } });
+      await this.mail.enqueue(tx, { tenantId: p.tenantId, to: u.email, template: 'password_changed', data: { reason: 'change' }, notice: true });
       return sids;
     });
     await this.revocation.markSessionsRevoked(ended);
