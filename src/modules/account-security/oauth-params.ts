@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsString, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { IsString, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { MaxLength } from '../../shared/http/lengths';
 import { Db } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
 import { Present } from '../../shared/http/presence';

@@ -1,21 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import {
-  ArrayMaxSize,
-  ArrayMinSize,
-  ArrayUnique,
-  IsArray,
-  IsInt,
-  IsObject,
-  IsOptional,
-  IsString,
-  Length,
-  Matches,
-  Max,
-  MaxLength,
-  Min,
-  ValidateNested,
-} from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, ArrayUnique, IsArray, IsInt, IsObject, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
+import { Length, MaxLength } from '../../shared/http/lengths';
 import { AGENT_GRANT_TYPES, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
 import { Present } from '../../shared/http/presence';
 import { IsDisplayName, IsPlainText } from '../../shared/http/display-name';

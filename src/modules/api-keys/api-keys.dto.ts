@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsString, Length } from 'class-validator';
+import { IsString } from 'class-validator';
+import { Length } from '../../shared/http/lengths';
 import { CursorQuery } from '../../shared/db/pagination';
 import { IsDisplayName } from '../../shared/http/display-name';
 

@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsEmail, IsIn, IsString, Length, MaxLength } from 'class-validator';
+import { IsEmail, IsIn, IsString } from 'class-validator';
+import { Length, MaxLength } from '../../shared/http/lengths';
 import { IsEmailAddress } from '../../shared/http/email-address';
 
 /** spec 2.7 DashboardLoginRequest */

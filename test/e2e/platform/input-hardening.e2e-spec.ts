@@ -343,6 +343,21 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(ok.body.tenant.name).toBe('Acme Trimmed');
   });
 
+  it('lengths are counted in code points, as the OpenAPI minLength/maxLength: a variation selector counts, an emoji counts once', async () => {
+    const signup = (name: string) =>
+      rawPost('/v1/onboarding/signup', JSON.stringify({ email: uniqueEmail('owner'), password: STRONG_PASSWORD, tenant_name: name, consent_terms: true, consent_privacy: true }));
+    // "❤️" is two code points (U+2764 U+FE0F): 50 of them are 100, over the 50 of spec 2.1
+    const over = await signup('\u2764\uFE0F'.repeat(50));
+    expectInvalid(over);
+    expect(over.body.errors).toEqual([{ field: 'tenant_name', message: 'tenant_name must be shorter than or equal to 50 characters' }]);
+    await signup('\u2764\uFE0F'.repeat(25)).expect(201);
+    // "a" and a variation selector: two code points, the minimum
+    await signup('a\uFE0F').expect(201);
+    // astral characters count once each: 50 of them are 50
+    await signup('\u{1F600}'.repeat(50)).expect(201);
+    expectInvalid(await signup('\u{1F600}'.repeat(51)));
+  });
+
   it('X-Service-Docs points at this service (PUBLIC_BASE_URL) unless RATE_LIMIT_DOCS_URL says otherwise', async () => {
     const ip = randomIp();
     let last;

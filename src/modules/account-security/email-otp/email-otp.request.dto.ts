@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsIn, IsObject, IsString, Matches, MaxLength, ValidateNested } from 'class-validator';
+import { IsIn, IsObject, IsString, Matches, ValidateNested } from 'class-validator';
+import { MaxLength } from '../../../shared/http/lengths';
 import { OAuthParamsDto } from '../oauth-params';
 import { Present } from '../../../shared/http/presence';
 import { IsEmailAddress } from '../../../shared/http/email-address';

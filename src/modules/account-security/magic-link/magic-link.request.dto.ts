@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsObject, IsString, MaxLength, MinLength, ValidateNested } from 'class-validator';
+import { IsObject, IsString, ValidateNested } from 'class-validator';
+import { MaxLength, MinLength } from '../../../shared/http/lengths';
 import { OAuthParamsDto } from '../oauth-params';
 import { Present } from '../../../shared/http/presence';
 import { IsEmailAddress } from '../../../shared/http/email-address';

@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsEmail, IsString, Length, MaxLength, MinLength } from 'class-validator';
+import { IsEmail, IsString } from 'class-validator';
+import { Length, MaxLength, MinLength } from '../../../shared/http/lengths';
 
 /** spec 2.2 ForgotPasswordRequest */
 export class ForgotPasswordRequestDto {

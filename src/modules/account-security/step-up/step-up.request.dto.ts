@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsString, Length, MaxLength } from 'class-validator';
+import { IsString } from 'class-validator';
+import { Length, MaxLength } from '../../../shared/http/lengths';
 import { IsPlainText } from '../../../shared/http/display-name';
 import { Present } from '../../../shared/http/presence';
 

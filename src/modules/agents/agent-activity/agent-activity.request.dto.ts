@@ -1,6 +1,7 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { IsInt, IsOptional, IsString, IsUUID, Length, Max, Min } from 'class-validator';
+import { IsInt, IsOptional, IsString, IsUUID, Max, Min } from 'class-validator';
+import { Length } from '../../../shared/http/lengths';
 import { CURSOR_DESCRIPTION, queryInt } from '../../../shared/db/pagination';
 import { IsInstant } from '../../../shared/http/dates';
 

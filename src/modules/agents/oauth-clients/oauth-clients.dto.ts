@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, ArrayUnique, IsArray, IsIn, IsString, Length, Matches, MaxLength } from 'class-validator';
+import { ArrayMaxSize, ArrayUnique, IsArray, IsIn, IsString, Matches } from 'class-validator';
+import { Length, MaxLength } from '../../../shared/http/lengths';
 import { CursorQuery } from '../../../shared/db/pagination';
 import { Present } from '../../../shared/http/presence';
 import { IsDisplayName } from '../../../shared/http/display-name';

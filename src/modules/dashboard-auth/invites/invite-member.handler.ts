@@ -17,7 +17,7 @@ import { DashboardAudit } from '../dashboard-audit.service';
 import { DashboardMembershipsService } from '../dashboard-memberships.service';
 import { AcceptInviteCommand, AcceptInviteResult, InviteMemberCommand } from './invite-member.command';
 import { lockAccountWithPassword } from '../password-still';
-import { length } from 'class-validator';
+import { length } from '../../../shared/http/lengths';
 
 /**
  * An invitation mails the invited address a token; so that invitations cannot be used to mail

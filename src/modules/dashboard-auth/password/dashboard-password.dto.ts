@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsEmail, IsString, Length, MaxLength } from 'class-validator';
+import { IsEmail, IsString } from 'class-validator';
+import { Length, MaxLength } from '../../../shared/http/lengths';
 
 export class DashboardForgotPasswordRequestDto {
   // IsEmail, as at login: an account whose address predates the stricter check can still reset

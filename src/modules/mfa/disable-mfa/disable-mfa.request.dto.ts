@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsString, MaxLength, MinLength } from 'class-validator';
+import { IsString } from 'class-validator';
+import { MaxLength, MinLength } from '../../../shared/http/lengths';
 
 /** spec 2.2 MfaDisableRequest */
 export class MfaDisableRequestDto {

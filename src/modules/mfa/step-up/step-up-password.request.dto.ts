@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsString, Length } from 'class-validator';
+import { IsString } from 'class-validator';
+import { Length } from '../../../shared/http/lengths';
 
 /** spec 2.5 StepUpPasswordRequest */
 export class StepUpPasswordRequestDto {

@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsString, Matches, MaxLength, MinLength } from 'class-validator';
+import { IsString, Matches } from 'class-validator';
+import { MaxLength, MinLength } from '../../../shared/http/lengths';
 
 /** spec 2.2 RefreshTokenRequest */
 export class RefreshTokenRequestDto {

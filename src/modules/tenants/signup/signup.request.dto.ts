@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { Equals, IsBoolean, IsString, Length, MaxLength, MinLength } from 'class-validator';
+import { Equals, IsBoolean, IsString } from 'class-validator';
+import { Length, MaxLength, MinLength } from '../../../shared/http/lengths';
 import { Present } from '../../../shared/http/presence';
 import { IsDisplayName } from '../../../shared/http/display-name';
 import { IsEmailAddress } from '../../../shared/http/email-address';

@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsEmail, IsString, Length, MaxLength } from 'class-validator';
+import { IsEmail, IsString } from 'class-validator';
+import { Length, MaxLength } from '../../../shared/http/lengths';
 
 /** spec 2.2 LoginRequest */
 export class LoginRequestDto {

@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Equals, IsBoolean, IsString, Length, Matches, MaxLength, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { Equals, IsBoolean, IsString, Matches, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
+import { Length, MaxLength } from '../../../shared/http/lengths';
 import { Present } from '../../../shared/http/presence';
 import { isCalendarDate } from '../../../shared/http/dates';
 import { IsEmailAddress } from '../../../shared/http/email-address';

@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, ArrayMinSize, ArrayUnique, IsArray, IsIn, IsOptional, IsString, IsUUID, MaxLength } from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, ArrayUnique, IsArray, IsIn, IsOptional, IsString, IsUUID } from 'class-validator';
+import { MaxLength } from '../../../shared/http/lengths';
 import { ALL_EVENTS, WEBHOOK_EVENT_TYPES } from '../webhook-events';
 import { MAX_URL_LENGTH } from '../url-policy';
 

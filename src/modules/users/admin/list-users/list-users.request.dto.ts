@@ -1,5 +1,6 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { IsOptional, IsString, Matches, MaxLength } from 'class-validator';
+import { IsOptional, IsString, Matches } from 'class-validator';
+import { MaxLength } from '../../../../shared/http/lengths';
 import { CursorQuery } from '../../../../shared/db/pagination';
 
 /** GET .../users: cursor, limit (default 20, max 100) and an optional exact email lookup. */

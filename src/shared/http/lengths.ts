@@ -1,0 +1,77 @@
+import { buildMessage, ValidateBy, ValidationOptions } from 'class-validator';
+
+/**
+ * String lengths as the OpenAPI document states them (JSON Schema minLength/maxLength: Unicode
+ * code points) and as the spec's "(1-100)" constraints read: class-validator's own Length,
+ * MinLength and MaxLength (validator.js isLength) also leave out every U+FE0E/U+FE0F variation
+ * selector, so "❤️" x 50 (100 code points) passed a 50-character limit and "a\uFE0F" failed a
+ * 2-character minimum. Same names, constraint names and messages as class-validator's, so errors
+ * read as before.
+ */
+export function codePoints(value: string): number {
+  let n = 0;
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    // a high surrogate followed by a low one is one code point
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < value.length) {
+      const d = value.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
+}
+
+/** Whether `value` is a string of `min` to `max` code points (class-validator's `length`, counted as above). */
+export function length(value: unknown, min: number, max?: number): boolean {
+  if (typeof value !== 'string') return false;
+  const n = codePoints(value);
+  return n >= min && (max === undefined || n <= max);
+}
+
+export function Length(min: number, max?: number, options?: ValidationOptions): PropertyDecorator {
+  return ValidateBy(
+    {
+      name: 'isLength',
+      constraints: [min, max],
+      validator: {
+        validate: (value, args): boolean => length(value, args?.constraints[0], args?.constraints[1]),
+        defaultMessage: buildMessage((eachPrefix, args) => {
+          const n = typeof args?.value === 'string' ? codePoints(args.value) : 0;
+          if (n < args?.constraints[0]) return `${eachPrefix}$property must be longer than or equal to $constraint1 characters`;
+          if (args?.constraints[1] !== undefined && n > args.constraints[1]) return `${eachPrefix}$property must be shorter than or equal to $constraint2 characters`;
+          return `${eachPrefix}$property must be longer than or equal to $constraint1 and shorter than or equal to $constraint2 characters`;
+        }, options),
+      },
+    },
+    options,
+  );
+}
+
+export function MinLength(min: number, options?: ValidationOptions): PropertyDecorator {
+  return ValidateBy(
+    {
+      name: 'minLength',
+      constraints: [min],
+      validator: {
+        validate: (value, args): boolean => length(value, args?.constraints[0]),
+        defaultMessage: buildMessage((eachPrefix) => `${eachPrefix}$property must be longer than or equal to $constraint1 characters`, options),
+      },
+    },
+    options,
+  );
+}
+
+export function MaxLength(max: number, options?: ValidationOptions): PropertyDecorator {
+  return ValidateBy(
+    {
+      name: 'maxLength',
+      constraints: [max],
+      validator: {
+        validate: (value, args): boolean => length(value, 0, args?.constraints[0]),
+        defaultMessage: buildMessage((eachPrefix) => `${eachPrefix}$property must be shorter than or equal to $constraint1 characters`, options),
+      },
+    },
+    options,
+  );
+}
