@@ -206,6 +206,12 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
         return done(isOAuthPath(req.url) ? new OAuthError('invalid_request', `${label} must be sent once`) : new AppError('request/invalid', `${label} must be sent once`));
       }
     }
+    // percent-encoded bytes that are not UTF-8 are refused, never read with U+FFFD in their place
+    // (as bodies and paths are)
+    const q = req.url.indexOf('?');
+    if (q >= 0 && req.url.includes('%', q) && !isUtf8(unescapeBuffer(req.url.slice(q + 1).replace(/[\u0080-\u{10ffff}]+/gu, (c) => encodeURIComponent(c))))) {
+      return done(isOAuthPath(req.url) ? new OAuthError('invalid_request', 'The query string is not valid UTF-8') : new AppError('request/invalid', 'The query string is not valid UTF-8'));
+    }
     const fault = req.query && typeof req.query === 'object' ? bodyFault(req.query, { reservedNames: !isOAuthPath(req.url) }) : undefined;
     if (!fault) return done();
     if (isOAuthPath(req.url)) return done(new OAuthError('invalid_request', 'A parameter contains a character that is not allowed'));

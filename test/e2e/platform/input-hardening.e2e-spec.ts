@@ -438,6 +438,18 @@ describe('input hardening: odd bodies, characters and requests', () => {
     }
   });
 
+  it('a query string whose percent-encoded bytes are not UTF-8 is 400, never read with U+FFFD (as bodies and paths); valid UTF-8 and a lone % are fine', async () => {
+    const d = await signupTenant(t);
+    for (const q of ['email=a%FFb', 'email=%C3', 'cursor=%ED%A0%80']) {
+      const r = await t.http().get(`/v1/auth/dashboard/tenants/${d.slug}/users?${q}`).set('Cookie', d.cookie);
+      expectInvalid(r);
+      expect(r.body.detail).toBe('The query string is not valid UTF-8');
+    }
+    await t.http().get(`/v1/auth/dashboard/tenants/${d.slug}/users?email=m%C3%BCller%40example.com`).set('Cookie', d.cookie).expect(200);
+    const oauth = await t.http().get('/oauth/introspect?x=%FF');
+    expect(oauth.body).toMatchObject({ error: 'invalid_request' });
+  });
+
   it('a query value with U+0000 is 400 (request/invalid naming it; invalid_request under /oauth)', async () => {
     const r = await t.http().get('/v1/auth/me?x=a%00b').set('X-API-Key', tenant.apiKey);
     expectInvalid(r);
