@@ -136,6 +136,12 @@ export class EnvSchema {
   // processes, p99 107 ms with 1 per process against 78 ms with 2 (single runs; the maximum rate,
   // about 60-65/s on that host at that time, did not change).
   @Transform(toInt) @IsInt() @Min(1) @Max(64) ARGON2_MAX_CONCURRENCY = Math.max(1, os.cpus().length);
+  /**
+   * hashes waiting per process beyond which a password check answers 503 with Retry-After at once
+   * (load shedding: a flood from many addresses, each within its limits, would otherwise make every
+   * sign-in wait seconds in an unbounded queue)
+   */
+  @Transform(toInt) @IsInt() @Min(1) @Max(100000) ARGON2_MAX_WAITING = 256;
 
   @Transform(toInt) @IsInt() @Min(1) OUTBOX_POLL_MS = 500;
   /** the worker's own /health, /ready and /metrics port (on HOST); unset: none. 0 picks a free port (tests) */

@@ -61,4 +61,17 @@ describe('PasswordHasher', () => {
       expect([wrong, spy.mock.calls.length]).toEqual([wrong, withAccount]);
     }
   });
+
+  it('past ARGON2_MAX_WAITING queued checks, a new one is refused at once with 503 and Retry-After; the queue then serves again', async () => {
+    const h = new PasswordHasher({ ...config, ARGON2_MAX_CONCURRENCY: 1, ARGON2_MAX_WAITING: 2 });
+    const hash = await h.hash('correct horse');
+    const running = [h.verify(hash, 'correct horse'), h.verify(hash, 'correct horse'), h.verify(hash, 'correct horse')];
+    const refused = await h.verify(hash, 'correct horse').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(refused).toMatchObject({ code: 'server/unavailable', status: 503, options: { headers: { 'Retry-After': '1' } } });
+    expect(await Promise.all(running)).toEqual([true, true, true]);
+    expect(await h.verify(hash, 'correct horse')).toBe(true);
+  });
 });

@@ -1,14 +1,26 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import * as argon2 from 'argon2';
 import { APP_CONFIG, AppConfig } from '../../config/config';
+import { AppError } from '../errors/app-error';
+import { outageLog } from '../redis/outage-log';
 
-/** Counting semaphore: argon2 work is capped at the core count so requests queue, not thrash. */
+/**
+ * Counting semaphore: argon2 work is capped at the core count so requests queue, not thrash; past
+ * `maxWaiting` queued, a new one is refused at once (`onFull`'s error) rather than queued.
+ */
 class Semaphore {
   private active = 0;
   private readonly waiting: (() => void)[] = [];
-  constructor(private readonly max: number) {}
+  constructor(
+    private readonly max: number,
+    private readonly maxWaiting: number,
+    private readonly onFull: () => Error,
+  ) {}
   async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.active >= this.max) await new Promise<void>((r) => this.waiting.push(r));
+    if (this.active >= this.max) {
+      if (this.waiting.length >= this.maxWaiting) throw this.onFull();
+      await new Promise<void>((r) => this.waiting.push(r));
+    }
     this.active++;
     try {
       return await fn();
@@ -46,7 +58,12 @@ export class PasswordHasher {
       parallelism: config.ARGON2_PARALLELISM,
       raw: false,
     };
-    this.sem = new Semaphore(config.ARGON2_MAX_CONCURRENCY);
+    const shedding = outageLog(new Logger(PasswordHasher.name), 'password checks refused: the hashing queue is full (ARGON2_MAX_WAITING)');
+    this.sem = new Semaphore(config.ARGON2_MAX_CONCURRENCY, config.ARGON2_MAX_WAITING, () => {
+      const e = new AppError('server/unavailable', 'Too many password checks are waiting; retry shortly', { headers: { 'Retry-After': '1' }, logged: true });
+      shedding(e);
+      return e;
+    });
   }
 
   /** Hashes the password in its normalized form (normalizePassword). */

@@ -1,0 +1,36 @@
+import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+
+/**
+ * Load shedding: past ARGON2_MAX_WAITING password checks queued in a process, sign-in answers 503
+ * with Retry-After at once instead of queueing without bound; the failed sign-in throttle counts
+ * nothing for a refused check, and the service serves normally once the burst has passed.
+ */
+describe('password checks: a full hashing queue answers 503 with Retry-After', () => {
+  let t: TestApp;
+  let tenant: TenantFixture;
+  beforeAll(async () => {
+    // a costlier hash, so a burst queues behind it
+    t = await createTestApp({ ARGON2_MAX_CONCURRENCY: '1', ARGON2_MAX_WAITING: '2', ARGON2_MEMORY_KIB: '8192', ARGON2_TIME_COST: '3' });
+    tenant = await createTenant(t.db);
+  });
+  afterAll(() => t.close());
+
+  const login = (email: string, password: string) => t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password });
+
+  it('a burst past the queue: some 503 server/unavailable with Retry-After, none 500; afterwards sign-in works and nothing was counted against the account', async () => {
+    const email = uniqueEmail('queue');
+    await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    const burst = await Promise.all(Array.from({ length: 12 }, (_, i) => login(email, i % 2 ? STRONG_PASSWORD : 'a wrong password')));
+    const statuses = burst.map((r) => r.status);
+    expect(statuses.every((s) => [200, 401, 503].includes(s))).toBe(true);
+    const shed = burst.filter((r) => r.status === 503);
+    expect(shed.length).toBeGreaterThan(0);
+    for (const r of shed) {
+      expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(r.body).toMatchObject({ code: 'server/unavailable', detail: 'Too many password checks are waiting; retry shortly' });
+      expect(r.headers['retry-after']).toBe('1');
+    }
+    await login(email, STRONG_PASSWORD).expect(200);
+  });
+});
