@@ -50,6 +50,17 @@ export class EnvSchema {
   @IsString() REDIS_URL = 'redis://127.0.0.1:6379';
   @IsString() REDIS_KEY_PREFIX = 'authp:';
   @Transform(toInt) @IsInt() @Min(100) @Max(60000) REDIS_COMMAND_TIMEOUT_MS = 2000;
+  /**
+   * Redis Sentinel: comma-separated `host:port` (`[ipv6]:port`) of the sentinels; with it, every
+   * connection asks them for the current primary of REDIS_SENTINEL_MASTER (and again after a
+   * failover), and REDIS_URL gives only the data nodes' credentials, database and TLS (its host
+   * and port are not used). Unset: REDIS_URL's host.
+   */
+  @IsOptional() @IsString() REDIS_SENTINELS?: string;
+  @IsOptional() @IsString() @Matches(/^[A-Za-z0-9._-]{1,100}$/, { message: 'REDIS_SENTINEL_MASTER must be the master name the sentinels monitor (letters, digits, . _ -)' })
+  REDIS_SENTINEL_MASTER?: string;
+  /** the sentinels' own password (`requirepass` in sentinel.conf), when they have one */
+  @IsOptional() @IsString() REDIS_SENTINEL_PASSWORD?: string;
   @IsOptional() @IsString() SMTP_URL?: string;
   @IsString() EMAIL_FROM = 'no-reply@localhost';
   @IsString() @MinLength(40) KEY_ENCRYPTION_KEY = DEV_KEY_ENCRYPTION_KEY;
@@ -292,6 +303,18 @@ function trustProxyProblems(value: string): string[] {
  * out of range, a missing scheme) stops the start here, by name, and never in a client whose
  * error would print the URL, its password included. The value is never echoed.
  */
+/** REDIS_SENTINELS parsed (`host:port`, `[ipv6]:port`), or the reason it cannot be. */
+export function parseSentinels(value: string): { host: string; port: number }[] | string {
+  const out: { host: string; port: number }[] = [];
+  for (const part of value.split(',').map((x) => x.trim()).filter(Boolean)) {
+    const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(part);
+    const port = m ? Number(m[3]) : 0;
+    if (!m || port < 1 || port > 65535) return `REDIS_SENTINELS: "${part}" is not host:port ([ipv6]:port for an IPv6 address)`;
+    out.push({ host: m[1] ?? m[2], port });
+  }
+  return out.length ? out : 'REDIS_SENTINELS: names no sentinel';
+}
+
 function connectionUrlProblems(env: { DATABASE_URL?: string; REDIS_URL?: string; SMTP_URL?: string }): string[] {
   const rules: [keyof typeof env, string[]][] = [
     ['DATABASE_URL', ['postgres:', 'postgresql:']],
@@ -354,6 +377,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     );
   problems.push(...trustProxyProblems(parsed.TRUST_PROXY ?? ''));
   problems.push(...connectionUrlProblems(parsed));
+  if (parsed.REDIS_SENTINELS) {
+    const sentinels = parseSentinels(parsed.REDIS_SENTINELS);
+    if (typeof sentinels === 'string') problems.push(sentinels);
+    if (!parsed.REDIS_SENTINEL_MASTER) problems.push('REDIS_SENTINEL_MASTER: must name the master the sentinels monitor when REDIS_SENTINELS is set');
+  }
   const dnsServers = parseDnsServers(parsed.WEBHOOK_DNS_SERVERS ?? '');
   problems.push(...dnsServers.problems);
   if (problems.length) {

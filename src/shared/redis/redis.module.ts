@@ -1,17 +1,52 @@
 import { Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
-import Redis from 'ioredis';
-import { APP_CONFIG, AppConfig } from '../../config/config';
+import Redis, { RedisOptions } from 'ioredis';
+import { APP_CONFIG, AppConfig, parseSentinels } from '../../config/config';
 
 export const REDIS = Symbol('REDIS');
 
 const logger = new Logger('Redis');
 
+export type RedisConnectionConfig = Pick<AppConfig, 'REDIS_URL'> & Partial<Pick<AppConfig, 'REDIS_SENTINELS' | 'REDIS_SENTINEL_MASTER' | 'REDIS_SENTINEL_PASSWORD'>>;
+
+/**
+ * Where and how every connection (the shared client, BullMQ's, the relay's, subscribers) reaches
+ * Redis: REDIS_URL's host, credentials, database and TLS; or, with REDIS_SENTINELS, the primary of
+ * REDIS_SENTINEL_MASTER as the sentinels name it, found again after a failover (the sentinels'
+ * +switch-master, and a reconnection when a demoted primary answers READONLY), with REDIS_URL's
+ * credentials, database and TLS.
+ */
+export function redisConnectionOptions(config: RedisConnectionConfig): RedisOptions {
+  const url = new URL(config.REDIS_URL);
+  const db = url.pathname.replace(/^\//, '');
+  const common: RedisOptions = {
+    username: url.username ? decodeURIComponent(url.username) : undefined,
+    password: url.password ? decodeURIComponent(url.password) : undefined,
+    db: db ? Number(db) : undefined,
+    tls: url.protocol === 'rediss:' ? {} : undefined,
+  };
+  if (!config.REDIS_SENTINELS) return { ...common, host: url.hostname || '127.0.0.1', port: url.port ? Number(url.port) : 6379 };
+  const sentinels = parseSentinels(config.REDIS_SENTINELS);
+  if (typeof sentinels === 'string') throw new Error(sentinels);
+  return {
+    ...common,
+    sentinels,
+    name: config.REDIS_SENTINEL_MASTER,
+    sentinelPassword: config.REDIS_SENTINEL_PASSWORD || undefined,
+    enableTLSForSentinelMode: url.protocol === 'rediss:',
+    failoverDetector: true,
+    sentinelRetryStrategy: (times) => Math.min(times * 50, 250),
+    // a demoted primary refuses writes (READONLY) until the connection moves: reconnect and resend
+    reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
+  };
+}
+
 /** One ioredis client per process; every key carries REDIS_KEY_PREFIX. */
 export function createRedis(
-  config: Pick<AppConfig, 'REDIS_URL' | 'REDIS_KEY_PREFIX'> & Partial<Pick<AppConfig, 'REDIS_COMMAND_TIMEOUT_MS'>>,
+  config: RedisConnectionConfig & Pick<AppConfig, 'REDIS_KEY_PREFIX'> & Partial<Pick<AppConfig, 'REDIS_COMMAND_TIMEOUT_MS'>>,
   extra: { maxRetriesPerRequest?: number | null } = {},
 ): Redis {
-  const client = new Redis(config.REDIS_URL, {
+  const client = new Redis({
+    ...redisConnectionOptions(config),
     // a Redis that stops answering without closing the connection (a stalled server, a network
     // that drops packets, a failover in progress) fails its commands after this long: requests
     // answer 503 and /ready fails instead of hanging. A command sent may still run once Redis
