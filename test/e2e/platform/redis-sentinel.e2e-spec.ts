@@ -33,7 +33,8 @@ describe('Redis Sentinel: the primary found through the sentinels, and found aga
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'authp-sentinel-'));
     ports = { primary: await freePortBelowEphemeral(), replica: await freePortBelowEphemeral(), sentinel: await freePortBelowEphemeral() };
-    const base = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+    // the full sync writes an RDB file: into the test's own directory, not the working directory
+    const base = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
     redisServer(['--port', String(ports.primary), ...base]);
     redisServer(['--port', String(ports.replica), ...base, '--replicaof', '127.0.0.1', String(ports.primary)]);
     const conf = join(dir, 'sentinel.conf');
