@@ -44,7 +44,19 @@ describe('PasswordHasher', () => {
     const upgraded = await h.rehashIfNeeded(legacy, NFD);
     expect(upgraded).toEqual(expect.any(String));
     expect(await h.verify(upgraded!, NFC)).toBe(true);
-    expect(await h.rehashIfNeeded(legacy, NFD)).toBeUndefined(); // remembered once
+    expect(await h.rehashIfNeeded(upgraded!, NFC)).toBeUndefined();
+  });
+
+  it('a guess costs one hash against a hash made of the normalized form, whatever its spelling; two only against a hash that predates normalization', async () => {
+    const h = new PasswordHasher(config);
+    const current = await h.hash(NFC);
+    const legacy = await argon2.hash(NFD, { type: argon2.argon2id, memoryCost: 1024, timeCost: 1, parallelism: 1 });
+    const spy = jest.spyOn(argon2, 'verify');
+    await h.verify(current, 'wro\u0308ng decomposed');
+    expect(spy).toHaveBeenCalledTimes(1);
+    spy.mockClear();
+    await h.verify(legacy, 'wro\u0308ng decomposed');
+    expect(spy).toHaveBeenCalledTimes(2);
   });
 
   it('a wrong password costs the same argon2 work with or without an account, whatever its spelling', async () => {

@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import { randomBytes } from 'crypto';
 import * as argon2 from 'argon2';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { AppError } from '../errors/app-error';
@@ -31,8 +32,18 @@ class Semaphore {
   }
 }
 
-/** Legacy matches remembered per process between a sign-in's verify and its rehashIfNeeded. */
-const LEGACY_MATCHES_KEPT = 1000;
+/**
+ * Salt length of hashes made of the normalized form (argon2's default is 16 bytes): the mark that
+ * tells them from hashes made before passwords were normalized, which alone get the second,
+ * as-typed comparison (see verify), until their next sign-in re-hashes them.
+ */
+const NORMALIZED_SALT_BYTES = 32;
+
+/** Whether a stored hash was made of the normalized form (its salt is NORMALIZED_SALT_BYTES long). */
+export function isNormalizedHash(hash: string): boolean {
+  const salt = hash.split('$')[4];
+  return salt !== undefined && Buffer.from(salt, 'base64').length === NORMALIZED_SALT_BYTES;
+}
 
 /**
  * The form a password is hashed and compared in: Unicode NFKC (NIST SP 800-63B 5.1.1.2), so the
@@ -66,23 +77,22 @@ export class PasswordHasher {
     });
   }
 
-  /** Hashes the password in its normalized form (normalizePassword). */
+  /** Hashes the password in its normalized form (normalizePassword), marked as such (NORMALIZED_SALT_BYTES). */
   hash(password: string): Promise<string> {
-    return this.sem.run(() => argon2.hash(normalizePassword(password), this.options));
+    return this.sem.run(() => argon2.hash(normalizePassword(password), { ...this.options, salt: randomBytes(NORMALIZED_SALT_BYTES) }));
   }
 
   /**
-   * Whether the password matches: its normalized form, or, for a password whose form changes,
-   * the form as typed (hashes made before passwords were normalized; the sign-in that matches
-   * them re-hashes, see rehashIfNeeded). A wrong password costs the same number of hashes
-   * whatever the account (verifyDummy goes through here).
+   * Whether the password matches: its normalized form; and, only for a hash made before passwords
+   * were normalized (isNormalizedHash false) and a password whose form changes, the form as typed
+   * (the sign-in that matches re-hashes it, see rehashIfNeeded). So a guess costs one hash, and
+   * two only against an account whose hash predates normalization and has not signed in since.
    */
   async verify(hash: string, password: string): Promise<boolean> {
     const normalized = normalizePassword(password);
     if (await this.verifyOne(hash, normalized)) return true;
-    if (normalized === password || !(await this.verifyOne(hash, password))) return false;
-    this.rememberLegacy(hash);
-    return true;
+    if (normalized === password || isNormalizedHash(hash)) return false;
+    return this.verifyOne(hash, password);
   }
 
   private verifyOne(hash: string, password: string): Promise<boolean> {
@@ -95,18 +105,10 @@ export class PasswordHasher {
     });
   }
 
-  /** hashes this process just matched in the typed (not normalized) form: bounded, oldest out first */
-  private readonly legacy = new Set<string>();
-
-  private rememberLegacy(hash: string): void {
-    this.legacy.add(hash);
-    if (this.legacy.size > LEGACY_MATCHES_KEPT) this.legacy.delete(this.legacy.values().next().value as string);
-  }
-
   /**
    * A new hash with the configured parameters when `hash` was made with others (an older
-   * configuration): sign-in handlers store it after a successful verify, so stored hashes follow
-   * the configuration without a reset. Undefined when the hash is current.
+   * configuration) or before passwords were normalized: sign-in handlers store it after a
+   * successful verify, so stored hashes follow without a reset. Undefined when the hash is current.
    */
   async rehashIfNeeded(hash: string, password: string): Promise<string | undefined> {
     let stale: boolean;
@@ -115,9 +117,8 @@ export class PasswordHasher {
     } catch {
       return undefined;
     }
-    // matched as typed just now (verify): the new hash is of the normalized form
-    if (this.legacy.delete(hash)) stale = true;
-    return stale ? this.hash(password) : undefined;
+    // made before passwords were normalized: the new hash is of the normalized form, marked
+    return stale || !isNormalizedHash(hash) ? this.hash(password) : undefined;
   }
 
   /**
@@ -131,7 +132,7 @@ export class PasswordHasher {
   /** Verifies against a fixed hash so an unknown account costs the same time as a wrong password. */
   async verifyDummy(password: string): Promise<false> {
     // a failed hash (out of memory, say) is not kept: the next check makes it again
-    this.dummy ??= argon2.hash('dummy-password-for-timing', this.options).catch((e: unknown) => {
+    this.dummy ??= argon2.hash('dummy-password-for-timing', { ...this.options, salt: randomBytes(NORMALIZED_SALT_BYTES) }).catch((e: unknown) => {
       this.dummy = undefined;
       throw e;
     });
