@@ -18,12 +18,19 @@ const notJson = () => new AppError('request/unsupported_media_type', 'Request bo
 export const MAX_BODY_DEPTH = 32;
 
 /**
- * Most property names and array items a JSON body may have, at every depth together: far more
- * than any request schema holds (public_metadata, the largest free-form object, has at most 4096
- * bytes; the longest list, sms_allowed_countries, 300 items), few enough that no body costs the
- * validation more than a real one.
+ * Most property names a JSON body may have, at every depth together: far more than any request
+ * schema holds (public_metadata, the largest free-form object, has at most 4096 bytes), few enough
+ * that no body costs the validation more than a real one.
  */
 export const MAX_BODY_PROPERTIES = 1000;
+
+/**
+ * Most array items a JSON body may have, at every depth together: every array public_metadata's
+ * 4096 bytes can hold (an item takes 2 bytes at least: `0,`), and far more than the longest list a
+ * schema takes (sms_allowed_countries, 300); a 100 KB body of 50,000 items cost the validation
+ * half a second.
+ */
+export const MAX_BODY_ARRAY_ITEMS = 2048;
 
 /**
  * Why a parsed body cannot be processed (up to `max` reasons, default one; none when it can): nesting deeper than
@@ -34,10 +41,11 @@ export const MAX_BODY_PROPERTIES = 1000;
  * Nest's ValidationPipe), a property named `__proto__`, `constructor` or `prototype` at any depth: the pipe
  * deletes those in place, so one would otherwise be dropped unsaid, even from public_metadata.
  */
-export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?: number; maxProperties?: number } = {}): { field: string; message: string }[] {
+export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?: number; maxProperties?: number; maxItems?: number } = {}): { field: string; message: string }[] {
   const faults: { field: string; message: string }[] = [];
   const max = opts.max ?? 1;
   let properties = 0;
+  let items = 0;
   const stack: { value: unknown; path: string; depth: number }[] = [{ value: body, path: '', depth: 0 }];
   while (stack.length && faults.length < max) {
     const { value, path, depth } = stack.pop()!;
@@ -56,15 +64,16 @@ export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?:
     // every property and array item costs the DTO transform and validation work: a body of
     // thousands of unknown names or items (within the size limit) would cost far more than any
     // real request, so they are counted before any is looked at
-    const entries = Array.isArray(value) ? undefined : Object.entries(value);
-    properties += entries ? entries.length : (value as unknown[]).length;
-    if (opts.maxProperties !== undefined && properties > opts.maxProperties) {
-      return [{ field: 'body', message: `the body has more than ${opts.maxProperties} properties and array items` }];
-    }
-    if (!entries) {
-      const items = value as unknown[];
-      for (let i = 0; i < items.length; i++) stack.push({ value: items[i], path: `${path}[${i}]`, depth: depth + 1 });
+    if (Array.isArray(value)) {
+      items += value.length;
+      if (opts.maxItems !== undefined && items > opts.maxItems) return [{ field: 'body', message: `the body has more than ${opts.maxItems} array items` }];
+      for (let i = 0; i < value.length; i++) stack.push({ value: value[i], path: `${path}[${i}]`, depth: depth + 1 });
       continue;
+    }
+    const entries = Object.entries(value);
+    properties += entries.length;
+    if (opts.maxProperties !== undefined && properties > opts.maxProperties) {
+      return [{ field: 'body', message: `the body has more than ${opts.maxProperties} properties` }];
     }
     let badName = false;
     for (const [k, v] of entries) {
@@ -144,7 +153,7 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
       if (value === null || typeof value !== 'object' || Array.isArray(value))
         return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: 'body', message: 'the body must be a JSON object' }] }), undefined);
       // every fault of this kind at once (at most 20), one errors[] entry each
-      const faults = bodyFaults(value, { reservedNames: true, max: 20, maxProperties: MAX_BODY_PROPERTIES });
+      const faults = bodyFaults(value, { reservedNames: true, max: 20, maxProperties: MAX_BODY_PROPERTIES, maxItems: MAX_BODY_ARRAY_ITEMS });
       if (faults.length) return done(new AppError('request/invalid', 'One or more fields are invalid', { errors: faults }), undefined);
       done(null, value);
     });
