@@ -4,10 +4,13 @@ import { MailService, MailTemplate } from '../../shared/mail/mail.service';
 /** A change of a user's second factor the user is told of by email (template `mfa_changed`). */
 export type MfaChange = 'enabled' | 'disabled' | 'recovery_codes_regenerated';
 
-/** Mails the user at their address in the caller's transaction (the outbox); nothing for a user without one. */
-async function mailUser(tx: Queryable, mail: MailService, user: { tenantId: string; userId: string }, template: MailTemplate, data: Record<string, unknown>): Promise<void> {
+/**
+ * Mails the user at their address in the caller's transaction (the outbox); nothing for a user
+ * without one. `notice`: capped per kind of change (MailLimits.noticeAllowed).
+ */
+async function mailUser(tx: Queryable, mail: MailService, user: { tenantId: string; userId: string }, template: MailTemplate, data: Record<string, unknown>, notice: boolean): Promise<void> {
   const [u] = await tx.query<{ email: string | null }>(`SELECT email FROM users WHERE id = $1 AND tenant_id = $2`, [user.userId, user.tenantId], 'mfa_notice_email');
-  if (u?.email) await mail.enqueue(tx, { tenantId: user.tenantId, to: u.email, template, data, notice: true });
+  if (u?.email) await mail.enqueue(tx, { tenantId: user.tenantId, to: u.email, template, data, notice });
 }
 
 /**
@@ -16,7 +19,7 @@ async function mailUser(tx: Queryable, mail: MailService, user: { tenantId: stri
  * otherwise turn MFA off, or on with their own authenticator (locking the owner out), unnoticed.
  */
 export function noticeMfaChange(tx: Queryable, mail: MailService, user: { tenantId: string; userId: string }, change: MfaChange): Promise<void> {
-  return mailUser(tx, mail, user, 'mfa_changed', { change });
+  return mailUser(tx, mail, user, 'mfa_changed', { change }, true);
 }
 
 /**
@@ -27,5 +30,6 @@ export function noticeMfaChange(tx: Queryable, mail: MailService, user: { tenant
  * the user, so a guessing attack is one mail, not 50, and the owner's own typo none.
  */
 export function noticeMfaSignInFailed(tx: Queryable, mail: MailService, user: { tenantId: string; userId: string }, firstFactor: string[]): Promise<void> {
-  return mailUser(tx, mail, user, 'mfa_sign_in_failed', { first_factor: firstFactor.includes('pwd') ? 'password' : 'email' });
+  // sent once per throttle window already (see the caller): not capped again
+  return mailUser(tx, mail, user, 'mfa_sign_in_failed', { first_factor: firstFactor.includes('pwd') ? 'password' : 'email' }, false);
 }

@@ -24,8 +24,14 @@ export interface MailRequest {
   data: Record<string, unknown>;
   /** secret template data (link tokens, codes): encrypted at rest in the outbox */
   secret?: Record<string, unknown>;
-  /** a notice of a change (not a requested link or code): capped per recipient, see MailLimits.noticeAllowed */
+  /** a notice of a change (not a requested link or code): capped per recipient and kind of change, see MailLimits.noticeAllowed */
   notice?: boolean;
+}
+
+/** What a notice tells: its template and, where one template tells several changes (mfa_changed), which. */
+function noticeKind(mail: MailRequest): string {
+  const change = mail.data.change;
+  return typeof change === 'string' ? `${mail.template}:${change}` : mail.template;
 }
 
 /**
@@ -40,7 +46,7 @@ export class MailService {
   ) {}
 
   async enqueue(tx: Queryable, mail: MailRequest): Promise<void> {
-    if (mail.notice && !(await this.limits.noticeAllowed(mail.template, mail.tenantId, mail.to))) return;
+    if (mail.notice && !(await this.limits.noticeAllowed(noticeKind(mail), mail.tenantId, mail.to))) return;
     await this.events.outbox(tx, {
       tenantId: mail.tenantId,
       topic: MAIL_TOPIC,

@@ -51,14 +51,19 @@ export class MailLimits {
 
   /**
    * Whether a notice (a mail telling the account's owner of a change they or someone with their
-   * credentials made: password changed, second factor changed) may go to `address`: at most
-   * RATE_LIMIT_EMAIL_PER_ADDRESS per template per RATE_LIMIT_EMAIL_WINDOW_SECONDS. Beyond, the
-   * change goes on and the notice is left out (the owner has just been told of the same change),
-   * so looping a change cannot flood a mailbox, which may not even be the user's own when the
-   * address was never verified.
+   * credentials made: password changed, second factor enabled, disabled, recovery codes renewed)
+   * may go to `address`: at most RATE_LIMIT_EMAIL_PER_ADDRESS per kind of change per
+   * RATE_LIMIT_EMAIL_WINDOW_SECONDS. Beyond, the change goes on and the notice is left out (the
+   * owner has just been told of the same kind of change), so looping a change cannot flood a
+   * mailbox, which may not even be the user's own when the address was never verified. A notice is
+   * a safety net, so a limiter that cannot answer (Redis away) lets it go out.
    */
-  async noticeAllowed(template: string, tenantId: string | null, address: string): Promise<boolean> {
-    return (await this.hitAddress(`notice-${template}`, tenantId ?? 'dashboard', address.toLowerCase())).allowed;
+  async noticeAllowed(kind: string, tenantId: string | null, address: string): Promise<boolean> {
+    try {
+      return (await this.hitAddress(`notice-${kind}`, tenantId ?? 'dashboard', address.toLowerCase())).allowed;
+    } catch {
+      return true;
+    }
   }
 
   private hitClient(ip: string) {

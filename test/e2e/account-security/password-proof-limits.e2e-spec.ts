@@ -5,7 +5,7 @@ import { mfaApi } from '../mfa/mfa.helpers';
 import { bearerPost, outboxTo, register } from './account-security.helpers';
 
 const PER_MIN = 3;
-const NOTICES = 2;
+const NOTICES = 1;
 
 /**
  * Passwords proven outside sign-in (change, step-up, MFA disable and recovery codes, dashboard
@@ -67,12 +67,14 @@ describe('password proofs outside sign-in: per-address limit; change notices cap
     await t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email: u.email, password: current }).expect(200);
   });
 
-  it('the second-factor notice is capped the same way (recovery codes renewed in a loop)', async () => {
+  it('second-factor notices are capped per kind of change: recovery codes renewed in a loop stop being told, turning MFA off is told all the same', async () => {
     const api = mfaApi(t, tenant);
     const u = await api.enrolledUser();
-    for (let i = 0; i < NOTICES; i++) await api.regenerate(u.accessToken, { password: STRONG_PASSWORD, code: await u.device.next() }).expect(200);
-    const notices = (await outboxTo(t, u.email)).filter((m) => m.event_type === 'email.mfa_changed');
-    // enabling TOTP was the first notice of the template
-    expect(notices).toHaveLength(NOTICES);
+    let recovery = u.recoveryCodes;
+    for (let i = 0; i < NOTICES + 1; i++) recovery = (await api.regenerate(u.accessToken, { password: STRONG_PASSWORD, code: await u.device.next() }).expect(200)).body.recovery_codes;
+    const stepped = await api.steppedUp(u.accessToken);
+    await api.disable(stepped, { password: STRONG_PASSWORD, code: recovery[0] }).expect(204);
+    const changes = (await outboxTo(t, u.email)).filter((m) => m.event_type === 'email.mfa_changed').map((m) => JSON.parse(m.payload).data.change);
+    expect(changes).toEqual(['enabled', ...Array(NOTICES).fill('recovery_codes_regenerated'), 'disabled']);
   });
 });
