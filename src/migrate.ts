@@ -7,7 +7,14 @@ import { createDataSource } from './shared/db/data-source';
  * left to apply, instead of running the same migrations beside it. Needs a direct connection to
  * the primary (a transaction-pooling PgBouncer would not keep the session; docs/scaling.md).
  */
-const MIGRATION_LOCK_SQL = `SELECT pg_advisory_lock(hashtextextended('authp:migrations', 0))`;
+const MIGRATION_TRY_LOCK_SQL = `SELECT pg_try_advisory_lock(hashtextextended('authp:migrations', 0)) AS locked`;
+/**
+ * How often a waiting migrate tries the lock again. It polls rather than blocks in
+ * pg_advisory_lock: a statement blocked for the whole run would be a transaction in progress that
+ * CREATE INDEX CONCURRENTLY (in the running migrate) waits for, while it waits for the lock: the
+ * two would wait on each other for ever.
+ */
+const MIGRATION_LOCK_POLL_MS = 250;
 const MIGRATION_UNLOCK_SQL = `SELECT pg_advisory_unlock(hashtextextended('authp:migrations', 0))`;
 
 /** `npm run migration:run`: applies pending migrations to DATABASE_URL (the only setting it reads). */
@@ -17,7 +24,7 @@ export async function runMigrations(databaseUrl?: string): Promise<string[]> {
   const lock = ds.createQueryRunner();
   try {
     await lock.connect();
-    await lock.query(MIGRATION_LOCK_SQL);
+    while (!(await lock.query(MIGRATION_TRY_LOCK_SQL))[0].locked) await new Promise((r) => setTimeout(r, MIGRATION_LOCK_POLL_MS));
     try {
       const done = await ds.runMigrations({ transaction: 'each' });
       return done.map((m) => m.name);
