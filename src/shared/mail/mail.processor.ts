@@ -3,6 +3,7 @@ import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Inject, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { Job, UnrecoverableError } from 'bullmq';
 import { createTransport, Transporter } from 'nodemailer';
+import mimeFuncs from 'nodemailer/lib/mime-funcs';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { deriveKey } from '../crypto/client-hash';
 import { EnvelopeCipher } from '../crypto/envelope-cipher';
@@ -21,6 +22,18 @@ import { isMailTemplate, MailTemplateError, renderMail } from './templates';
  * of the same name (`?socketTimeout=...`) wins.
  */
 export const SMTP_TIMEOUTS = { connectionTimeout: 5_000, greetingTimeout: 5_000, socketTimeout: 10_000 } as const;
+
+/**
+ * A header value that mail clients show as written. Nodemailer encodes a value holding non-ASCII
+ * text but passes plain ASCII through, so a name that reads like an RFC 2047 encoded word
+ * (`=?utf-8?B?...?=`, which a tenant or agent name may hold) would be decoded by the client into
+ * whatever it encodes, outside every check the name passed (line breaks, bidirectional
+ * overrides, another brand). Such a value is sent encoded whole, its `=?` encoded too, so it
+ * reads back literally.
+ */
+export function literalHeader(value: string): string {
+  return value.includes('=?') ? mimeFuncs.encodeWord(value, 'Q', 52) : value;
+}
 
 /** SMTP_URL with SMTP_TIMEOUTS as query parameters (nodemailer reads its options from them). */
 export function smtpUrlWithTimeouts(smtpUrl: string): string {
@@ -93,7 +106,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     const info = await this.send(job, {
       from: this.config.EMAIL_FROM,
       to,
-      subject: mail.subject,
+      subject: literalHeader(mail.subject),
       text: mail.text,
       html: mail.html,
       messageId: mailMessageId(this.messageIdKey, job.data.outboxId, job.data.createdAt, this.messageIdDomain),

@@ -153,6 +153,17 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(msg.html).not.toContain('<b>Evil');
   });
 
+  it('sends a name that reads like an RFC 2047 encoded word as it is written, not as what it encodes', async () => {
+    const to = uniqueEmail('encoded-word');
+    // "=?utf-8?B?...?=" would otherwise be decoded by the mail client: here into a line break and a
+    // bidirectional override, neither of which a tenant name may hold
+    const name = `=?utf-8?B?${Buffer.from('Bank\r\n\u202Eevil').toString('base64')}?=`;
+    await send({ to, template: 'email_otp', data: { tenant_name: name }, secret: { code: '042917' } });
+    const msg = await smtp.waitFor((m) => m.to.includes(to));
+    expect(msg.subject).toBe(`Your ${name} verification code`);
+    expect(msg.headers.subject).not.toContain(name);
+  });
+
   it('sends nothing for a transaction that rolls back', async () => {
     const to = uniqueEmail('rollback');
     await expect(
