@@ -21,9 +21,9 @@ describe('loadConfig', () => {
       }
       return '';
     })();
-    for (const v of ['DATABASE_URL', 'REDIS_URL', 'PUBLIC_BASE_URL', 'SMTP_URL']) expect(err).toContain(v);
+    for (const v of ['DATABASE_URL', 'REDIS_URL', 'PUBLIC_BASE_URL', 'SMTP_URL', 'ACCOUNTS_URL', 'EMAIL_FROM']) expect(err).toContain(v);
     expect(() =>
-      loadConfig({ NODE_ENV: 'production', KEY_ENCRYPTION_KEY: kek, DATABASE_URL: 'postgres://x/y', REDIS_URL: 'redis://x', PUBLIC_BASE_URL: 'https://auth.example', SMTP_URL: 'smtp://mail' }),
+      loadConfig({ NODE_ENV: 'production', KEY_ENCRYPTION_KEY: kek, DATABASE_URL: 'postgres://x/y', REDIS_URL: 'redis://x', PUBLIC_BASE_URL: 'https://auth.example', SMTP_URL: 'smtp://mail', ACCOUNTS_URL: 'https://app.example', EMAIL_FROM: 'no-reply@example.com' }),
     ).not.toThrow();
   });
 

@@ -370,6 +370,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     if (!env.REDIS_URL) problems.push('REDIS_URL: must be set in production');
     if (!env.PUBLIC_BASE_URL) problems.push('PUBLIC_BASE_URL: must be set in production');
     if (!env.SMTP_URL) problems.push('SMTP_URL: must be set in production (mail cannot be logged there)');
+    // the development defaults send every link in a mail to localhost and mail from a domain no
+    // receiving server accepts (SPF/DMARC): a production start with either left out sends mails
+    // that cannot work
+    if (!env.ACCOUNTS_URL) problems.push('ACCOUNTS_URL: must be set in production (the base of the links in mails: your front end)');
+    if (!env.EMAIL_FROM) problems.push('EMAIL_FROM: must be set in production (an address of a domain your SMTP server may send for)');
   }
   if (parsed.NODE_ENV !== 'test' && !meetsOwaspArgon2id(parsed.ARGON2_MEMORY_KIB, parsed.ARGON2_TIME_COST))
     problems.push(
