@@ -83,7 +83,8 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(300) REFRESH_TOKEN_TTL_SECONDS = 30 * 86400;
   /**
    * an end user's session refreshes at most this long after they last signed in with a credential
-   * (the token's `auth_time`; a claim or a step-up counts); then they sign in again. 0: no limit.
+   * (the token's `auth_time`; claiming a guest counts, a step-up does not: as Keycloak's SSO Session
+   * Max, proving presence for one action does not extend the session); then they sign in again. 0: no limit.
    * Guests are exempt (they cannot sign in again).
    */
   @Transform(toInt) @IsInt() @Min(0) @Max(10 * 366 * 86400) SESSION_MAX_AGE_SECONDS = 0;

@@ -34,7 +34,8 @@ export function isLogoUrl(value: unknown): boolean {
 /**
  * The stored spelling of a logo URL that passed isLogoUrl: the URL parser's serialization
  * (percent-encoded, host lower-cased), so what end users' browsers load is what was checked and
- * no quote or angle bracket reaches a page that shows it.
+ * no double quote, space or angle bracket reaches a page that shows it (a single quote stays, as the
+ * URL standard leaves it: a page still escapes what it puts in an attribute).
  */
 export function canonicalLogoUrl(value: string): string;
 export function canonicalLogoUrl(value: string | null | undefined): string | null | undefined;

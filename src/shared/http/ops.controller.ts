@@ -8,7 +8,8 @@ import { AppError } from '../errors/app-error';
 import { unavailableDetail } from '../errors/problem';
 import { REDIS } from '../redis/redis.module';
 import { ApiProblemResponse } from './api-docs';
-import { assertMetricsReader, metricsText } from './metrics';
+import { metricsText } from './metrics';
+import { assertMetricsReader } from './metrics-reader';
 import { OutboxMetrics } from './outbox-metrics';
 
 const INDICATORS = {

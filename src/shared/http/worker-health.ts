@@ -9,7 +9,7 @@ import { AppError } from '../errors/app-error';
 import { renderError } from '../errors/problem';
 import { OutboxRelay } from '../outbox/outbox-relay.service';
 import { REDIS } from '../redis/redis.module';
-import { assertMetricsReader } from './metrics';
+import { assertMetricsReader } from './metrics-reader';
 import { OutboxMetrics } from './outbox-metrics';
 
 /** How long /ready waits for each store (as the API's /ready). */
