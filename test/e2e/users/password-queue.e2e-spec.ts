@@ -6,12 +6,15 @@ import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '
  * with Retry-After at once instead of queueing without bound; the failed sign-in throttle counts
  * nothing for a refused check, and the service serves normally once the burst has passed.
  */
+const ACCOUNT_LIMIT = 20;
+
 describe('password checks: a full hashing queue answers 503 with Retry-After', () => {
   let t: TestApp;
   let tenant: TenantFixture;
   beforeAll(async () => {
     // a costlier hash, so a burst queues behind it
-    t = await createTestApp({ ARGON2_MAX_CONCURRENCY: '1', ARGON2_MAX_WAITING: '2', ARGON2_MEMORY_KIB: '8192', ARGON2_TIME_COST: '3' });
+    // an account limit the burst cannot reach (12 attempts), but that a probe afterwards can count down
+    t = await createTestApp({ ARGON2_MAX_CONCURRENCY: '1', ARGON2_MAX_WAITING: '2', ARGON2_MEMORY_KIB: '8192', ARGON2_TIME_COST: '3', LOGIN_FAILURES_PER_ACCOUNT: String(ACCOUNT_LIMIT) });
     tenant = await createTenant(t.db);
   });
   afterAll(() => t.close());
@@ -32,5 +35,20 @@ describe('password checks: a full hashing queue answers 503 with Retry-After', (
       expect(r.headers['retry-after']).toBe('1');
     }
     await login(email, STRONG_PASSWORD).expect(200);
+    // the account's failure count holds the wrong passwords that were checked (401), none of the
+    // shed ones: from fresh addresses, exactly the rest of the account limit is left
+    const checkedWrong = burst.filter((r, i) => i % 2 === 0 && r.status === 401).length;
+    expect(burst.filter((r, i) => i % 2 === 0 && r.status === 503).length).toBeGreaterThan(0);
+    let left = 0;
+    for (;;) {
+      const r = await login(email, 'a wrong password');
+      if (r.status !== 401) {
+        expect(r.status).toBe(429);
+        break;
+      }
+      left++;
+      if (left > ACCOUNT_LIMIT) break;
+    }
+    expect(left).toBe(ACCOUNT_LIMIT - checkedWrong);
   });
 });
