@@ -2,7 +2,7 @@ import { randomBytes } from 'crypto';
 import { normalizeEmail } from '../../../src/modules/users/email';
 import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp } from '../../setup/app';
-import { addMember, as, insertAction, rawRedis, registerAgent, tenantOnTier } from '../agents/agents.helpers';
+import { addMember, agentToken, as, insertAction, rawRedis, registerAgent, tenantOnTier } from '../agents/agents.helpers';
 
 interface Registered {
   id: string;
@@ -298,6 +298,25 @@ describe('dashboard: end users (find, list, erase)', () => {
     expect(again.id).not.toBe(u.id);
     expect((await login(owner, email)).status).toBe(200);
     expect((await as(t, owner).get(`${url(owner)}?email=${encodeURIComponent(email)}`).expect(200)).body.data.map((x: { id: string }) => x.id)).toEqual([again.id]);
+  });
+
+  it('an agent token acting for an erased user is inactive at introspection at once and refused on bearer calls (it has no session to end)', async () => {
+    const owner = await tenantOnTier(t, 'pro');
+    const u = await register(owner);
+    const bystander = await register(owner);
+    const agent = await registerAgent(t, owner);
+    const [forUser, forBystander] = await Promise.all([u, bystander].map((x) => agentToken(t, { userId: x.id, tenantId: owner.tenantId }, agent.id)));
+    const introspect = async (token: string) =>
+      (await t.http().post('/oauth/introspect').set('X-API-Key', await keyOf(owner)).type('form').send({ token }).expect(200)).body as { active: boolean; sub?: string };
+    expect(await introspect(forUser.token)).toMatchObject({ active: true, sub: u.id });
+
+    await as(t, owner).delete(url(owner, `/${u.id}`)).expect(204);
+
+    expect(await introspect(forUser.token)).toEqual({ active: false });
+    expect((await me(forUser.token).expect(401)).body.code).toBe('auth/invalid_token');
+    // another user's token from the same agent is untouched
+    expect(await introspect(forBystander.token)).toMatchObject({ active: true, sub: bystander.id });
+    expect((await me(forBystander.token).expect(200)).body.id).toBe(bystander.id);
   });
 
   it('erases a guest the same way', async () => {

@@ -1,6 +1,7 @@
 import { IQueryHandler, QueryHandler } from '@nestjs/cqrs';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { Db } from '../../../shared/db/db.service';
+import { UUID } from '../../../shared/uuid';
 import { OAuthError } from '../../../shared/errors/oauth-error';
 import { AgentDenylistService } from '../../agents/agent-denylist.service';
 import { AccessTokenReader } from '../access-token-reader';
@@ -44,15 +45,17 @@ export class IntrospectTokenHandler implements IQueryHandler<IntrospectTokenQuer
     const claims = await this.tokens.read(token, caller.tenantId);
     if (!claims) return INACTIVE;
     const agentId = claims.act?.sub;
-    const [reason, denied, pairRevoked, sessionLive] = await Promise.all([
+    const [reason, denied, pairRevoked, live] = await Promise.all([
       // ended session (Redis), revoked jti, agent denylist (PostgreSQL on a cache miss)
       this.revocation.revokedReason(claims),
       agentId ? this.denylist.isDenied(agentId, claims.iat) : false,
       agentId ? this.denylist.isUserRevoked(caller.tenantId, claims.sub, agentId, claims.iat) : false,
       // PostgreSQL is the source of truth of ended sessions (a Redis flush must not revive them)
-      !agentId && typeof claims.sid === 'string' ? this.sessionLive(caller.tenantId, claims.sid, claims.sub) : true,
+      // an agent token has no session: its user must still exist (an erased user's agent tokens
+      // end at once here, as their sessions' tokens do)
+      agentId ? this.userExists(caller.tenantId, claims.sub) : typeof claims.sid === 'string' ? this.sessionLive(caller.tenantId, claims.sid, claims.sub) : true,
     ]);
-    if (reason || denied || pairRevoked || !sessionLive) return INACTIVE;
+    if (reason || denied || pairRevoked || !live) return INACTIVE;
 
     // RFC 7662 section 2.2
     return {
@@ -76,12 +79,17 @@ export class IntrospectTokenHandler implements IQueryHandler<IntrospectTokenQuer
   }
 
   private async sessionLive(tenantId: string, sid: string, userId: string): Promise<boolean> {
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(sid)) return false;
+    if (!UUID.test(sid)) return false;
     const rows = await this.db.query(
       `SELECT 1 FROM user_sessions WHERE id = $1 AND tenant_id = $2 AND user_id = $3 AND revoked_at IS NULL`,
       [sid, tenantId, userId],
       'oauth_introspect_session',
     );
+    return rows.length > 0;
+  }
+
+  private async userExists(tenantId: string, userId: string): Promise<boolean> {
+    const rows = await this.db.query(`SELECT 1 FROM users WHERE id = $1 AND tenant_id = $2`, [userId, tenantId], 'oauth_introspect_user');
     return rows.length > 0;
   }
 }
