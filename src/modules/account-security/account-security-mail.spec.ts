@@ -35,6 +35,16 @@ describe('account-security mails (issue 5 item 9: text and HTML parts, tenant na
     expect(renderMail('password_reset', ctx({ expires_in_minutes: 30 })).text).toContain('expires in 30 minutes');
     expect(renderMail('email_verification', ctx({ expires_in_minutes: 1440 })).text).toContain('expires in 24 hours');
     expect(renderMail('email_verification', ctx()).text).toContain('expires soon');
+    // what the worker passes: what is left when the mail is sent, to the nearest minute
+    expect(renderMail('password_reset', ctx({ expires_in_minutes: 29.99 })).text).toContain('expires in 30 minutes');
+    expect(renderMail('password_reset', ctx({ expires_in_minutes: 12.4 })).text).toContain('expires in 12 minutes');
+    expect(renderMail('password_reset', ctx({ expires_in_minutes: 1.2 })).text).toContain('expires in 1 minute.');
+    expect(renderMail('password_reset', ctx({ expires_in_minutes: 0.4 })).text).toContain('expires within a minute');
+    expect(renderMail('email_verification', ctx({ expires_in_minutes: 1439.9 })).text).toContain('expires in 24 hours');
+    expect(renderMail('email_verification', ctx({ expires_in_minutes: 1400 })).text).toContain('expires in 23 hours');
+    expect(renderMail('dashboard_invite', ctx({ expires_in_minutes: 7 * 1440 })).text).toContain('The invitation expires in 7 days.');
+    expect(renderMail('dashboard_invite', ctx()).text).not.toContain('expires');
+    expect(renderMail('dashboard_invite', ctx({ expires_in_minutes: 7 * 1440 - 5 })).text).toContain('The invitation expires in 6 days.');
   });
 
   it('password changed: reset and change say what happened to the other sessions', () => {

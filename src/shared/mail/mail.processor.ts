@@ -35,6 +35,17 @@ export function literalHeader(value: string): string {
   return value.includes('=?') ? mimeFuncs.encodeWord(value, 'Q', 52) : value;
 }
 
+/**
+ * Minutes left of a secret that lasts `lifetimeMinutes` from `createdAt` (the outbox row's time),
+ * at `now`; undefined when the mail states no lifetime.
+ */
+export function lifetimeLeftMinutes(lifetimeMinutes: unknown, createdAt: string, now: number): number | undefined {
+  const m = Number(lifetimeMinutes);
+  const created = Date.parse(createdAt);
+  if (lifetimeMinutes == null || !Number.isFinite(m) || m <= 0 || !Number.isFinite(created)) return undefined;
+  return (created + m * 60_000 - now) / 60_000;
+}
+
 /** SMTP_URL with SMTP_TIMEOUTS as query parameters (nodemailer reads its options from them). */
 export function smtpUrlWithTimeouts(smtpUrl: string): string {
   const url = new URL(smtpUrl);
@@ -80,7 +91,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     this.messageIdDomain = config.EMAIL_FROM.split('@').pop()?.replace(/[^A-Za-z0-9.-]/g, '') || 'localhost';
   }
 
-  async process(job: Job<OutboxJobData>): Promise<{ messageId?: string; logged?: true }> {
+  async process(job: Job<OutboxJobData>): Promise<{ messageId?: string; logged?: true; expired?: true }> {
     const { to, template, data = {} } = job.data.payload as Partial<MailPayload>;
     if (typeof to !== 'string' || !to || !isMailTemplate(template)) {
       throw new UnrecoverableError(`outbox ${job.data.outboxId}: not a mail (template ${String(template)})`);
@@ -89,10 +100,24 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     // differently by mail software: nodemailer sends "x@evil.com"@a.com to x@evil.com@a.com. Never
     // sent, rather than sent to a mailbox that may be someone else's
     if (to.indexOf('@') !== to.lastIndexOf('@')) throw new UnrecoverableError(`outbox ${job.data.outboxId}: the recipient address is ambiguous (a quoted local part); not sent`);
+    // a link or code mail states how long its secret lasts, counted from the outbox row (written
+    // with the secret): one that could not be sent before then (SMTP down, refusing with 4yz) is
+    // dropped instead of handing its reader a dead link, and a late one states what is left
+    const left = lifetimeLeftMinutes(data.expires_in_minutes, job.data.createdAt, Date.now());
+    if (left !== undefined && left <= 0) {
+      this.log.log({ msg: 'mail not sent: its link or code expired before it could be sent', outbox_id: job.data.outboxId, template });
+      await this.settle(job);
+      return { expired: true };
+    }
     const secret = openOutboxSecret(this.cipher, job.data) ?? {};
     let mail;
     try {
-      mail = renderMail(template, { tenantName: await this.tenantName(job.data.tenantId, data), accountsUrl: this.config.ACCOUNTS_URL, data, secret });
+      mail = renderMail(template, {
+        tenantName: await this.tenantName(job.data.tenantId, data),
+        accountsUrl: this.config.ACCOUNTS_URL,
+        data: left === undefined ? data : { ...data, expires_in_minutes: left },
+        secret,
+      });
     } catch (err) {
       if (err instanceof MailTemplateError) throw new UnrecoverableError(`outbox ${job.data.outboxId}: ${err.message}`);
       throw err;

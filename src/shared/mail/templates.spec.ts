@@ -1,5 +1,6 @@
 import { MailTemplate } from './mail.service';
 import { escapeHtml, flowLink, MailTemplateError, renderMail, TemplateContext } from './templates';
+import { lifetimeLeftMinutes } from './mail.processor';
 
 const ctx = (over: Partial<TemplateContext> = {}): TemplateContext => ({
   tenantName: 'Acme',
@@ -85,5 +86,20 @@ describe('mail templates', () => {
     expect(renderMail('magic_link', ctx({ tenantName: 'A\r\nBcc: x@y.z' })).subject).not.toMatch(/[\r\n]/);
     expect(flowLink('https://a.example', '/magic-link', 'a+b/c')).toBe('https://a.example/magic-link?token=a%2Bb%2Fc');
     expect(escapeHtml(`&<>"'`)).toBe('&amp;&lt;&gt;&quot;&#39;');
+  });
+});
+
+describe('lifetimeLeftMinutes: what is left of a mail secret when the worker sends it', () => {
+  const created = '2026-01-01T00:00:00.000Z';
+  const at = (minutes: number) => Date.parse(created) + minutes * 60_000;
+  it('counts from the outbox row', () => {
+    expect(lifetimeLeftMinutes(15, created, at(0))).toBe(15);
+    expect(lifetimeLeftMinutes(15, created, at(10))).toBe(5);
+    expect(lifetimeLeftMinutes(15, created, at(15))).toBe(0);
+    expect(lifetimeLeftMinutes(15, created, at(16))).toBeLessThan(0);
+  });
+  it('no stated lifetime: undefined (the mail goes out as it is)', () => {
+    for (const v of [undefined, null, 0, -1, 'x', Number.NaN]) expect(lifetimeLeftMinutes(v, created, at(100))).toBeUndefined();
+    expect(lifetimeLeftMinutes(15, 'not a date', at(100))).toBeUndefined();
   });
 });

@@ -44,11 +44,19 @@ export function flowLink(accountsUrl: string, path: string, token: string): stri
 
 const IGNORE = 'If you did not request this, you can ignore this email.';
 
-/** `in N minutes` (or hours) from data.expires_in_minutes, `soon` when absent. */
+/**
+ * `in N minutes` (hours, days) from data.expires_in_minutes, `soon` when absent. The worker sets it
+ * to what is left when the mail is sent (a fraction): to the nearest minute (a mail sent at once
+ * states its whole lifetime), hours and days rounded down from there.
+ */
 function expiresIn(c: TemplateContext): string {
-  const m = Number(c.data.expires_in_minutes);
-  if (!Number.isFinite(m) || m <= 0) return 'soon';
-  return m >= 120 && m % 60 === 0 ? `in ${m / 60} hours` : `in ${Math.round(m)} minutes`;
+  const exact = Number(c.data.expires_in_minutes);
+  if (!Number.isFinite(exact) || exact <= 0) return 'soon';
+  const m = Math.round(exact);
+  const unit = (n: number, one: string) => `in ${n} ${one}${n === 1 ? '' : 's'}`;
+  if (m >= 2 * 1440) return unit(Math.floor(m / 1440), 'day');
+  if (m >= 120) return unit(Math.floor(m / 60), 'hour');
+  return m >= 1 ? unit(m, 'minute') : 'within a minute';
 }
 
 /** ` (requested for: <action hint>)` from data.action_hint, on one line, or ''. */
@@ -64,7 +72,8 @@ const TEMPLATES: Record<MailTemplate, (c: TemplateContext) => MailContent> = {
     const role = str(c.data.role, 'member');
     return {
       subject: `You are invited to join ${c.tenantName}`,
-      paragraphs: [`${inviter} invited you to join ${c.tenantName} as ${role === 'owner' ? 'an owner' : 'a member'}.`],
+      // invitations written before they stated their lifetime say nothing of it
+      paragraphs: [`${inviter} invited you to join ${c.tenantName} as ${role === 'owner' ? 'an owner' : 'a member'}.${c.data.expires_in_minutes == null ? '' : ` The invitation expires ${expiresIn(c)}.`}`],
       action: { label: 'Accept the invitation', url: flowLink(c.accountsUrl, '/dashboard/invites/accept', secretToken(c)) },
       footer: 'If you did not expect this invitation, you can ignore this email.',
     };

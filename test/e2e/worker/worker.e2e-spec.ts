@@ -191,6 +191,30 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(Number(job.atm)).toBeGreaterThanOrEqual(3);
   });
 
+  it('a link or code mail that SMTP refused until its secret expired is never sent (its row settled); one sent late states the time left, not the whole lifetime', async () => {
+    const expiring = uniqueEmail('expiring');
+    const late = uniqueEmail('late');
+    // refused twice: the third attempt comes about 6 s after the first (1 s, then 5 s of backoff)
+    smtp.failNext(2, (r) => r === expiring);
+    smtp.failNext(2, (r) => r === late);
+    const rejectedBefore = smtp.rejected;
+    await send({ to: expiring, template: 'magic_link', data: { expires_in_minutes: 0.05 }, secret: { token: 'lasts-3-seconds' } });
+    await send({ to: late, template: 'magic_link', data: { expires_in_minutes: 0.5 }, secret: { token: 'lasts-30-seconds' } });
+
+    const msg = await smtp.waitFor((m) => m.to.includes(late), 15_000);
+    // about 24 of its 30 seconds left: not "in 1 minute"
+    expect(msg.text).toContain('It works once and expires within a minute.');
+    const row = await outboxRow(expiring);
+    const job = await waitForJob('email', row.id);
+    expect(JSON.parse(job.returnvalue)).toEqual({ expired: true });
+    expect(smtp.rejected - rejectedBefore).toBe(4);
+    await sleep(300);
+    expect(smtp.messages.some((m) => m.to.includes(expiring))).toBe(false);
+    const settled = await outboxRow(expiring);
+    expect(settled.processed_at).toBeInstanceOf(Date);
+    expect(settled.secret_enc).toBeNull();
+  });
+
   it('gives up at once on a mail the SMTP server refuses for good (550: RFC 5321 says not to repeat it), settling its outbox row', async () => {
     const to = uniqueEmail('gone');
     smtp.failNext(5, (r) => r === to, 550);

@@ -26,7 +26,7 @@ export class VerificationMailer {
       tenantId: u.tenantId,
       to: u.email,
       template: 'email_verification',
-      data: { ...(u.tenantName ? { tenant_name: u.tenantName } : {}), expires_in_minutes: Math.round(this.config.EMAIL_VERIFICATION_TTL_SECONDS / 60) },
+      data: { ...(u.tenantName ? { tenant_name: u.tenantName } : {}), expires_in_minutes: this.config.EMAIL_VERIFICATION_TTL_SECONDS / 60 },
       secret: { token },
     });
   }

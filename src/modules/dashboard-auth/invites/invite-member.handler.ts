@@ -78,7 +78,7 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
         tenantId: tenant.id,
         to: mailboxSpelling(cmd.email),
         template: 'dashboard_invite',
-        data: { tenant_name: t.name, role: cmd.role, inviter_email: cmd.actor.email },
+        data: { tenant_name: t.name, role: cmd.role, inviter_email: cmd.actor.email, expires_in_minutes: this.config.INVITE_TTL_SECONDS / 60 },
         secret: { token },
       });
       return { invite_token: token };
