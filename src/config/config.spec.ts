@@ -27,6 +27,70 @@ describe('loadConfig', () => {
     ).not.toThrow();
   });
 
+  it('production refuses the development URLs and sender, set or copied from .env.example (loopback hosts, @localhost)', () => {
+    const prod = { NODE_ENV: 'production', KEY_ENCRYPTION_KEY: kek, DATABASE_URL: 'postgres://x/y', REDIS_URL: 'redis://x', SMTP_URL: 'smtp://mail', PUBLIC_BASE_URL: 'https://auth.example', ACCOUNTS_URL: 'https://app.example', EMAIL_FROM: 'no-reply@example.com' };
+    for (const [name, value] of [
+      ['PUBLIC_BASE_URL', 'http://localhost:3001'],
+      ['PUBLIC_BASE_URL', 'http://127.0.0.1:3001'],
+      ['ACCOUNTS_URL', 'http://localhost:3001'],
+      ['ACCOUNTS_URL', 'http://[::1]:3001'],
+      ['ACCOUNTS_URL', 'https://app.localhost'],
+      ['EMAIL_FROM', 'no-reply@localhost'],
+      ['EMAIL_FROM', 'Acme <no-reply@localhost>'],
+    ])
+      expect(() => loadConfig({ ...prod, [name]: value })).toThrow(new RegExp(`${name}: must be`));
+    // outside production they are the defaults
+    expect(() => loadConfig({ NODE_ENV: 'development', PUBLIC_BASE_URL: 'http://127.0.0.1:3001', EMAIL_FROM: 'no-reply@localhost' })).not.toThrow();
+    expect(loadConfig({ ...prod, EMAIL_FROM: 'Acme <no-reply@example.com>' }).EMAIL_FROM).toBe('Acme <no-reply@example.com>');
+  });
+
+  it('base URLs need a scheme and no query or fragment; EMAIL_FROM is an address; CORS_ORIGINS are origins', () => {
+    for (const name of ['PUBLIC_BASE_URL', 'ACCOUNTS_URL'])
+      for (const bad of ['auth.example.com', 'https://app.example.com/?tenant=acme', 'https://app.example.com#x', 'ftp://app.example.com'])
+        expect(() => loadConfig({ NODE_ENV: 'development', [name]: bad })).toThrow(new RegExp(name));
+    expect(loadConfig({ NODE_ENV: 'development', ACCOUNTS_URL: 'https://app.example.com/auth' }).ACCOUNTS_URL).toBe('https://app.example.com/auth');
+    for (const bad of ['not an address', 'no-reply', 'a@b@c', 'Name <>'])
+      expect(() => loadConfig({ NODE_ENV: 'development', EMAIL_FROM: bad })).toThrow(/EMAIL_FROM: must be an address/);
+    for (const bad of ['*', 'https://app.example.com/', 'app.example.com', 'https://app.example.com/path', 'https://App.example.com'])
+      expect(() => loadConfig({ NODE_ENV: 'development', CORS_ORIGINS: bad })).toThrow(/CORS_ORIGINS/);
+    expect(loadConfig({ NODE_ENV: 'development', CORS_ORIGINS: 'https://app.example, http://localhost:5173' }).corsOrigins).toEqual(['https://app.example', 'http://localhost:5173']);
+    for (const name of ['TURNSTILE_SITEVERIFY_URL', 'RATE_LIMIT_DOCS_URL']) expect(() => loadConfig({ NODE_ENV: 'development', [name]: 'example.com/x' })).toThrow(new RegExp(name));
+  });
+
+  it('a value of only spaces is unset (its default), never 0; TRUST_PROXY is trimmed', () => {
+    const c = loadConfig({ NODE_ENV: 'development', PORT: ' ', ENUMERATION_SAFE_MIN_RESPONSE_MS: '  ', DATABASE_STATEMENT_TIMEOUT_MS: ' ', TRUST_PROXY: ' ', METRICS_ENABLED: ' ' });
+    expect(c.PORT).toBe(3001);
+    expect(c.ENUMERATION_SAFE_MIN_RESPONSE_MS).toBe(150);
+    expect(c.DATABASE_STATEMENT_TIMEOUT_MS).toBe(30000);
+    expect(c.TRUST_PROXY).toBe('loopback');
+    expect(loadConfig({ NODE_ENV: 'development', TRUST_PROXY: 'false ' }).TRUST_PROXY).toBe('false');
+    expect(loadConfig({ NODE_ENV: 'development', METRICS_ENABLED: ' true' }).METRICS_ENABLED).toBe(true);
+  });
+
+  it('upper bounds: timers within what node can wait, lifetimes and windows within ten years, argon2 within what it computes', () => {
+    for (const [name, value] of [
+      ['OUTBOX_POLL_MS', '3000000000'],
+      ['WEBHOOK_LOCK_MS', '1e12'],
+      ['WEBHOOK_BACKOFF_BASE_MS', '3000000000'],
+      ['REFRESH_TOKEN_TTL_SECONDS', '1e13'],
+      ['DASHBOARD_SESSION_IDLE_SECONDS', '3e11'],
+      ['DASHBOARD_SESSION_ABSOLUTE_SECONDS', '1e13'],
+      ['INVITE_TTL_SECONDS', '1e13'],
+      ['IDEMPOTENCY_TTL_SECONDS', '1e13'],
+      ['LOGIN_FAILURE_WINDOW_SECONDS', '1e13'],
+      ['ARGON2_MEMORY_KIB', '1e12'],
+      ['ARGON2_PARALLELISM', '1000'],
+    ])
+      expect(() => loadConfig({ NODE_ENV: 'development', [name]: value })).toThrow(new RegExp(name));
+    expect(() => loadConfig({ NODE_ENV: 'development', ARGON2_MEMORY_KIB: '47104', ARGON2_TIME_COST: '1', ARGON2_PARALLELISM: '16' })).not.toThrow();
+  });
+
+  it('REDIS_URL names its database by number; REDIS_SENTINELS takes Docker service names (underscores)', () => {
+    expect(() => loadConfig({ NODE_ENV: 'development', REDIS_URL: 'redis://127.0.0.1:6379/abc' })).toThrow(/REDIS_URL/);
+    expect(() => loadConfig({ NODE_ENV: 'development', REDIS_URL: 'redis://127.0.0.1:6379/3' })).not.toThrow();
+    expect(() => loadConfig({ NODE_ENV: 'development', REDIS_SENTINELS: 'redis_sentinel_1:26379,redis-sentinel-2:26379', REDIS_SENTINEL_MASTER: 'mymaster' })).not.toThrow();
+  });
+
   it('TURNSTILE_HOSTNAMES: host names only, lower-cased', () => {
     expect(loadConfig({ NODE_ENV: 'development', TURNSTILE_HOSTNAMES: 'App.Example.com, www.example.com' }).turnstileHostnames).toEqual(['app.example.com', 'www.example.com']);
     for (const bad of ['https://app.example.com', 'app.example.com:443', 'app.example.com/signup', 'a_b.example', '-x.example'])

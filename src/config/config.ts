@@ -22,9 +22,17 @@ import {
   validateSync,
 } from 'class-validator';
 
-const toInt = ({ value }: { value: unknown }) => (value === undefined || value === '' ? undefined : Number(value));
-const toBool = ({ value }: { value: unknown }) =>
-  value === undefined || value === '' ? undefined : ['1', 'true', 'yes', 'on'].includes(String(value).toLowerCase());
+// a value of only spaces is unset, as an empty one is (Number(' ') is 0: a timeout or limit turned off)
+const blank = (value: unknown): boolean => value === undefined || String(value).trim() === '';
+const toInt = ({ value }: { value: unknown }) => (blank(value) ? undefined : Number(value));
+const toBool = ({ value }: { value: unknown }) => (blank(value) ? undefined : ['1', 'true', 'yes', 'on'].includes(String(value).trim().toLowerCase()));
+const trim = ({ value }: { value: unknown }) => (typeof value === 'string' ? value.trim() : value);
+/** The largest delay a node timer takes (2^31 - 1 ms, about 24.8 days); a larger one fires after 1 ms, in a busy loop. */
+const MAX_TIMER_MS = 2_147_483_647;
+/** Ten years: no lifetime or window is longer (PostgreSQL intervals overflow far beyond). */
+const MAX_SECONDS = 10 * 366 * 86400;
+/** An absolute http(s) URL with a scheme (a scheme-less one made relative links and an `iss` without one). */
+const HTTP_URL = { require_tld: false, require_protocol: true, protocols: ['http', 'https'] };
 
 /** The development default of KEY_ENCRYPTION_KEY; refused in production. */
 export const DEV_KEY_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
@@ -33,8 +41,8 @@ export const DEV_KEY_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
 export class EnvSchema {
   @IsIn(['development', 'test', 'production']) NODE_ENV: 'development' | 'test' | 'production' = 'development';
   @Transform(toInt) @IsInt() @Min(0) @Max(65535) PORT = 3001;
-  @IsUrl({ require_tld: false, protocols: ['http', 'https'] }) PUBLIC_BASE_URL = 'http://localhost:3001';
-  @IsUrl({ require_tld: false, protocols: ['http', 'https'] }) ACCOUNTS_URL = 'http://localhost:3001';
+  @IsUrl(HTTP_URL) PUBLIC_BASE_URL = 'http://localhost:3001';
+  @IsUrl(HTTP_URL) ACCOUNTS_URL = 'http://localhost:3001';
   @IsOptional() @IsString() TOKEN_AUDIENCE?: string;
   @IsString() DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/authp';
   @Transform(toInt) @IsInt() @Min(1) @Max(200) DATABASE_POOL_SIZE = 20;
@@ -65,6 +73,7 @@ export class EnvSchema {
   @IsString() EMAIL_FROM = 'no-reply@localhost';
   @IsString() @MinLength(40) KEY_ENCRYPTION_KEY = DEV_KEY_ENCRYPTION_KEY;
   // a hop count is refused: it cannot tell a proxy from a client that sends X-Forwarded-For itself
+  @Transform(trim)
   @IsString()
   @Matches(/^(?!\s*\d+\s*$)/, { message: 'TRUST_PROXY must name the proxies (loopback, addresses or CIDRs, true or false), not a hop count: a hop count cannot tell a proxy from a client that sends X-Forwarded-For itself' })
   TRUST_PROXY = 'loopback';
@@ -77,10 +86,10 @@ export class EnvSchema {
   /** benchmark aid (src/shared/http/cpu-profile.ts): SIGUSR2 toggles a V8 CPU profile written here; unset: off */
   @IsOptional() @IsString() CPU_PROFILE_DIR?: string;
   /** unset = `${PUBLIC_BASE_URL}/docs#rate-limits` (this service's own documentation) */
-  @IsOptional() @IsUrl({ require_tld: false }) RATE_LIMIT_DOCS_URL?: string;
+  @IsOptional() @IsUrl(HTTP_URL) RATE_LIMIT_DOCS_URL?: string;
 
   @Transform(toInt) @IsInt() @Min(60) @Max(86400) ACCESS_TOKEN_TTL_SECONDS = 900;
-  @Transform(toInt) @IsInt() @Min(300) REFRESH_TOKEN_TTL_SECONDS = 30 * 86400;
+  @Transform(toInt) @IsInt() @Min(300) @Max(MAX_SECONDS) REFRESH_TOKEN_TTL_SECONDS = 30 * 86400;
   /**
    * an end user's session refreshes at most this long after they last signed in with a credential
    * (the token's `auth_time`; claiming a guest counts, a step-up does not: as Keycloak's SSO Session
@@ -97,11 +106,11 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(0) @Max(3600) AGENT_CLIENT_CACHE_TTL_SECONDS = 120;
   /** how long each API process keeps an agent's api_calls_per_min in memory (a PATCH takes effect within it; 0 = read the agent-client cache on every agent-token call) */
   @Transform(toInt) @IsInt() @Min(0) @Max(60) AGENT_LIMITS_LOCAL_TTL_SECONDS = 5;
-  @Transform(toInt) @IsInt() @Min(60) DASHBOARD_SESSION_IDLE_SECONDS = 30 * 60;
-  @Transform(toInt) @IsInt() @Min(300) DASHBOARD_SESSION_ABSOLUTE_SECONDS = 12 * 3600;
-  @Transform(toInt) @IsInt() @Min(60) DASHBOARD_REAUTH_MAX_AGE_SECONDS = 5 * 60;
-  @Transform(toInt) @IsInt() @Min(3600) INVITE_TTL_SECONDS = 7 * 86400;
-  @Transform(toInt) @IsInt() @Min(60) IDEMPOTENCY_TTL_SECONDS = 86400;
+  @Transform(toInt) @IsInt() @Min(60) @Max(MAX_SECONDS) DASHBOARD_SESSION_IDLE_SECONDS = 30 * 60;
+  @Transform(toInt) @IsInt() @Min(300) @Max(MAX_SECONDS) DASHBOARD_SESSION_ABSOLUTE_SECONDS = 12 * 3600;
+  @Transform(toInt) @IsInt() @Min(60) @Max(MAX_SECONDS) DASHBOARD_REAUTH_MAX_AGE_SECONDS = 5 * 60;
+  @Transform(toInt) @IsInt() @Min(3600) @Max(MAX_SECONDS) INVITE_TTL_SECONDS = 7 * 86400;
+  @Transform(toInt) @IsInt() @Min(60) @Max(MAX_SECONDS) IDEMPOTENCY_TTL_SECONDS = 86400;
 
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_AUTH_WRITE_MAX = 120;
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_AUTH_READ_MAX = 600;
@@ -126,10 +135,10 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(1) LOGIN_FAILURES_PER_ACCOUNT = 50;
   /** failed logins per client address (all accounts) in the window */
   @Transform(toInt) @IsInt() @Min(1) LOGIN_FAILURES_PER_IP = 100;
-  @Transform(toInt) @IsInt() @Min(10) LOGIN_FAILURE_WINDOW_SECONDS = 900;
+  @Transform(toInt) @IsInt() @Min(10) @Max(MAX_SECONDS) LOGIN_FAILURE_WINDOW_SECONDS = 900;
 
   @IsOptional() @IsString() TURNSTILE_SECRET?: string;
-  @IsUrl({ require_tld: false }) TURNSTILE_SITEVERIFY_URL = 'https://challenges.cloudflare.com/turnstile/v0/siteverify';
+  @IsUrl(HTTP_URL) TURNSTILE_SITEVERIFY_URL = 'https://challenges.cloudflare.com/turnstile/v0/siteverify';
   /** hostnames the sign-up challenge must have been solved on (siteverify's `hostname`), comma-separated; empty = any */
   @IsString()
   @Matches(/^\s*([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\s*(,\s*|$))*$/, {
@@ -139,9 +148,10 @@ export class EnvSchema {
 
   // OWASP's 7 MiB / t=5 / p=1 row (see OWASP_ARGON2ID_ROWS): the same defense as 19 MiB / t=2, and
   // about 1.5x the verifies per second on this kind of host (its memory fits the CPU caches better)
-  @Transform(toInt) @IsInt() @Min(1024) ARGON2_MEMORY_KIB = 7168;
-  @Transform(toInt) @IsInt() @Min(1) ARGON2_TIME_COST = 5;
-  @Transform(toInt) @IsInt() @Min(1) ARGON2_PARALLELISM = 1;
+  @Transform(toInt) @IsInt() @Min(1024) @Max(4_194_304) ARGON2_MEMORY_KIB = 7168;
+  @Transform(toInt) @IsInt() @Min(1) @Max(100) ARGON2_TIME_COST = 5;
+  // at most 16 lanes: argon2 needs 8 KiB of memory per lane, and ARGON2_MEMORY_KIB is at least 1024
+  @Transform(toInt) @IsInt() @Min(1) @Max(16) ARGON2_PARALLELISM = 1;
   // hashes at once per process: the core count, also with several API_WORKERS. Splitting the cores
   // between processes left a core idle whenever a burst's connections landed on one process
   // (node:cluster balances connections, not requests): at 60 sign-ins/s on 2 cores and 2
@@ -155,7 +165,7 @@ export class EnvSchema {
    */
   @Transform(toInt) @IsInt() @Min(1) @Max(100000) ARGON2_MAX_WAITING = 256;
 
-  @Transform(toInt) @IsInt() @Min(1) OUTBOX_POLL_MS = 500;
+  @Transform(toInt) @IsInt() @Min(1) @Max(MAX_TIMER_MS) OUTBOX_POLL_MS = 500;
   /** the worker's own /health, /ready and /metrics port (on HOST); unset: none. 0 picks a free port (tests) */
   @Transform(toInt) @IsOptional() @IsInt() @Min(0) @Max(65535) WORKER_HEALTH_PORT?: number;
   // the hourly sweep (src/shared/maintenance/expired-rows.sweeper.ts) deletes settled outbox rows
@@ -174,10 +184,10 @@ export class EnvSchema {
 
   // tenant webhooks (src/modules/webhooks): per-attempt timeout, retry schedule, auto-disable
   @Transform(toInt) @IsInt() @Min(100) @Max(60000) WEBHOOK_TIMEOUT_MS = 10000;
-  @Transform(toInt) @IsInt() @Min(1) WEBHOOK_BACKOFF_BASE_MS = 5000;
+  @Transform(toInt) @IsInt() @Min(1) @Max(MAX_TIMER_MS) WEBHOOK_BACKOFF_BASE_MS = 5000;
   @Transform(toInt) @IsInt() @Min(1) @Max(30) WEBHOOK_MAX_ATTEMPTS = 15;
   @Transform(toInt) @IsInt() @Min(1) WEBHOOK_DISABLE_AFTER_FAILED_DELIVERIES = 5;
-  @Transform(toInt) @IsInt() @Min(1000) WEBHOOK_LOCK_MS = 30000;
+  @Transform(toInt) @IsInt() @Min(1000) @Max(MAX_TIMER_MS) WEBHOOK_LOCK_MS = 30000;
   @Transform(toInt) @IsInt() @Min(1) @Max(100) WEBHOOK_CONCURRENCY = 10;
   @Transform(toInt) @IsInt() @Min(1) @Max(100) WEBHOOK_CONCURRENCY_PER_TENANT = 3;
   // DNS servers webhook host names are resolved with (c-ares, not /etc/hosts): comma-separated
@@ -196,11 +206,11 @@ export class EnvSchema {
   @Transform(toInt) @IsInt() @Min(600) @Max(604800) EMAIL_VERIFICATION_TTL_SECONDS = 86400;
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_EMAIL_PER_ADDRESS = 5;
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_EMAIL_PER_IP = 30;
-  @Transform(toInt) @IsInt() @Min(10) RATE_LIMIT_EMAIL_WINDOW_SECONDS = 900;
+  @Transform(toInt) @IsInt() @Min(10) @Max(MAX_SECONDS) RATE_LIMIT_EMAIL_WINDOW_SECONDS = 900;
   @Transform(toInt) @IsInt() @Min(1) RATE_LIMIT_CODE_VERIFY_PER_IP_PER_MIN = 30;
   /** wrong email codes (sign-in: per address; step-up: per account) from all client addresses in the window, over every code; 429 beyond */
   @Transform(toInt) @IsInt() @Min(1) EMAIL_CODE_FAILURES_PER_ADDRESS = 10;
-  @Transform(toInt) @IsInt() @Min(10) EMAIL_CODE_FAILURE_WINDOW_SECONDS = 900;
+  @Transform(toInt) @IsInt() @Min(10) @Max(MAX_SECONDS) EMAIL_CODE_FAILURE_WINDOW_SECONDS = 900;
   /** enumeration-safe mail requests (forgot, resend, magic link, email code) answer 202 no sooner than this, known address or not (0: off) */
   @Transform(toInt) @IsInt() @Min(0) @Max(5000) ENUMERATION_SAFE_MIN_RESPONSE_MS = 150;
 
@@ -308,7 +318,7 @@ function trustProxyProblems(value: string): string[] {
 export function parseSentinels(value: string): { host: string; port: number }[] | string {
   const out: { host: string; port: number }[] = [];
   for (const part of value.split(',').map((x) => x.trim()).filter(Boolean)) {
-    const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(part);
+    const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9._-]+)):(\d{1,5})$/.exec(part);
     const port = m ? Number(m[3]) : 0;
     if (!m || port < 1 || port > 65535) return `REDIS_SENTINELS: "${part}" is not host:port ([ipv6]:port for an IPv6 address)`;
     out.push({ host: m[1] ?? m[2], port });
@@ -332,8 +342,61 @@ function connectionUrlProblems(env: { DATABASE_URL?: string; REDIS_URL?: string;
     } catch {
       url = undefined;
     }
-    // PostgreSQL and Redis may name no host (a Unix socket: postgres:///db?host=/run/postgresql)
-    if (!url || !schemes.includes(url.protocol) || (name === 'SMTP_URL' && !url.hostname)) problems.push(`${name}: not a valid ${schemes.map((s) => `${s}//`).join(' or ')} URL (the value is not shown: it may hold a password)`);
+    // PostgreSQL and Redis may name no host (a Unix socket: postgres:///db?host=/run/postgresql);
+    // a Redis database is a number (ioredis sent SELECT NaN for /abc)
+    if (!url || !schemes.includes(url.protocol) || (name === 'SMTP_URL' && !url.hostname) || (name === 'REDIS_URL' && !/^\/?\d*$/.test(url.pathname))) problems.push(`${name}: not a valid ${schemes.map((s) => `${s}//`).join(' or ')} URL (the value is not shown: it may hold a password)`);
+  }
+  return problems;
+}
+
+/** Whether an http(s) URL names this machine: localhost (or a name under it) or a loopback address. */
+function isLoopbackUrl(value: string): boolean {
+  try {
+    const host = new URL(value).hostname.replace(/^\[|\]$/g, '').toLowerCase();
+    return host === 'localhost' || host.endsWith('.localhost') || (isIP(host) === 4 && host.startsWith('127.')) || host === '::1';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * PUBLIC_BASE_URL (the tokens' `iss`, RFC 8414: no query or fragment) and ACCOUNTS_URL (the base
+ * links are built on: a query swallowed the path and the token) name a base, nothing after it.
+ */
+function baseUrlProblems(env: { PUBLIC_BASE_URL: string; ACCOUNTS_URL: string }): string[] {
+  const problems: string[] = [];
+  for (const name of ['PUBLIC_BASE_URL', 'ACCOUNTS_URL'] as const) {
+    try {
+      const url = new URL(env[name]);
+      if (url.search || url.hash || env[name].includes('#') || env[name].includes('?')) problems.push(`${name}: must have no query (?) or fragment (#)`);
+    } catch {
+      // refused by its URL rule already
+    }
+  }
+  return problems;
+}
+
+/** An address, or a display name with one: what nodemailer takes as `from`. */
+function isMailbox(value: string): boolean {
+  const m = /^(?:[^<>]*<([^<>\s]+)>|([^<>\s]+))$/.exec(value.trim());
+  const address = m?.[1] ?? m?.[2];
+  return !!address && /^[^@\s]+@[^@\s]+$/.test(address);
+}
+
+/**
+ * CORS_ORIGINS: origins as browsers send them (`scheme://host[:port]`, no path, no slash at the
+ * end: one never matched, and CORS was off without a word); `*` is refused (credentials are sent).
+ */
+function corsOriginProblems(value: string): string[] {
+  const problems: string[] = [];
+  for (const origin of value.split(',').map((o) => o.trim()).filter(Boolean)) {
+    let ok = false;
+    try {
+      ok = new URL(origin).origin === origin;
+    } catch {
+      ok = false;
+    }
+    if (!ok) problems.push(`CORS_ORIGINS: "${origin}" is not an origin (https://app.example.com, no path or trailing slash${origin === '*' ? '; * is refused: dashboard requests carry credentials' : ''})`);
   }
   return problems;
 }
@@ -357,7 +420,8 @@ export function loadMigrationConfig(env: NodeJS.ProcessEnv = process.env): { DAT
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (env === process.env) loadDotEnv();
   const raw: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '') raw[k] = v;
+  // empty or only spaces: unset (its default applies)
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && v.trim() !== '') raw[k] = v;
   const parsed = plainToInstance(EnvSchema, raw, { exposeDefaultValues: true });
   const errors = validateSync(parsed, { whitelist: false });
   const problems = errors.map((e) => `${e.property}: ${Object.values(e.constraints ?? {}).join(', ')}`);
@@ -376,11 +440,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     // that cannot work
     if (!env.ACCOUNTS_URL) problems.push('ACCOUNTS_URL: must be set in production (the base of the links in mails: your front end)');
     if (!env.EMAIL_FROM) problems.push('EMAIL_FROM: must be set in production (an address of a domain your SMTP server may send for)');
+    // set, but to the development value or another name of this machine (a copied .env.example,
+    // compose's defaults): tokens would name localhost as their issuer and mails would link there
+    for (const name of ['PUBLIC_BASE_URL', 'ACCOUNTS_URL'] as const)
+      if (env[name] && isLoopbackUrl(parsed[name])) problems.push(`${name}: must be the public URL in production, not a loopback one (${parsed[name]})`);
+    if (env.EMAIL_FROM && /@(localhost|[^@]*\.localhost)>?$/i.test(parsed.EMAIL_FROM.trim())) problems.push(`EMAIL_FROM: must be an address of your own domain in production, not ${parsed.EMAIL_FROM}`);
   }
   if (parsed.NODE_ENV !== 'test' && !meetsOwaspArgon2id(parsed.ARGON2_MEMORY_KIB, parsed.ARGON2_TIME_COST))
     problems.push(
       `ARGON2_MEMORY_KIB/ARGON2_TIME_COST: ${parsed.ARGON2_MEMORY_KIB} KiB x ${parsed.ARGON2_TIME_COST} is below every OWASP argon2id configuration (${OWASP_ARGON2ID_ROWS.map(([m, t]) => `${m} KiB x ${t}`).join(', ')})`,
     );
+  problems.push(...baseUrlProblems(parsed));
+  if (!isMailbox(parsed.EMAIL_FROM)) problems.push('EMAIL_FROM: must be an address (no-reply@example.com or "Name <no-reply@example.com>")');
+  problems.push(...corsOriginProblems(parsed.CORS_ORIGINS));
   problems.push(...trustProxyProblems(parsed.TRUST_PROXY ?? ''));
   problems.push(...connectionUrlProblems(parsed));
   if (parsed.REDIS_SENTINELS) {

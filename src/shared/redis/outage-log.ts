@@ -56,7 +56,9 @@ export function startupFailureLine(err: unknown, urls: { DATABASE_URL?: string; 
     const host = e.hostname ?? first?.hostname;
     const isRedis = !!redis && (port === redis.port || host === redis.host) && !(pg && (port === pg.port || host === pg.host));
     if (isRedis) return `cannot start: Redis at ${redis.text} (REDIS_URL) unreachable: ${detail}`;
-    if (pg) return `cannot start: PostgreSQL at ${pg.text} (DATABASE_URL) unreachable: ${detail}`;
+    // only an error about PostgreSQL's own address is blamed on it (HOST naming no address, say, is not)
+    const isPg = !!pg && (port === pg.port || host === pg.host || (!port && !host));
+    if (isPg) return `cannot start: PostgreSQL at ${pg.text} (DATABASE_URL) unreachable: ${detail}`;
   }
   // node-postgres: a server's refusal (a wrong password, no such database) or its connection timeout
   if (pg && (typeof e.severity === 'string' || /^Connection terminated/.test(e.message))) {

@@ -20,6 +20,12 @@ describe('startupFailureLine', () => {
     const e = Object.assign(new Error('password authentication failed for user "authp"'), { severity: 'FATAL', code: '28P01' });
     expect(startupFailureLine(e, urls)).toBe('cannot start: PostgreSQL at db.internal:6543 (DATABASE_URL): password authentication failed for user "authp"');
   });
+  it('does not blame PostgreSQL for an address that is not its own (HOST naming no address)', () => {
+    const e = Object.assign(new Error('getaddrinfo ENOTFOUND no-such-host.invalid'), { code: 'ENOTFOUND', hostname: 'no-such-host.invalid', syscall: 'getaddrinfo' });
+    expect(startupFailureLine(e, urls)).toBe('getaddrinfo ENOTFOUND no-such-host.invalid');
+    const pgHost = Object.assign(new Error('getaddrinfo ENOTFOUND db.internal'), { code: 'ENOTFOUND', hostname: 'db.internal', syscall: 'getaddrinfo' });
+    expect(startupFailureLine(pgHost, urls)).toBe('cannot start: PostgreSQL at db.internal:6543 (DATABASE_URL) unreachable: getaddrinfo ENOTFOUND db.internal');
+  });
   it('keeps any other start-up error as its message, on one line', () => {
     expect(startupFailureLine(new Error('the database has no schema yet: apply the migrations first'), urls)).toBe('the database has no schema yet: apply the migrations first');
   });
