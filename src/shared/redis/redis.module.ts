@@ -69,6 +69,14 @@ export function createRedis(
   // unstructured "Unhandled error event" for every reconnection attempt
   let failing = false;
   client.on('error', (err: Error) => {
+    // ioredis carries on in database 0 when REDIS_URL's database does not exist (SELECT refused):
+    // keys would land beside another application's and /ready would say all is well. Closed for
+    // good instead: every command fails (503) and /ready fails until the operator fixes REDIS_URL
+    if (/DB index is out of range/i.test(err.message)) {
+      logger.error(`Redis has no database ${String(client.options.db)} (REDIS_URL): ${err.message}; not using it`);
+      client.disconnect();
+      return;
+    }
     if (failing) return;
     failing = true;
     logger.warn(`Redis unreachable (${err.message}); commands fail until it is back`);
