@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import { Logger as NestLogger } from '@nestjs/common';
+import { developmentModeWarning } from './config/config';
 import { getConfig } from './config/config.module';
 import { DEFAULT_SUPERVISOR_OPTIONS, superviseApiProcesses } from './shared/http/api-cluster';
 import { installCpuProfileToggle } from './shared/http/cpu-profile';
@@ -23,6 +24,12 @@ async function bootstrap(): Promise<void> {
   const { createApiApp } = await import('./app.factory');
   const app = await createApiApp();
   await app.listen({ port: config.PORT, host: process.env.HOST ?? '0.0.0.0' });
+  const log = new NestLogger('Api');
+  // the bound address (PORT=0 picks one), and a word when development mode looks like a deployment:
+  // it accepts the development KEY_ENCRYPTION_KEY and logs mails with their links when SMTP_URL is unset
+  log.log(`listening on ${await app.getUrl()} (NODE_ENV=${config.NODE_ENV})`);
+  const warning = developmentModeWarning(config);
+  if (warning) log.warn(warning);
 }
 
 bootstrap().catch((err) => {

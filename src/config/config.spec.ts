@@ -1,4 +1,4 @@
-import { DEV_KEY_ENCRYPTION_KEY, loadConfig, meetsOwaspArgon2id, OWASP_ARGON2ID_ROWS, parseDnsServers } from './config';
+import { DEV_KEY_ENCRYPTION_KEY, developmentModeWarning, loadConfig, meetsOwaspArgon2id, OWASP_ARGON2ID_ROWS, parseDnsServers } from './config';
 
 describe('loadConfig', () => {
   const kek = Buffer.alloc(32, 1).toString('base64');
@@ -89,6 +89,13 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ NODE_ENV: 'development', REDIS_URL: 'redis://127.0.0.1:6379/abc' })).toThrow(/REDIS_URL/);
     expect(() => loadConfig({ NODE_ENV: 'development', REDIS_URL: 'redis://127.0.0.1:6379/3' })).not.toThrow();
     expect(() => loadConfig({ NODE_ENV: 'development', REDIS_SENTINELS: 'redis_sentinel_1:26379,redis-sentinel-2:26379', REDIS_SENTINEL_MASTER: 'mymaster' })).not.toThrow();
+  });
+
+  it('warns when development mode (the default) is configured like a deployment', () => {
+    expect(developmentModeWarning(loadConfig({ NODE_ENV: 'development' }))).toBeUndefined();
+    expect(developmentModeWarning(loadConfig({ NODE_ENV: 'development', PUBLIC_BASE_URL: 'http://127.0.0.1:3101' }))).toBeUndefined();
+    expect(developmentModeWarning(loadConfig({ NODE_ENV: 'development', PUBLIC_BASE_URL: 'https://auth.example.com' }))).toMatch(/set NODE_ENV=production/);
+    expect(developmentModeWarning(loadConfig({ NODE_ENV: 'test', PUBLIC_BASE_URL: 'https://auth.example.com' }))).toBeUndefined();
   });
 
   it('TURNSTILE_HOSTNAMES: host names only, lower-cased', () => {

@@ -360,6 +360,16 @@ function isLoopbackUrl(value: string): boolean {
 }
 
 /**
+ * A warning for development mode (the default) configured like a deployment (a public
+ * PUBLIC_BASE_URL): it accepts the development KEY_ENCRYPTION_KEY and, without SMTP_URL, logs mails
+ * with their links. Undefined otherwise.
+ */
+export function developmentModeWarning(config: Pick<AppConfig, 'NODE_ENV' | 'PUBLIC_BASE_URL'>): string | undefined {
+  if (config.NODE_ENV !== 'development' || isLoopbackUrl(config.PUBLIC_BASE_URL)) return undefined;
+  return `NODE_ENV is development (the default) while PUBLIC_BASE_URL is ${config.PUBLIC_BASE_URL}: set NODE_ENV=production for a deployment`;
+}
+
+/**
  * PUBLIC_BASE_URL (the tokens' `iss`, RFC 8414: no query or fragment) and ACCOUNTS_URL (the base
  * links are built on: a query swallowed the path and the token) name a base, nothing after it.
  */
