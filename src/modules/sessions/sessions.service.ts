@@ -84,6 +84,15 @@ interface Rotation {
 }
 
 /**
+ * SQL: the session (alias `s`) of the user (alias `u`) is past SESSION_MAX_AGE_SECONDS (the
+ * parameter `maxAge`, 0 = no limit) since the user last signed in. Guests are exempt (a guest
+ * session is the account). Refresh, step-up and token exchange all refuse such a session, so no
+ * path yields a fresh token for it.
+ */
+export const SESSION_TOO_OLD_SQL = (s: string, u: string, maxAge: string): string =>
+  `(${maxAge}::int > 0 AND NOT ${u}.is_anonymous AND coalesce(${s}.authenticated_at, ${s}.created_at) <= now() - make_interval(secs => ${maxAge}::int))`;
+
+/**
  * A session's `auth_time` (NumericDate seconds) in SQL, for the `user_sessions` row aliased
  * `alias`: when the user last authenticated in it (a guest claim), else when it started.
  */
@@ -108,6 +117,21 @@ export class SessionsService {
   }
 
   private readonly rotator: Batcher<Rotation, (RefreshRow & { rotated_now: boolean }) | undefined>;
+
+  /** SESSION_MAX_AGE_SECONDS, for SESSION_TOO_OLD_SQL's parameter (0 = no limit). */
+  get maxAgeSeconds(): number {
+    return this.config.SESSION_MAX_AGE_SECONDS;
+  }
+
+  /**
+   * What a token-issuing path answers for a session SESSION_TOO_OLD_SQL found too old (refresh's
+   * rule, shared by step-up): the session ends (listed with reason max_age) and the call is 401,
+   * so the user signs in again.
+   */
+  async endTooOld(sessionId: string): Promise<never> {
+    await this.revokeSession(sessionId, 'max_age');
+    throw new InvalidTokenError('The session has reached its maximum age; sign in again');
+  }
 
   /** Starts a session in the caller's transaction and returns the token response. */
   async start(tx: Queryable, user: SessionUser, scope: string, opts: SessionOptions): Promise<TokenResponse & { sessionId: string }> {
@@ -301,7 +325,7 @@ export class SessionsService {
        ), cur AS (
          SELECT i.presented_hash, i.new_id, i.new_hash,
                 rt.id, rt.secret_hash, rt.session_id, rt.rotated_at, rt.revoked_at, rt.expires_at < now() AS expired,
-                ($8::int > 0 AND NOT u.is_anonymous AND coalesce(s.authenticated_at, s.created_at) <= now() - make_interval(secs => $8::int)) AS session_too_old,
+                ${SESSION_TOO_OLD_SQL('s', 'u', '$8')} AS session_too_old,
                 s.revoked_at AS session_revoked_at, s.aal, s.amr, ${AUTH_TIME_SQL('s')} AS auth_time,
                 u.id AS user_id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.created_at,
                 -- a guest's tokens carry the tenant's default role of the day, until registration (spec 5 rule 5)

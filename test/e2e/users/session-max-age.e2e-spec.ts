@@ -1,5 +1,7 @@
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { createAgent } from '../../factories/agent.factory';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { exchangeBody, postToken } from '../oauth/oauth-helpers';
 
 const claims = (token: string): Record<string, unknown> => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString());
 const MAX_AGE = 3600;
@@ -16,7 +18,8 @@ describe('sessions: absolute lifetime (SESSION_MAX_AGE_SECONDS)', () => {
   beforeAll(async () => {
     t = await createTestApp({ SESSION_MAX_AGE_SECONDS: String(MAX_AGE) });
     unlimited = await createTestApp();
-    tenant = await createTenant(t.db, { anonymous_signins_enabled: true });
+    tenant = await createTenant(t.db, { anonymous_signins_enabled: true, tier: 'pro' });
+    await t.db.query(`UPDATE tenants SET email_otp_enabled = true, magic_link_enabled = true WHERE id = $1`, [tenant.id]);
   });
   afterAll(async () => {
     await t.close();
@@ -78,6 +81,40 @@ describe('sessions: absolute lifetime (SESSION_MAX_AGE_SECONDS)', () => {
     const claimed = await post(t, '/v1/auth/register', { email: uniqueEmail('maxage-claim'), password: STRONG_PASSWORD, consent: true }, g1.body.access_token).expect(201);
     expect(claimed.body.user.id).toBe(guest.body.user.id);
     await refresh(t, claimed.body.refresh_token).expect(200);
+  });
+
+  it('step-up (password, email code, magic link) past the maximum age: 401, the session ends and no token or mail is issued', async () => {
+    const email = uniqueEmail('maxage-stepup');
+    const reg = await post(t, '/v1/auth/register', { email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    // within the age every step-up path works
+    await age(reg.body.access_token, MAX_AGE - 120);
+    await post(t, '/v1/auth/step-up/password', { password: STRONG_PASSWORD }, reg.body.access_token).expect(200);
+    await post(t, '/v1/auth/step-up/email-otp', {}, reg.body.access_token).expect(202);
+
+    await age(reg.body.access_token, 240);
+    const outbox = async () => (await t.db.query(`SELECT 1 FROM outbox WHERE tenant_id = $1`, [tenant.id])).length;
+    const outboxBefore = await outbox();
+    for (const path of ['/v1/auth/step-up/password', '/v1/auth/step-up/email-otp', '/v1/auth/step-up/magic-link']) {
+      const body = path.endsWith('password') ? { password: STRONG_PASSWORD } : {};
+      const res = await post(t, path, body, reg.body.access_token).expect(401);
+      expect(res.body.code).toBe('auth/invalid_token');
+    }
+    expect(await sessionRow(reg.body.access_token)).toMatchObject({ revoked_at: expect.any(Date), revoked_reason: 'max_age' });
+    // no mail queued, nothing else written for the tenant but the session's end
+    expect(await outbox()).toBe(outboxBefore);
+    await refresh(t, reg.body.refresh_token).expect(401);
+  });
+
+  it('token exchange of an access token whose session is past the maximum age is refused (no agent token outlives the session)', async () => {
+    const agent = await createAgent(t.db, tenant.id);
+    const reg = await post(t, '/v1/auth/register', { email: uniqueEmail('maxage-xchg'), password: STRONG_PASSWORD, consent: true }).expect(201);
+    await age(reg.body.access_token, MAX_AGE - 120);
+    await postToken(t, agent, exchangeBody(reg.body.access_token, { scope: 'openid' })).expect(200);
+
+    await age(reg.body.access_token, 240);
+    const refused = await postToken(t, agent, exchangeBody(reg.body.access_token, { scope: 'openid' })).expect(400);
+    expect(refused.body.error).toBe('invalid_grant');
+    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND metadata->>'agent_client_id' = $1`, [agent.id])).toHaveLength(1);
   });
 
   it('with the default (0) a session of any age refreshes', async () => {

@@ -11,7 +11,7 @@ import { Aal } from '../../../shared/crypto/jwt.service';
 import { Db } from '../../../shared/db/db.service';
 import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
-import { AUTH_TIME_SQL, SessionsService, SessionUser } from '../../sessions/sessions.service';
+import { AUTH_TIME_SQL, SESSION_TOO_OLD_SQL, SessionsService, SessionUser } from '../../sessions/sessions.service';
 import { MfaLoginPolicy } from '../mfa-login-policy.service';
 import { StepUpResponseDto } from '../mfa.response.dto';
 
@@ -41,14 +41,17 @@ export class StepUpTokenService {
     if (user.isAnonymous || user.claims.act || !user.sessionId) {
       throw new AppError('auth/forbidden', 'Step-up needs a signed-in (non-guest, non-delegated) user session');
     }
-    const [row] = await this.db.query<SessionUser & { amr: string[]; aal: Aal; auth_time: number }>(
-      `SELECT s.amr, s.aal, ${AUTH_TIME_SQL('s')} AS auth_time, u.id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at
+    const [row] = await this.db.query<SessionUser & { amr: string[]; aal: Aal; auth_time: number; too_old: boolean }>(
+      `SELECT s.amr, s.aal, ${AUTH_TIME_SQL('s')} AS auth_time, ${SESSION_TOO_OLD_SQL('s', 'u', '$4')} AS too_old,
+              u.id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at
          FROM user_sessions s JOIN users u ON u.id = s.user_id
         WHERE s.id = $1 AND s.user_id = $2 AND s.tenant_id = $3 AND s.revoked_at IS NULL`,
-      [user.sessionId, user.userId, user.tenantId],
+      [user.sessionId, user.userId, user.tenantId, this.sessions.maxAgeSeconds],
       'step_up_session',
     );
     if (!row) throw new InvalidTokenError();
+    // past its absolute lifetime the session gets no fresh token, as refresh gives none
+    if (row.too_old) await this.sessions.endTooOld(user.sessionId);
     const amr = [...new Set([...row.amr, method])];
     const stepUpAt = Math.floor(Date.now() / 1000);
     const enrollment = await this.mfaPolicy.sessionEnrollmentClaims(row);

@@ -1,4 +1,6 @@
+import { Inject } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { ClientHasher } from '../../../shared/crypto/client-hash';
 import { AccessClaims, JwtService, pastSecondOf } from '../../../shared/crypto/jwt.service';
@@ -9,6 +11,7 @@ import { OAuthError } from '../../../shared/errors/oauth-error';
 import { AuditEvent, EventsService, OutboxMessage, Severity } from '../../../shared/events/events.service';
 import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
 import { AgentDenylistService } from '../../agents/agent-denylist.service';
+import { SESSION_TOO_OLD_SQL } from '../../sessions/sessions.service';
 import { AgentTokenSlotsService, CONCURRENCY_EVENT_WINDOW_SECONDS } from '../../agents/agent-token-slots.service';
 import { AGENT_LIMIT_BUCKETS, AgentActionInput, AgentClientRow, agentLimitKey, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from '../../agents/agents.service';
 import { ClientAuthenticator, ClientCaller, invalidClient } from '../client-auth/client-authenticator.service';
@@ -30,8 +33,8 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 /** An absolute URI (RFC 3986 section 4.3) for `audience`. */
 const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$/;
 const MAX_AUDIENCES = 5;
-/** $1-$7 of the issuing statement: agents, grant type, sessions, users, tenants, client secret hashes, iats */
-const GUARD_PARAMS = 7;
+/** $1-$8 of the issuing statement: agents, grant type, sessions, users, tenants, client secret hashes, iats, session max age */
+const GUARD_PARAMS = 8;
 const MAX_SUBJECT_TOKEN_LENGTH = 16_384;
 /** spec 8 per-client exchange counter of clients that are not agents (every request is refused) */
 const NON_AGENT_BUCKET = 'token_exchange_non_agent';
@@ -90,6 +93,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     private readonly denylist: AgentDenylistService,
     private readonly slots: AgentTokenSlotsService,
     private readonly hasher: ClientHasher,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {
     this.issuer = new Batcher((items) => this.issueMany(items), async (item) => (await this.issueMany([item]))[0], {
       name: 'token_exchange_issue',
@@ -403,8 +407,10 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
          SELECT i.ord,
                 COALESCE(ac.revoked_at IS NULL AND ac.secret_hash = i.secret_hash, false) AS agent_active,
                 COALESCE(ac.disabled_at IS NULL AND $2 = ANY (ac.grant_types), false) AS grant_ok,
-                EXISTS (SELECT 1 FROM user_sessions s
-                         WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL) AS session_ok,
+                -- live, and not past SESSION_MAX_AGE_SECONDS: an agent token outliving the session's end is refused
+                EXISTS (SELECT 1 FROM user_sessions s JOIN users u ON u.id = s.user_id
+                         WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL
+                           AND NOT ${SESSION_TOO_OLD_SQL('s', 'u', '$8')}) AS session_ok,
                 -- the pair's one revocation row (primary key), read once for both flags
                 COALESCE(v.revoked_at IS NULL AND NOT coalesce(v.restored_at >= to_timestamp(i.iat), false), true) AS pair_ok,
                 COALESCE(v.revoked_at IS NULL AND v.restored_at >= to_timestamp(i.iat), false) AS pair_restored_late
@@ -422,6 +428,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         items.map((i) => i.tenantId),
         items.map((i) => i.secretHash),
         items.map((i) => i.iat),
+        this.config.SESSION_MAX_AGE_SECONDS,
         ...ap,
         ...op,
         ...xp,
