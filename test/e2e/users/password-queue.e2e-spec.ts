@@ -1,3 +1,4 @@
+import { randomUUID } from 'crypto';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 
@@ -50,5 +51,28 @@ describe('password checks: a full hashing queue answers 503 with Retry-After', (
       if (left > ACCOUNT_LIMIT) break;
     }
     expect(left).toBe(ACCOUNT_LIMIT - checkedWrong);
+  });
+
+  it('signup replays check the password too: past the queue the honeypot decoy answers 503 as a real signup does, never 409', async () => {
+    const replays = async (website?: string) => {
+      const body = { email: uniqueEmail('queue-signup'), password: STRONG_PASSWORD, tenant_name: `Queue ${randomUUID().slice(0, 8)}`, consent_terms: true, consent_privacy: true, idempotency_key: randomUUID(), ...(website ? { website } : {}) };
+      const signup = () => t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp()).send(body);
+      await signup().expect(201);
+      // staggered, so some replays get their hash through and then find the queue full at the
+      // password check (all at once, they are shed at the hash every signup makes first)
+      const sent = [];
+      for (let i = 0; i < 30; i++) {
+        sent.push(signup().then((r) => r)); // then() sends it now
+        await new Promise((resolve) => setTimeout(resolve, 4));
+      }
+      return (await Promise.all(sent)).map((r) => {
+        if (r.status === 503) expect(r.headers['retry-after']).toBe('1');
+        return r.status;
+      });
+    };
+    for (const statuses of [await replays(), await replays('http://spam.example')]) {
+      expect(statuses.filter((s) => s !== 201 && s !== 503)).toEqual([]);
+      expect(statuses).toContain(503);
+    }
   });
 });

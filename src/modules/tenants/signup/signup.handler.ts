@@ -80,10 +80,11 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       const d = await this.decoyAnswer(body);
       return { ...d, secret: { ...d.secret, decoy_password_hash: passwordHash } };
     }, { replayOnly: resent });
-    // counted as a real replay is, so nothing tells the two apart; but no account signed in here,
+    // counted as a real replay is, so nothing tells the two apart (a full hashing queue is the same
+    // 503 too, not a 409); but no account signed in here,
     // so the address is not made known to the throttle for that email (an owner who signs up
     // later must not find addresses of a bot's choosing past the account-wide limit)
-    if (r.replayed) await this.proveReplay(body.email, ip, () => this.hasher.verify(r.secret?.decoy_password_hash ?? '', body.password).catch(() => false), false);
+    if (r.replayed) await this.proveReplay(body.email, ip, () => this.hasher.verifyOrDummy(r.secret?.decoy_password_hash, body.password), false);
     return { body: r.body, sessionToken: r.secret?.session };
   }
 
