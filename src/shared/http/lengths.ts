@@ -1,4 +1,5 @@
-import { buildMessage, ValidateBy, ValidationOptions } from 'class-validator';
+import { buildMessage, ValidateBy, ValidationArguments, ValidationOptions } from 'class-validator';
+import { normalizePassword } from '../crypto/password-hasher';
 
 /**
  * String lengths as the OpenAPI document states them (JSON Schema minLength/maxLength: Unicode
@@ -70,6 +71,73 @@ export function MaxLength(max: number, options?: ValidationOptions): PropertyDec
       validator: {
         validate: (value, args): boolean => length(value, 0, args?.constraints[0]),
         defaultMessage: buildMessage((eachPrefix) => `${eachPrefix}$property must be shorter than or equal to $constraint1 characters`, options),
+      },
+    },
+    options,
+  );
+}
+
+/**
+ * The length of a password as it is hashed and compared: code points of its NFKC form
+ * (normalizePassword), not of the string as typed. Counted as typed, twelve code points of six
+ * decomposed letters ("e\u0301" x 6) passed a 12 minimum and stored a 6-character password, and a
+ * 129-code-point spelling of a 128-character password was refused while its composed spelling
+ * was accepted.
+ */
+export function passwordLength(value: unknown, min: number, max?: number): boolean {
+  return typeof value === 'string' && length(normalizePassword(value), min, max);
+}
+
+/** OpenAPI description of a PasswordLength field (minLength/maxLength state the bounds). */
+export const PASSWORD_LENGTH_DOC = 'length counted in Unicode code points after NFKC normalization (the form that is hashed)';
+/** OpenAPI description of a CurrentPasswordLength field. */
+export const CURRENT_PASSWORD_LENGTH_DOC =
+  'length counted in Unicode code points after NFKC normalization (the form that is compared); a password whose form as typed is within the bounds is accepted too (set before that count)';
+
+function passwordLengthMessage(options: ValidationOptions | undefined): (args?: ValidationArguments) => string {
+  return buildMessage((eachPrefix, args) => {
+    const n = typeof args?.value === 'string' ? codePoints(normalizePassword(args.value)) : 0;
+    if (n < args?.constraints[0]) return `${eachPrefix}$property must be longer than or equal to $constraint1 characters`;
+    if (args?.constraints[1] !== undefined && n > args.constraints[1]) return `${eachPrefix}$property must be shorter than or equal to $constraint2 characters`;
+    return `${eachPrefix}$property must be longer than or equal to $constraint1 and shorter than or equal to $constraint2 characters`;
+  }, options);
+}
+
+/**
+ * Length of a password being set (register, signup, reset, change): `min` to `max` code points of
+ * its NFKC form (passwordLength). Constraint name and messages as Length's.
+ */
+export function PasswordLength(min: number, max?: number, options?: ValidationOptions): PropertyDecorator {
+  return ValidateBy(
+    {
+      name: 'isLength',
+      constraints: [min, max],
+      validator: {
+        validate: (value, args): boolean => passwordLength(value, args?.constraints[0], args?.constraints[1]),
+        defaultMessage: passwordLengthMessage(options),
+      },
+    },
+    options,
+  );
+}
+
+/**
+ * Length of a password checked against a stored hash (sign-in, re-authentication, step-up): as
+ * PasswordLength, the NFKC form's code points; but a password whose form as typed is within the
+ * bounds is not refused either. Hashes made before normalization are of the typed form, and
+ * passwords set before the length was counted after normalization may have an NFKC form out of
+ * the bounds (six decomposed letters): refusing them here would lock their owners out of signing
+ * in with a 400 instead of letting the hash decide. Anything this accepts beyond PasswordLength
+ * was accepted before.
+ */
+export function CurrentPasswordLength(min: number, max?: number, options?: ValidationOptions): PropertyDecorator {
+  return ValidateBy(
+    {
+      name: 'isLength',
+      constraints: [min, max],
+      validator: {
+        validate: (value, args): boolean => passwordLength(value, args?.constraints[0], args?.constraints[1]) || length(value, args?.constraints[0], args?.constraints[1]),
+        defaultMessage: passwordLengthMessage(options),
       },
     },
     options,

@@ -114,6 +114,9 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     // characters, not UTF-16 units: eight emoji are eight characters, too short for a new account
     const emoji = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: '\u{1F600}'.repeat(8) }).expect(400);
     expect(emoji.body).toMatchObject({ code: 'request/invalid', detail: 'One or more fields are invalid', errors: [{ field: 'password' }] });
+    // counted in the NFKC form that is hashed: twelve code points of six decomposed letters are six
+    const decomposed = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: 'e\u0301'.repeat(6) }).expect(400);
+    expect(decomposed.body).toMatchObject({ code: 'request/invalid', errors: [{ field: 'password' }] });
     const acc = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(200);
     expect(acc.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
     // the accept request asks for no consent, so none is recorded as given (signup's are)

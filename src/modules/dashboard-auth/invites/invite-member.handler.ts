@@ -17,7 +17,7 @@ import { DashboardAudit } from '../dashboard-audit.service';
 import { DashboardMembershipsService } from '../dashboard-memberships.service';
 import { AcceptInviteCommand, AcceptInviteResult, InviteMemberCommand } from './invite-member.command';
 import { lockAccountWithPassword } from '../password-still';
-import { length } from '../../../shared/http/lengths';
+import { passwordLength } from '../../../shared/http/lengths';
 
 /**
  * An invitation mails the invited address a token; so that invitations cannot be used to mail
@@ -146,8 +146,8 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
         throw new AppError('auth/invalid_credentials', 'Enter the password of your existing dashboard account');
       }
     } else {
-      // counted in characters, as every password length is (@Length): an emoji is one, not two
-      if (!length(cmd.password, 12, 128))
+      // counted as every new password is (PasswordLength): code points of the NFKC form that is hashed
+      if (!passwordLength(cmd.password, 12, 128))
         throw new AppError('request/invalid', 'One or more fields are invalid', { errors: [{ field: 'password', message: 'password must be 12-128 characters for a new account' }] });
       newHash = await this.hasher.hash(cmd.password);
     }

@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { IsString } from 'class-validator';
-import { MaxLength, MinLength } from '../../../shared/http/lengths';
+import { CURRENT_PASSWORD_LENGTH_DOC, CurrentPasswordLength, MaxLength, MinLength } from '../../../shared/http/lengths';
 
 /** spec 2.2 MfaDisableRequest */
 export class MfaDisableRequestDto {
@@ -10,9 +10,8 @@ export class MfaDisableRequestDto {
   @MaxLength(64)
   code!: string;
 
-  @ApiProperty({ minLength: 1, maxLength: 256, description: 'the account password' })
+  @ApiProperty({ minLength: 1, maxLength: 256, description: `the account password; ${CURRENT_PASSWORD_LENGTH_DOC}` })
   @IsString()
-  @MinLength(1)
-  @MaxLength(256)
+  @CurrentPasswordLength(1, 256)
   password!: string;
 }

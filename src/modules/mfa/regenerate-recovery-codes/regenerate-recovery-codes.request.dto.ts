@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { IsString, Matches } from 'class-validator';
-import { MaxLength, MinLength } from '../../../shared/http/lengths';
+import { CURRENT_PASSWORD_LENGTH_DOC, CurrentPasswordLength } from '../../../shared/http/lengths';
 
 /** spec 2.2 MfaRegenerateCodesRequest */
 export class MfaRegenerateCodesRequestDto {
@@ -9,9 +9,8 @@ export class MfaRegenerateCodesRequestDto {
   @Matches(/^\d{6}$/, { message: 'code must be exactly 6 digits' })
   code!: string;
 
-  @ApiProperty({ minLength: 1, maxLength: 256, description: 'the account password' })
+  @ApiProperty({ minLength: 1, maxLength: 256, description: `the account password; ${CURRENT_PASSWORD_LENGTH_DOC}` })
   @IsString()
-  @MinLength(1)
-  @MaxLength(256)
+  @CurrentPasswordLength(1, 256)
   password!: string;
 }

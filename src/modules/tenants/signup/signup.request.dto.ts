@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
 import { Equals, IsBoolean, IsString } from 'class-validator';
-import { Length, MaxLength, MinLength } from '../../../shared/http/lengths';
+import { Length, MaxLength, MinLength, PASSWORD_LENGTH_DOC, PasswordLength } from '../../../shared/http/lengths';
 import { Present } from '../../../shared/http/presence';
 import { IsDisplayName } from '../../../shared/http/display-name';
 import { IsEmailAddress } from '../../../shared/http/email-address';
@@ -9,7 +9,7 @@ import { IsEmailAddress } from '../../../shared/http/email-address';
 /** spec 2.1 Onboarding signup request */
 export class SignupRequestDto {
   @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmailAddress() @MaxLength(254) email!: string;
-  @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
+  @ApiProperty({ minLength: 12, maxLength: 128, description: PASSWORD_LENGTH_DOC }) @IsString() @PasswordLength(12, 128) password!: string;
   /** the length applies to the name as stored: surrounding whitespace is trimmed first */
   @ApiProperty({ minLength: 2, maxLength: 50, description: 'surrounding whitespace is trimmed before the length check; at least one visible character; no control characters, line separators or bidirectional overrides' })
   @Transform(({ value }) => (typeof value === 'string' ? value.trim() : value))

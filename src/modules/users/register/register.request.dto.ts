@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Equals, IsBoolean, IsString, Matches, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
-import { Length, MaxLength } from '../../../shared/http/lengths';
+import { Length, MaxLength, PASSWORD_LENGTH_DOC, PasswordLength } from '../../../shared/http/lengths';
 import { Present } from '../../../shared/http/presence';
 import { isCalendarDate } from '../../../shared/http/dates';
 import { IsEmailAddress } from '../../../shared/http/email-address';
@@ -21,7 +21,7 @@ export class PastDateConstraint implements ValidatorConstraintInterface {
 /** spec 2.2 RegisterRequest */
 export class RegisterRequestDto {
   @ApiProperty({ format: 'email', maxLength: 254 }) @IsEmailAddress() @MaxLength(254) email!: string;
-  @ApiProperty({ minLength: 12, maxLength: 128 }) @IsString() @Length(12, 128) password!: string;
+  @ApiProperty({ minLength: 12, maxLength: 128, description: PASSWORD_LENGTH_DOC }) @IsString() @PasswordLength(12, 128) password!: string;
   @ApiProperty({ type: 'boolean', enum: [true], description: 'must be true: registering accepts the terms (recorded as the time of consent)' }) @IsBoolean() @Equals(true, { message: 'consent must be true' }) consent!: boolean;
   @ApiPropertyOptional({ format: 'date', pattern: '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$', description: 'a real date from 1900-01-01 on, not in the future; required when the tenant has minor protection enabled (else 400 user/date_of_birth_required); stored encrypted, never echoed' })
   @Present() @IsString() @Matches(/^\d{4}-\d{2}-\d{2}$/, { message: 'date_of_birth must match YYYY-MM-DD' }) @Validate(PastDateConstraint)
