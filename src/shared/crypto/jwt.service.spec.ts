@@ -14,6 +14,7 @@ describe('JwtService', () => {
     trusts: (kid: string) => kid === 'k1',
   } as unknown as SigningKeysService;
   const service = new JwtService(keys, config);
+  afterAll(() => service.onModuleDestroy());
   const claims = { sub: randomUUID(), tenant_id: randomUUID(), sid: randomUUID(), scope: 'openid', amr: ['pwd'], aal: 'AAL1' as const, role: 'member', is_anonymous: false };
 
   it('signs a compact JWS that jsonwebtoken verifies, with the header jsonwebtoken writes', async () => {
@@ -37,5 +38,72 @@ describe('JwtService', () => {
     await expect(service.verify(tampered)).rejects.toBeInstanceOf(TokenVerificationError);
     const { token: expired } = await service.sign(claims, -1);
     await expect(service.verify(expired)).rejects.toThrow('jwt expired');
+  });
+
+  describe('the cache of verified tokens', () => {
+    afterEach(() => jest.useRealTimers());
+
+    /** a service whose signature checks are counted (each cache miss looks the key up once) */
+    const counted = () => {
+      const lookups = jest.fn(keys.verificationKey);
+      const s = new JwtService({ ...keys, verificationKey: lookups } as unknown as SigningKeysService, config);
+      return { s, lookups, size: () => s['verified'].size, sweeper: () => s['sweeper'] };
+    };
+
+    it('is swept every 60 s of entries past their time, by an unref\'d timer started with the first entry and cleared on module destroy', async () => {
+      jest.useFakeTimers({ now: Date.now() });
+      const { s, lookups, size, sweeper } = counted();
+      expect(sweeper()).toBeUndefined(); // a process that never verifies (worker, CLI) has no timer
+      const tokens = await Promise.all([1, 2, 3].map(() => s.sign(claims, 3600).then((r) => r.token)));
+      for (const token of tokens) await s.verify(token);
+      for (const token of tokens) await s.verify(token);
+      expect(lookups).toHaveBeenCalledTimes(3); // the second round came from the cache
+      expect(size()).toBe(3);
+      expect(sweeper()?.hasRef()).toBe(false);
+      expect(jest.getTimerCount()).toBe(1);
+      // entries live 30 s at most, but stay (dead) until the sweep
+      jest.advanceTimersByTime(31_000);
+      expect(size()).toBe(3);
+      jest.advanceTimersByTime(30_000);
+      expect(size()).toBe(0);
+      // a token verified after the sweep is cached anew (and the sweep goes on)
+      await s.verify(tokens[0]);
+      expect(lookups).toHaveBeenCalledTimes(4);
+      expect(size()).toBe(1);
+      s.onModuleDestroy();
+      expect(sweeper()).toBeUndefined();
+      expect(jest.getTimerCount()).toBe(0);
+    });
+
+    it('sweepVerified deletes only the entries past their time', async () => {
+      const { s, size } = counted();
+      const a = (await s.sign(claims, 3600)).token;
+      const b = (await s.sign(claims, 10)).token;
+      await s.verify(a);
+      await s.verify(b);
+      expect(size()).toBe(2);
+      expect(s.sweepVerified(Date.now())).toBe(0);
+      // b's entry ends with its token (10 s), a's within the cache lifetime (30 s)
+      expect(s.sweepVerified(Date.now() + 11_000)).toBe(1);
+      expect(size()).toBe(1);
+      expect(s.sweepVerified(Date.now() + 31_000)).toBe(1);
+      expect(size()).toBe(0);
+      s.onModuleDestroy();
+    });
+
+    it('an entry ends with its token: once expired it is deleted at its lookup, and an expired token is never cached', async () => {
+      jest.useFakeTimers({ now: Date.now() });
+      const { s, lookups, size } = counted();
+      const { token } = await s.sign(claims, 5);
+      await s.verify(token);
+      expect(size()).toBe(1);
+      jest.advanceTimersByTime(6_000); // the token expired; its entry is past its time, not swept yet
+      await expect(s.verify(token)).rejects.toThrow('jwt expired');
+      expect(size()).toBe(0);
+      await expect(s.verify(token)).rejects.toThrow('jwt expired');
+      expect(size()).toBe(0);
+      expect(lookups).toHaveBeenCalledTimes(3);
+      s.onModuleDestroy();
+    });
   });
 });

@@ -1,5 +1,5 @@
 import { randomUUID, sign as rsaSign } from 'crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import * as jwt from 'jsonwebtoken';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { jittered } from '../cache/jitter';
@@ -79,7 +79,7 @@ export function peekJwt(token: string): { header: jwt.JwtHeader; payload: jwt.Jw
 
 /** Signs and verifies RS256 access tokens with the current signing key. */
 @Injectable()
-export class JwtService {
+export class JwtService implements OnModuleDestroy {
   constructor(
     private readonly keys: SigningKeysService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -121,21 +121,30 @@ export class JwtService {
    * access token many times, and RS256 verification is the largest CPU cost of a bearer call;
    * expiry and audience are still checked on every call and revocation by the caller. An entry
    * lives at most VERIFIED_CACHE_TTL_MS, the same order as the signing-key reload, each a jittered
-   * lifetime so that tokens first seen together are not all verified again in the same instant.
-   * An entry is used only while its key is still trusted: a withdrawn key (keys:rotate
-   * --revoke-old) fails its tokens at once, not when their entries expire.
+   * lifetime so that tokens first seen together are not all verified again in the same instant,
+   * and never past its token's `exp` (an expired token is not cached at all). An entry is used
+   * only while its key is still trusted: a withdrawn key (keys:rotate --revoke-old) fails its
+   * tokens at once, not when their entries expire. Entries past their time are deleted when looked
+   * up, and every VERIFIED_CACHE_SWEEP_MS by `sweepVerified`: a server gone quiet does not hold up
+   * to VERIFIED_CACHE_MAX dead entries until new tokens push them out.
    */
   private readonly verified = new Map<string, { claims: AccessClaims; until: number; kid: string }>();
+  /**
+   * The periodic sweep of `verified`, started with its first entry (a process that never verifies
+   * a token, such as the worker or the CLI, has none); unref'd, so it never keeps a process alive.
+   */
+  private sweeper?: NodeJS.Timeout;
 
   /** Verifies signature, kid, alg, iss, exp (and aud unless an agent token names its own). */
   async verify(token: string, opts: { audience?: string | false } = {}): Promise<AccessClaims> {
     const now = Date.now();
     let claims = this.verified.get(token);
-    if (!claims || claims.until < now || !this.keys.trusts(claims.kid)) {
+    if (!claims || claims.until <= now || !this.keys.trusts(claims.kid)) {
       if (claims) this.verified.delete(token);
-      claims = { ...(await this.verifySignature(token)), until: now + jittered(VERIFIED_CACHE_TTL_MS) };
-      if (this.verified.size >= VERIFIED_CACHE_MAX) this.verified.delete(this.verified.keys().next().value as string);
-      this.verified.set(token, claims);
+      const checked = await this.verifySignature(token);
+      // exp is a safe integer here (wellFormed): an entry ends with its token at the latest
+      claims = { ...checked, until: Math.min(now + jittered(VERIFIED_CACHE_TTL_MS), checked.claims.exp * 1000) };
+      if (claims.until > now) this.cacheVerified(token, claims);
     }
     const c = claims.claims;
     const nowSec = Math.floor(now / 1000);
@@ -149,6 +158,32 @@ export class JwtService {
       if (!aud.includes(want)) throw new TokenVerificationError('jwt audience invalid');
     }
     return c;
+  }
+
+  private cacheVerified(token: string, entry: { claims: AccessClaims; until: number; kid: string }): void {
+    if (this.verified.size >= VERIFIED_CACHE_MAX) this.verified.delete(this.verified.keys().next().value as string);
+    this.verified.set(token, entry);
+    if (!this.sweeper) {
+      this.sweeper = setInterval(() => this.sweepVerified(), VERIFIED_CACHE_SWEEP_MS);
+      this.sweeper.unref();
+    }
+  }
+
+  /** Deletes the entries of `verified` past their time (at `now`, ms); answers how many went. */
+  sweepVerified(now = Date.now()): number {
+    let swept = 0;
+    for (const [token, entry] of this.verified) {
+      if (entry.until <= now) {
+        this.verified.delete(token);
+        swept++;
+      }
+    }
+    return swept;
+  }
+
+  onModuleDestroy(): void {
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = undefined;
   }
 
   private async verifySignature(token: string): Promise<{ claims: AccessClaims; kid: string }> {
@@ -173,6 +208,8 @@ const base64url = (json: string): string => Buffer.from(json).toString('base64ur
 
 const VERIFIED_CACHE_TTL_MS = 30_000;
 const VERIFIED_CACHE_MAX = 20_000;
+/** How often `verified` is swept of entries past their time. */
+const VERIFIED_CACHE_SWEEP_MS = 60_000;
 
 /**
  * Resolves once the wall clock's whole second is past the second of `at` (now by default), so a
