@@ -3,6 +3,7 @@ import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { ClientHasher } from '../crypto/client-hash';
 import { AppError, RateLimitedError } from '../errors/app-error';
+import { execAll } from '../redis/exec-all';
 import { REDIS } from '../redis/redis.module';
 import { addressSubject } from './address-key';
 import { throttlerKeys } from './throttler-storage';
@@ -11,7 +12,35 @@ const BUCKET = 'login-fail';
 
 /** The realm of an end user's password sign-in failures (keyed by the account's email key): every check of that password counts in it. */
 export const passwordSignInRealm = (tenantId: string): string => `user:${tenantId}`;
+
+/**
+ * How long an address stays known to an account after its last success there (exempt from the
+ * account limit): each address is dropped 30 days after it last signed in, on its own.
+ */
 const TRUSTED_TTL_SECONDS = 30 * 86400;
+/**
+ * At most this many known addresses per account, the most recent successes: an owner signs in
+ * from a handful of addresses a month (home, work, a few mobile-network addresses), and without a
+ * cap an account signing in from ever new addresses (mobile churn, a shared account, or someone
+ * who has its password) would keep every one of them for 30 days, a set growing without bound.
+ * Past the cap the least recently successful address is dropped first: it only loses its
+ * exemption from the account limit, never the right to sign in.
+ */
+export const TRUSTED_MAX_ADDRESSES = 50;
+/**
+ * The account's known addresses: a sorted set, each address scored by the time (ms) of its last
+ * success. Named apart from the former `login-trusted:<account>` (legacyTrustedKey), a plain SET
+ * that ZADD and ZSCORE would refuse with WRONGTYPE.
+ */
+const trustedKey = (acct: string): string => `login-trusted:z:${acct}`;
+/**
+ * The former known addresses of an account: a plain SET without a time per address, its TTL
+ * (30 days) renewed by every success. Still read, never written: an address known there before the
+ * deploy keeps its exemption until the key expires by itself, 30 days after the account's last
+ * success under the former code at most. Remove this fallback (and the script's KEYS[8]) once
+ * every such key has expired: 30 days after no process runs the former code any more.
+ */
+const legacyTrustedKey = (acct: string): string => `login-trusted:${acct}`;
 
 /** A realm's limits: failures per (account, address) pair, per account and per address in the window. */
 export interface ThrottleLimits {
@@ -40,14 +69,18 @@ export const PENDING_WAIT_MS = 1_000;
  * ms) when a counter is at its limit, else every counter gains one. Each counter has a pending
  * twin, the attempts counted in it that are still being judged: a counter at its limit only
  * through pending attempts answers PENDING_WAIT_MS, not the rest of its window. KEYS: pair,
- * account and address counters, the account's trusted-address set, then the three pending
- * counters. ARGV: pair, account and address limits, window (ms), this address, pending TTL (ms),
- * pending wait (ms). The account limit does not apply to a trusted address.
+ * account and address counters, the account's known addresses (trustedKey), then the three pending
+ * counters, then the account's former known addresses (legacyTrustedKey). ARGV: pair, account and
+ * address limits, window (ms), this address, pending TTL (ms), pending wait (ms), the oldest last
+ * success (ms) that still trusts an address. The account limit does not apply to a trusted
+ * address: one in the account's sorted set with a score (its last success) no older than that, or
+ * one still in the former set.
  */
 const ATTEMPT_SCRIPT = `
 local limits = { tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]) }
 local window = tonumber(ARGV[4])
-local trusted = redis.call('SISMEMBER', KEYS[4], ARGV[5]) == 1
+local since = redis.call('ZSCORE', KEYS[4], ARGV[5])
+local trusted = (since and tonumber(since) >= tonumber(ARGV[8])) or redis.call('SISMEMBER', KEYS[8], ARGV[5]) == 1
 local wait = 0
 for i = 1, 3 do
   if not (i == 2 and trusted) then
@@ -101,6 +134,9 @@ const SETTLE_COMMAND = 'authpLoginSettle';
 
 type Script = (...args: (string | number)[]) => Promise<number>;
 
+/** The oldest last success (ms) that still makes an address known to an account, at `now` (ms). */
+const trustedSince = (now: number): number => now - TRUSTED_TTL_SECONDS * 1000;
+
 /**
  * Failed sign-in throttling (end users and dashboard, passwords and second factors), per OWASP
  * "Authentication": counts failures per (account, address) pair, per account and per address
@@ -109,8 +145,9 @@ type Script = (...args: (string | number)[]) => Promise<number>;
  * - the pair limit stops one address guessing one account;
  * - the address limit stops one address spraying many accounts;
  * - the account limit stops a distributed attack on one account, but it is not applied to
- *   addresses that signed in to that account successfully before, so an attacker who
- *   exhausts it cannot lock the owner out. Every block ends with its window (Retry-After).
+ *   addresses that signed in to that account successfully within the last 30 days (its
+ *   TRUSTED_MAX_ADDRESSES most recent ones), so an attacker who exhausts it cannot lock the
+ *   owner out. Every block ends with its window (Retry-After).
  *
  * An attempt is counted as a failure when it starts (`attempt`, one atomic step) and taken back
  * when it succeeds (`succeeded`): attempts sent in parallel are each counted before any of them
@@ -130,7 +167,7 @@ export class LoginThrottleService {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly hasher: ClientHasher,
   ) {
-    if (!(ATTEMPT_COMMAND in redis)) redis.defineCommand(ATTEMPT_COMMAND, { numberOfKeys: 7, lua: ATTEMPT_SCRIPT });
+    if (!(ATTEMPT_COMMAND in redis)) redis.defineCommand(ATTEMPT_COMMAND, { numberOfKeys: 8, lua: ATTEMPT_SCRIPT });
     if (!(SETTLE_COMMAND in redis)) redis.defineCommand(SETTLE_COMMAND, { numberOfKeys: 6, lua: SETTLE_SCRIPT });
     this.attemptCmd = (redis as unknown as Record<string, Script>)[ATTEMPT_COMMAND].bind(redis);
     this.settleCmd = (redis as unknown as Record<string, Script>)[SETTLE_COMMAND].bind(redis);
@@ -154,7 +191,7 @@ export class LoginThrottleService {
     const acct = this.accountSubject(realm, account);
     const addr = addressSubject(this.hasher, ip);
     const counters = [this.counter(`pair:${acct}:${addr}`), this.counter(`acct:${acct}`), this.counter(`ip:${realm.split(':')[0]}:${addr}`)];
-    return { counters, pending: counters.map((c) => `${c}:pending`), trusted: `login-trusted:${acct}`, addr };
+    return { counters, pending: counters.map((c) => `${c}:pending`), trusted: trustedKey(acct), legacyTrusted: legacyTrustedKey(acct), addr };
   }
 
   /**
@@ -171,6 +208,7 @@ export class LoginThrottleService {
         ...k.counters,
         k.trusted,
         ...k.pending,
+        k.legacyTrusted,
         limits.perAccountIp,
         limits.perAccount,
         limits.perIp,
@@ -178,6 +216,7 @@ export class LoginThrottleService {
         k.addr,
         PENDING_TTL_MS,
         PENDING_WAIT_MS,
+        trustedSince(Date.now()),
       );
     } catch (e) {
       // no answer in REDIS_COMMAND_TIMEOUT_MS (a stalled Redis): the script was sent and may still
@@ -253,13 +292,33 @@ export class LoginThrottleService {
     await Promise.all([this.redis.del(k.counters[0], k.pending[0]).catch(() => undefined), this.trust(k)]);
   }
 
-  /** Whether this address succeeded for the account before (it is exempt from the account limit); false when Redis cannot tell. */
+  /**
+   * Whether this address succeeded for the account within the last 30 days and is still among its
+   * known addresses (it is exempt from the account limit); false when Redis cannot tell.
+   */
   async isKnownAddress(realm: string, account: string, ip: string): Promise<boolean> {
     const k = this.keys(realm, account, ip);
-    return (await this.redis.sismember(k.trusted, k.addr).catch(() => 0)) === 1;
+    const res = await execAll(this.redis.pipeline().zscore(k.trusted, k.addr).sismember(k.legacyTrusted, k.addr)).catch(() => undefined);
+    if (!res) return false;
+    const since = res[0][1] as string | null;
+    return (since !== null && Number(since) >= trustedSince(Date.now())) || res[1][1] === 1;
   }
 
+  /**
+   * Records a success of the address for the account, in one transaction: its score becomes now,
+   * addresses whose last success is older than TRUSTED_TTL_SECONDS go, then all but the
+   * TRUSTED_MAX_ADDRESSES most recent; the set itself expires TRUSTED_TTL_SECONDS after the
+   * account's last success.
+   */
   private async trust(k: { trusted: string; addr: string }): Promise<void> {
-    await this.redis.pipeline().sadd(k.trusted, k.addr).expire(k.trusted, TRUSTED_TTL_SECONDS).exec().catch(() => undefined);
+    const now = Date.now();
+    await this.redis
+      .multi()
+      .zadd(k.trusted, now, k.addr)
+      .zremrangebyscore(k.trusted, '-inf', `(${trustedSince(now)}`)
+      .zremrangebyrank(k.trusted, 0, -(TRUSTED_MAX_ADDRESSES + 1))
+      .expire(k.trusted, TRUSTED_TTL_SECONDS)
+      .exec()
+      .catch(() => undefined);
   }
 }
