@@ -50,7 +50,7 @@ export interface AuthContext {
   dashboard?: DashboardPrincipal;
   /** Redis values the bearer guard read for the route (BearerPrefetch), by key */
   prefetched?: ReadonlyMap<string, string | null>;
-  /** the cache read of the X-API-Key principal started before the guards ran (ApiKeyPrefetchGuard) */
+  /** the cache read of the X-API-Key principal started before the guards ran (ApiKeyPrefetchGuard), or the settled lookup of the rate-limit guard (a per-key limit; it rejects with auth/invalid_api_key for an unknown or revoked key) */
   apiKeyLookup?: { keyHash: string; slot: Promise<Slot<ApiKeyPrincipal>> };
 }
 

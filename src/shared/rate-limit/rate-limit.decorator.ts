@@ -2,7 +2,7 @@ import { SetMetadata } from '@nestjs/common';
 import { AppConfig } from '../../config/config';
 import { ErrorCode } from '../errors/error-codes';
 
-/** What a limit counts by: the client address, the X-API-Key presented, or both. */
+/** What a limit counts by: the client address, or the X-API-Key presented when it is a live key (RateLimitGuard). */
 export type LimitSubject = 'ip' | 'api_key';
 
 export interface RateLimitRule {
