@@ -133,6 +133,22 @@ export class SessionsService {
     throw new InvalidTokenError('The session has reached its maximum age; sign in again');
   }
 
+  /**
+   * Checks, before a password proof costs anything (step-up by password), that the session can
+   * still get a token: live (else 401) and within SESSION_MAX_AGE_SECONDS (else endTooOld).
+   */
+  async assertCanStepUp(sessionId: string, userId: string, tenantId: string): Promise<void> {
+    const [s] = await this.db.query<{ too_old: boolean }>(
+      `SELECT ${SESSION_TOO_OLD_SQL('s', 'u', '$4')} AS too_old
+         FROM user_sessions s JOIN users u ON u.id = s.user_id
+        WHERE s.id = $1 AND s.user_id = $2 AND s.tenant_id = $3 AND s.revoked_at IS NULL`,
+      [sessionId, userId, tenantId, this.config.SESSION_MAX_AGE_SECONDS],
+      'session_step_up_check',
+    );
+    if (!s) throw new InvalidTokenError();
+    if (s.too_old) await this.endTooOld(sessionId);
+  }
+
   /** Starts a session in the caller's transaction and returns the token response. */
   async start(tx: Queryable, user: SessionUser, scope: string, opts: SessionOptions): Promise<TokenResponse & { sessionId: string }> {
     const sessionId = randomUUID();

@@ -1,4 +1,5 @@
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { EnvelopeCipher } from '../../../src/shared/crypto/envelope-cipher';
 import { createAgent } from '../../factories/agent.factory';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { exchangeBody, postToken } from '../oauth/oauth-helpers';
@@ -83,26 +84,55 @@ describe('sessions: absolute lifetime (SESSION_MAX_AGE_SECONDS)', () => {
     await refresh(t, claimed.body.refresh_token).expect(200);
   });
 
-  it('step-up (password, email code, magic link) past the maximum age: 401, the session ends and no token or mail is issued', async () => {
-    const email = uniqueEmail('maxage-stepup');
-    const reg = await post(t, '/v1/auth/register', { email, password: STRONG_PASSWORD, consent: true }).expect(201);
-    // within the age every step-up path works
-    await age(reg.body.access_token, MAX_AGE - 120);
-    await post(t, '/v1/auth/step-up/password', { password: STRONG_PASSWORD }, reg.body.access_token).expect(200);
-    await post(t, '/v1/auth/step-up/email-otp', {}, reg.body.access_token).expect(202);
+  /** The secret (code or link token) of the newest mail queued to `email`, as the mail worker would read it. */
+  const mailedSecret = async (email: string): Promise<{ code?: string; token?: string }> => {
+    const [m] = await t.db.query<{ secret_enc: string }>(`SELECT secret_enc FROM outbox WHERE topic = 'email' AND payload->>'to' = $1 ORDER BY id DESC LIMIT 1`, [email]);
+    return JSON.parse(t.app.get(EnvelopeCipher).decryptString(m.secret_enc));
+  };
+  const outboxRows = async () => (await t.db.query(`SELECT 1 FROM outbox WHERE tenant_id = $1`, [tenant.id])).length;
 
-    await age(reg.body.access_token, 240);
-    const outbox = async () => (await t.db.query(`SELECT 1 FROM outbox WHERE tenant_id = $1`, [tenant.id])).length;
-    const outboxBefore = await outbox();
-    for (const path of ['/v1/auth/step-up/password', '/v1/auth/step-up/email-otp', '/v1/auth/step-up/magic-link']) {
-      const body = path.endsWith('password') ? { password: STRONG_PASSWORD } : {};
-      const res = await post(t, path, body, reg.body.access_token).expect(401);
+  describe('step-up past the maximum age: 401 auth/invalid_token, the session ends (max_age), no token and no mail', () => {
+    const signedUp = async () => {
+      const email = uniqueEmail('maxage-stepup');
+      const reg = await post(t, '/v1/auth/register', { email, password: STRONG_PASSWORD, consent: true }).expect(201);
+      return { email, access: reg.body.access_token as string, refresh: reg.body.refresh_token as string };
+    };
+    const expectEnded = async (u: { access: string; refresh: string }, res: { body: { code: string } }) => {
       expect(res.body.code).toBe('auth/invalid_token');
+      expect(await sessionRow(u.access)).toMatchObject({ revoked_at: expect.any(Date), revoked_reason: 'max_age' });
+      await refresh(t, u.refresh).expect(401);
+    };
+
+    it('by password: within the age it works; past it, even the right or a wrong password is refused as the session, before any check', async () => {
+      const u = await signedUp();
+      await age(u.access, MAX_AGE - 120);
+      await post(t, '/v1/auth/step-up/password', { password: STRONG_PASSWORD }, u.access).expect(200);
+      await age(u.access, 240);
+      await expectEnded(u, await post(t, '/v1/auth/step-up/password', { password: 'a wrong password' }, u.access).expect(401));
+    });
+
+    for (const [path, kind] of [
+      ['/v1/auth/step-up/email-otp', 'code'],
+      ['/v1/auth/step-up/magic-link', 'token'],
+    ] as const) {
+      it(`starting ${path}: nothing is mailed`, async () => {
+        const u = await signedUp();
+        await age(u.access, MAX_AGE + 60);
+        const before = await outboxRows();
+        await expectEnded(u, await post(t, path, {}, u.access).expect(401));
+        expect(await outboxRows()).toBe(before);
+      });
+
+      it(`completing ${path} with a ${kind} mailed in time, once the age is past: no token`, async () => {
+        const u = await signedUp();
+        await age(u.access, MAX_AGE - 120);
+        await post(t, path, {}, u.access).expect(202);
+        const secret = await mailedSecret(u.email);
+        await age(u.access, 240);
+        const res = await post(t, `${path}/verify`, kind === 'code' ? { otp: secret.code } : { token: secret.token }, u.access).expect(401);
+        await expectEnded(u, res);
+      });
     }
-    expect(await sessionRow(reg.body.access_token)).toMatchObject({ revoked_at: expect.any(Date), revoked_reason: 'max_age' });
-    // no mail queued, nothing else written for the tenant but the session's end
-    expect(await outbox()).toBe(outboxBefore);
-    await refresh(t, reg.body.refresh_token).expect(401);
   });
 
   it('token exchange of an access token whose session is past the maximum age is refused (no agent token outlives the session)', async () => {

@@ -3,6 +3,7 @@ import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db } from '../../../shared/db/db.service';
 import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
 import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-limit/login-throttle.service';
+import { SessionsService } from '../../sessions/sessions.service';
 import { StepUpResponseDto } from '../mfa.response.dto';
 import { StepUpPasswordCommand } from './step-up-password.command';
 import { StepUpTokenService } from './step-up-token.service';
@@ -19,6 +20,7 @@ export class StepUpPasswordHandler implements ICommandHandler<StepUpPasswordComm
     private readonly hasher: PasswordHasher,
     private readonly throttle: LoginThrottleService,
     private readonly stepUp: StepUpTokenService,
+    private readonly sessions: SessionsService,
   ) {}
 
   async execute({ user, password, client }: StepUpPasswordCommand): Promise<StepUpResponseDto> {
@@ -28,6 +30,8 @@ export class StepUpPasswordHandler implements ICommandHandler<StepUpPasswordComm
       [user.userId, user.tenantId],
     );
     if (!u) throw new InvalidTokenError();
+    // an ended session, or one past its maximum age, gets no token: said before the password is checked
+    if (user.sessionId) await this.sessions.assertCanStepUp(user.sessionId, user.userId, user.tenantId);
     const realm = passwordSignInRealm(user.tenantId);
     const account = u.email_normalized ?? user.userId;
     const ok = await this.throttle.judge(realm, account, client.ip, () => this.hasher.verifyOrDummy(u.password_hash, password));
