@@ -31,7 +31,7 @@ check_services() {
     echo "  Start it:   pg_ctlcluster --skip-systemctl-redirect \"\$(ls /etc/postgresql | sort -V | tail -1)\" main start" >&2
     echo "  Install it: apt-get install -y postgresql" >&2
     echo "          or: docker compose -f docker/compose.yaml --env-file .env up -d postgres" >&2
-    echo "              (compose requires SMTP_URL and KEY_ENCRYPTION_KEY in .env, even for this)" >&2
+    echo "              (compose requires KEY_ENCRYPTION_KEY, SMTP_URL, EMAIL_FROM, PUBLIC_BASE_URL and ACCOUNTS_URL in .env, even for this)" >&2
     echo "  Or point DATABASE_URL (in .env) at a server you have." >&2
     exit 1
   fi
@@ -48,7 +48,7 @@ check_services() {
     echo "  Start it:   redis-server --daemonize yes --bind 127.0.0.1 --port $redis_port --save \"\" --appendonly no" >&2
     echo "  Install it: apt-get install -y redis-server" >&2
     echo "          or: docker compose -f docker/compose.yaml --env-file .env up -d redis" >&2
-    echo "              (compose requires SMTP_URL and KEY_ENCRYPTION_KEY in .env, even for this;" >&2
+    echo "              (compose requires KEY_ENCRYPTION_KEY, SMTP_URL, EMAIL_FROM, PUBLIC_BASE_URL and ACCOUNTS_URL in .env, even for this;" >&2
     echo "              it publishes Redis on REDIS_HOST_PORT, default 6379)" >&2
     echo "  Or point REDIS_URL (in .env) at a server you have." >&2
     exit 1
