@@ -143,7 +143,12 @@ describe('sessions: absolute lifetime (SESSION_MAX_AGE_SECONDS)', () => {
 
     await age(reg.body.access_token, 240);
     const refused = await postToken(t, agent, exchangeBody(reg.body.access_token, { scope: 'openid' })).expect(400);
-    expect(refused.body.error).toBe('invalid_grant');
+    expect(refused.body).toMatchObject({ error: 'invalid_grant', error_description: 'Subject token invalid' });
+    const [audit] = await t.db.query<{ metadata: Record<string, unknown> }>(
+      `SELECT metadata FROM audit_events WHERE type = 'oauth.token_exchange.subject_invalid' AND metadata->>'agent_client_id' = $1`,
+      [agent.id],
+    );
+    expect(audit.metadata.subject_invalid_reason).toBe('session_max_age');
     expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND metadata->>'agent_client_id' = $1`, [agent.id])).toHaveLength(1);
   });
 

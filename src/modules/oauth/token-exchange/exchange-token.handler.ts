@@ -51,6 +51,8 @@ interface IssueFlags {
   agent_active: boolean;
   grant_ok: boolean;
   session_ok: boolean;
+  /** the session is live but past SESSION_MAX_AGE_SECONDS */
+  session_too_old: boolean;
   pair_ok: boolean;
   /** the pair is not withdrawn now, but was restored at or after the token's iat second */
   pair_restored_late: boolean;
@@ -382,7 +384,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     if (flags.session_ok && flags.pair_restored_late) {
       throw new OAuthError('temporarily_unavailable', "The user just restored this agent's access; retry shortly", 503, { 'Retry-After': '1' });
     }
-    const reason = flags.session_ok ? 'agent_revoked_by_user' : 'session_revoked';
+    const reason = flags.session_ok ? 'agent_revoked_by_user' : flags.session_too_old ? 'session_max_age' : 'session_revoked';
     throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
   }
 
@@ -407,19 +409,20 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
          SELECT i.ord,
                 COALESCE(ac.revoked_at IS NULL AND ac.secret_hash = i.secret_hash, false) AS agent_active,
                 COALESCE(ac.disabled_at IS NULL AND $2 = ANY (ac.grant_types), false) AS grant_ok,
-                -- live, and not past SESSION_MAX_AGE_SECONDS: an agent token outliving the session's end is refused
-                EXISTS (SELECT 1 FROM user_sessions s JOIN users u ON u.id = s.user_id
-                         WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL
-                           AND NOT ${SESSION_TOO_OLD_SQL('s', 'u', '$8')}) AS session_ok,
+                -- the live session's one row: past SESSION_MAX_AGE_SECONDS it issues nothing either
+                -- (NULL: ended or unknown)
+                (SELECT ${SESSION_TOO_OLD_SQL('s', 'u', '$8')} FROM user_sessions s JOIN users u ON u.id = s.user_id
+                  WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL) AS session_too_old,
                 -- the pair's one revocation row (primary key), read once for both flags
                 COALESCE(v.revoked_at IS NULL AND NOT coalesce(v.restored_at >= to_timestamp(i.iat), false), true) AS pair_ok,
                 COALESCE(v.revoked_at IS NULL AND v.restored_at >= to_timestamp(i.iat), false) AS pair_restored_late
            FROM i LEFT JOIN agent_clients ac ON ac.id = i.agent_id
            LEFT JOIN agent_user_revocations v ON v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
        ), g AS (
-         SELECT *, agent_active AND grant_ok AND session_ok AND pair_ok AS ok FROM f
+         SELECT *, agent_active AND grant_ok AND coalesce(NOT session_too_old, false) AND pair_ok AS ok FROM f
        ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
-       SELECT ord, agent_active, grant_ok, session_ok, pair_ok, pair_restored_late FROM g ORDER BY ord`,
+       SELECT ord, agent_active, grant_ok, coalesce(NOT session_too_old, false) AS session_ok, coalesce(session_too_old, false) AS session_too_old, pair_ok, pair_restored_late
+         FROM g ORDER BY ord`,
       [
         items.map((i) => i.agentId),
         TOKEN_EXCHANGE_GRANT,

@@ -17,6 +17,8 @@ export type SubjectInvalidReason =
   | 'anonymous_token'
   | 'impersonated_token'
   | 'session_revoked'
+  /** the session is live but past SESSION_MAX_AGE_SECONDS: it issues no more tokens */
+  | 'session_max_age'
   | 'token_revoked'
   | 'agent_revoked_by_user';
 
