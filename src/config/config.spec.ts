@@ -1,4 +1,4 @@
-import { DEV_KEY_ENCRYPTION_KEY, developmentModeWarning, loadConfig, meetsOwaspArgon2id, OWASP_ARGON2ID_ROWS, parseDnsServers } from './config';
+import { DEV_KEY_ENCRYPTION_KEY, developmentModeWarning, loadConfig, loadMigrationConfig, meetsOwaspArgon2id, OWASP_ARGON2ID_ROWS, parseDnsServers } from './config';
 
 describe('loadConfig', () => {
   const kek = Buffer.alloc(32, 1).toString('base64');
@@ -35,10 +35,22 @@ describe('loadConfig', () => {
       ['ACCOUNTS_URL', 'http://localhost:3001'],
       ['ACCOUNTS_URL', 'http://[::1]:3001'],
       ['ACCOUNTS_URL', 'https://app.localhost'],
+      ['PUBLIC_BASE_URL', 'http://0.0.0.0:3001'],
+      ['PUBLIC_BASE_URL', 'http://[::ffff:127.0.0.1]:3001'],
+      ['ACCOUNTS_URL', 'http://[::]:3001'],
+      ['ACCOUNTS_URL', 'http://127.1.2.3'],
       ['EMAIL_FROM', 'no-reply@localhost'],
       ['EMAIL_FROM', 'Acme <no-reply@localhost>'],
     ])
       expect(() => loadConfig({ ...prod, [name]: value })).toThrow(new RegExp(`${name}: must be`));
+    // private and public addresses are not this machine
+    for (const url of ['http://10.0.0.5:3001', 'http://[::ffff:10.0.0.5]:3001', 'https://[2001:db8::1]']) expect(() => loadConfig({ ...prod, PUBLIC_BASE_URL: url })).not.toThrow();
+    // a value of only spaces (a mounted secret holding a newline) is unset in production too, not set
+    for (const name of ['SMTP_URL', 'DATABASE_URL', 'REDIS_URL', 'PUBLIC_BASE_URL', 'ACCOUNTS_URL', 'EMAIL_FROM', 'KEY_ENCRYPTION_KEY'])
+      for (const blank of ['  ', '\n'])
+        expect(() => loadConfig({ ...prod, [name]: blank })).toThrow(new RegExp(`${name}: must be set`));
+    expect(() => loadMigrationConfig({ NODE_ENV: 'production', DATABASE_URL: ' ' })).toThrow(/DATABASE_URL: must be set in production/);
+    expect(loadMigrationConfig({ NODE_ENV: 'production', DATABASE_URL: 'postgres://x/y' }).DATABASE_URL).toBe('postgres://x/y');
     // outside production they are the defaults
     expect(() => loadConfig({ NODE_ENV: 'development', PUBLIC_BASE_URL: 'http://127.0.0.1:3001', EMAIL_FROM: 'no-reply@localhost' })).not.toThrow();
     expect(loadConfig({ ...prod, EMAIL_FROM: 'Acme <no-reply@example.com>' }).EMAIL_FROM).toBe('Acme <no-reply@example.com>');
@@ -54,6 +66,11 @@ describe('loadConfig', () => {
     for (const bad of ['*', 'https://app.example.com/', 'app.example.com', 'https://app.example.com/path', 'https://App.example.com'])
       expect(() => loadConfig({ NODE_ENV: 'development', CORS_ORIGINS: bad })).toThrow(/CORS_ORIGINS/);
     expect(loadConfig({ NODE_ENV: 'development', CORS_ORIGINS: 'https://app.example, http://localhost:5173' }).corsOrigins).toEqual(['https://app.example', 'http://localhost:5173']);
+    // an app's own scheme, as its WebView sends it (node's URL origin of these is "null")
+    const apps = ['capacitor://localhost', 'ionic://localhost', 'tauri://localhost', 'chrome-extension://abcdefghijklmnopabcdefghijklmnop'];
+    expect(loadConfig({ NODE_ENV: 'development', CORS_ORIGINS: apps.join(',') }).corsOrigins).toEqual(apps);
+    for (const bad of ['capacitor://localhost/', 'capacitor://localhost/app', 'capacitor://', 'capacitor:localhost', 'capacitor://user@localhost', 'capacitor://local host'])
+      expect(() => loadConfig({ NODE_ENV: 'development', CORS_ORIGINS: bad })).toThrow(/CORS_ORIGINS/);
     for (const name of ['TURNSTILE_SITEVERIFY_URL', 'RATE_LIMIT_DOCS_URL']) expect(() => loadConfig({ NODE_ENV: 'development', [name]: 'example.com/x' })).toThrow(new RegExp(name));
   });
 
@@ -83,6 +100,9 @@ describe('loadConfig', () => {
     ])
       expect(() => loadConfig({ NODE_ENV: 'development', [name]: value })).toThrow(new RegExp(name));
     expect(() => loadConfig({ NODE_ENV: 'development', ARGON2_MEMORY_KIB: '47104', ARGON2_TIME_COST: '1', ARGON2_PARALLELISM: '16' })).not.toThrow();
+    // argon2 needs 8 KiB per lane: 19 MiB computes 32 lanes, and the least memory allowed 128
+    expect(() => loadConfig({ NODE_ENV: 'development', ARGON2_MEMORY_KIB: '19456', ARGON2_TIME_COST: '2', ARGON2_PARALLELISM: '32' })).not.toThrow();
+    expect(() => loadConfig({ NODE_ENV: 'development', ARGON2_PARALLELISM: '129' })).toThrow(/ARGON2_PARALLELISM/);
   });
 
   it('REDIS_URL names its database by number; REDIS_SENTINELS takes Docker service names (underscores)', () => {

@@ -4,7 +4,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { Resolver } from 'dns';
 import * as dotenv from 'dotenv';
-import { isIP } from 'net';
+import { BlockList, isIP } from 'net';
 import { compile as compileProxyAddresses } from '@fastify/proxy-addr';
 import { plainToInstance, Transform } from 'class-transformer';
 import {
@@ -150,8 +150,8 @@ export class EnvSchema {
   // about 1.5x the verifies per second on this kind of host (its memory fits the CPU caches better)
   @Transform(toInt) @IsInt() @Min(1024) @Max(4_194_304) ARGON2_MEMORY_KIB = 7168;
   @Transform(toInt) @IsInt() @Min(1) @Max(100) ARGON2_TIME_COST = 5;
-  // at most 16 lanes: argon2 needs 8 KiB of memory per lane, and ARGON2_MEMORY_KIB is at least 1024
-  @Transform(toInt) @IsInt() @Min(1) @Max(16) ARGON2_PARALLELISM = 1;
+  // at most 128 lanes: argon2 needs 8 KiB of memory per lane, and ARGON2_MEMORY_KIB is at least 1024
+  @Transform(toInt) @IsInt() @Min(1) @Max(128) ARGON2_PARALLELISM = 1;
   // hashes at once per process: the core count, also with several API_WORKERS. Splitting the cores
   // between processes left a core idle whenever a burst's connections landed on one process
   // (node:cluster balances connections, not requests): at 60 sign-ins/s on 2 cores and 2
@@ -353,11 +353,21 @@ function connectionUrlProblems(env: { DATABASE_URL?: string; REDIS_URL?: string;
 function isLoopbackUrl(value: string): boolean {
   try {
     const host = new URL(value).hostname.replace(/^\[|\]$/g, '').toLowerCase();
-    return host === 'localhost' || host.endsWith('.localhost') || (isIP(host) === 4 && host.startsWith('127.')) || host === '::1';
+    const family = isIP(host);
+    return host === 'localhost' || host.endsWith('.localhost') || (family !== 0 && THIS_MACHINE.check(host, family === 4 ? 'ipv4' : 'ipv6'));
   } catch {
     return false;
   }
 }
+
+/** Addresses that name this machine, whatever it is: loopback, unspecified, and their IPv4-mapped IPv6 forms. */
+const THIS_MACHINE = new BlockList();
+THIS_MACHINE.addSubnet('127.0.0.0', 8, 'ipv4');
+THIS_MACHINE.addAddress('0.0.0.0', 'ipv4');
+THIS_MACHINE.addAddress('::1', 'ipv6');
+THIS_MACHINE.addAddress('::', 'ipv6');
+THIS_MACHINE.addSubnet('::ffff:127.0.0.0', 104, 'ipv6');
+THIS_MACHINE.addAddress('::ffff:0.0.0.0', 'ipv6');
 
 /**
  * A warning for development mode (the default) configured like a deployment (a public
@@ -393,16 +403,23 @@ function isMailbox(value: string): boolean {
   return !!address && /^[^@\s]+@[^@\s]+$/.test(address);
 }
 
+/** The WHATWG URL special schemes: their origin is scheme://host[:port]; other schemes' is "null". */
+const SPECIAL_SCHEMES = new Set(['http:', 'https:', 'ws:', 'wss:', 'ftp:']);
+
 /**
  * CORS_ORIGINS: origins as browsers send them (`scheme://host[:port]`, no path, no slash at the
  * end: one never matched, and CORS was off without a word); `*` is refused (credentials are sent).
+ * The Origin header is compared as a string, so an app's own scheme (`capacitor://localhost`,
+ * `ionic://localhost`, `tauri://localhost`, `chrome-extension://<id>`, whose URL origin node calls
+ * "null") is an origin too when it has a host and nothing after it.
  */
 function corsOriginProblems(value: string): string[] {
   const problems: string[] = [];
   for (const origin of value.split(',').map((o) => o.trim()).filter(Boolean)) {
     let ok = false;
     try {
-      ok = new URL(origin).origin === origin;
+      const url = new URL(origin);
+      ok = SPECIAL_SCHEMES.has(url.protocol) ? url.origin === origin : /^[a-z][a-z0-9+.-]*:\/\/[^/?#\s\\@]+$/.test(origin);
     } catch {
       ok = false;
     }
@@ -419,8 +436,10 @@ function corsOriginProblems(value: string): string[] {
 export function loadMigrationConfig(env: NodeJS.ProcessEnv = process.env): { DATABASE_URL: string } {
   if (env === process.env) loadDotEnv();
   const problems: string[] = [];
-  if (!env.DATABASE_URL && env.NODE_ENV === 'production') problems.push('DATABASE_URL: must be set in production');
-  const DATABASE_URL = env.DATABASE_URL || new EnvSchema().DATABASE_URL;
+  // blank is unset, as in loadConfig
+  const given = env.DATABASE_URL?.trim() ? env.DATABASE_URL : undefined;
+  if (!given && env.NODE_ENV?.trim() === 'production') problems.push('DATABASE_URL: must be set in production');
+  const DATABASE_URL = given ?? new EnvSchema().DATABASE_URL;
   problems.push(...connectionUrlProblems({ DATABASE_URL }));
   if (problems.length) throw new Error(`Invalid configuration:\n  - ${problems.join('\n  - ')}`);
   return { DATABASE_URL };
@@ -439,6 +458,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const kek = Buffer.from(parsed.KEY_ENCRYPTION_KEY ?? '', 'base64');
   if (kek.length !== 32) problems.push('KEY_ENCRYPTION_KEY: must be base64 of exactly 32 bytes');
   if (parsed.NODE_ENV === 'production') {
+    // `raw`: a value of only spaces (a mounted secret holding a newline) is unset here too
+    const env = raw as Record<string, string | undefined>;
     if (!env.KEY_ENCRYPTION_KEY || parsed.KEY_ENCRYPTION_KEY === DEV_KEY_ENCRYPTION_KEY)
       problems.push('KEY_ENCRYPTION_KEY: must be set to a secret of your own in production (openssl rand -base64 32)');
     if (!env.DATABASE_URL) problems.push('DATABASE_URL: must be set in production');
