@@ -108,6 +108,9 @@ describe('loadConfig', () => {
   it('REDIS_URL names its database by number; REDIS_SENTINELS takes Docker service names (underscores)', () => {
     expect(() => loadConfig({ NODE_ENV: 'development', REDIS_URL: 'redis://127.0.0.1:6379/abc' })).toThrow(/REDIS_URL/);
     expect(() => loadConfig({ NODE_ENV: 'development', REDIS_URL: 'redis://127.0.0.1:6379/3' })).not.toThrow();
+    // options in a query would be ignored (database 0): refused, the way to say it named
+    for (const bad of ['redis://127.0.0.1:6379/?db=2', 'redis://127.0.0.1:6379?family=6', 'rediss://h:6380/1#x'])
+      expect(() => loadConfig({ NODE_ENV: 'development', REDIS_URL: bad })).toThrow(/REDIS_URL: options in a query or fragment are not read \(give the database as the path/);
     expect(() => loadConfig({ NODE_ENV: 'development', REDIS_SENTINELS: 'redis_sentinel_1:26379,redis-sentinel-2:26379', REDIS_SENTINEL_MASTER: 'mymaster' })).not.toThrow();
   });
 

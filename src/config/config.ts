@@ -345,6 +345,9 @@ function connectionUrlProblems(env: { DATABASE_URL?: string; REDIS_URL?: string;
     // PostgreSQL and Redis may name no host (a Unix socket: postgres:///db?host=/run/postgresql);
     // a Redis database is a number (ioredis sent SELECT NaN for /abc)
     if (!url || !schemes.includes(url.protocol) || (name === 'SMTP_URL' && !url.hostname) || (name === 'REDIS_URL' && !/^\/?\d*$/.test(url.pathname))) problems.push(`${name}: not a valid ${schemes.map((s) => `${s}//`).join(' or ')} URL (the value is not shown: it may hold a password)`);
+    // the Redis clients take host, port, credentials, database and TLS from REDIS_URL, nothing else:
+    // `?db=2` or `?family=6` would be ignored without a word (database 0, the default family)
+    else if (name === 'REDIS_URL' && (url.search || url.hash)) problems.push('REDIS_URL: options in a query or fragment are not read (give the database as the path: redis://host:6379/2)');
   }
   return problems;
 }
