@@ -88,7 +88,13 @@ export class ReadThroughCache<T> {
   /** A slot's raw value as `lookup` answers it. */
   protected slotOf(raw: string | null): Slot<T> {
     if (!this.ttlSeconds() || raw === null) return { guard: null };
-    return raw.startsWith(TOMBSTONE) ? { guard: raw } : { value: JSON.parse(raw) as T, guard: null };
+    if (raw.startsWith(TOMBSTONE)) return { guard: raw };
+    try {
+      return { value: JSON.parse(raw) as T, guard: null };
+    } catch {
+      // not JSON (written by hand, or cut short): a miss, and the fill replaces exactly that value
+      return { guard: raw };
+    }
   }
 
   /**
