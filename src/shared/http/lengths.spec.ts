@@ -78,5 +78,8 @@ describe('password lengths: counted on the NFKC form, the one that is hashed', (
     expect(short.constraints).toEqual({ isLength: 'password must be longer than or equal to 12 characters' });
     const [long] = await validate(current('p'.repeat(129)));
     expect(long.constraints).toEqual({ isLength: 'password must be shorter than or equal to 128 characters' });
+    // both forms out of bounds: the message speaks of the one the user typed (11, too short), not of its 198-code-point NFKC form
+    const [typed] = await validate(current('\ufdfa'.repeat(11)));
+    expect(typed.constraints).toEqual({ isLength: 'password must be longer than or equal to 12 characters' });
   });
 });

@@ -94,9 +94,10 @@ export const PASSWORD_LENGTH_DOC = 'length counted in Unicode code points after 
 export const CURRENT_PASSWORD_LENGTH_DOC =
   'length counted in Unicode code points after NFKC normalization (the form that is compared); a password whose form as typed is within the bounds is accepted too (set before that count)';
 
-function passwordLengthMessage(options: ValidationOptions | undefined): (args?: ValidationArguments) => string {
+/** `asTyped`: count the form as typed (CurrentPasswordLength refuses only when both forms are out of bounds: the message names the one the user sees). */
+function passwordLengthMessage(options: ValidationOptions | undefined, asTyped = false): (args?: ValidationArguments) => string {
   return buildMessage((eachPrefix, args) => {
-    const n = typeof args?.value === 'string' ? codePoints(normalizePassword(args.value)) : 0;
+    const n = typeof args?.value === 'string' ? codePoints(asTyped ? args.value : normalizePassword(args.value)) : 0;
     if (n < args?.constraints[0]) return `${eachPrefix}$property must be longer than or equal to $constraint1 characters`;
     if (args?.constraints[1] !== undefined && n > args.constraints[1]) return `${eachPrefix}$property must be shorter than or equal to $constraint2 characters`;
     return `${eachPrefix}$property must be longer than or equal to $constraint1 and shorter than or equal to $constraint2 characters`;
@@ -137,7 +138,7 @@ export function CurrentPasswordLength(min: number, max?: number, options?: Valid
       constraints: [min, max],
       validator: {
         validate: (value, args): boolean => passwordLength(value, args?.constraints[0], args?.constraints[1]) || length(value, args?.constraints[0], args?.constraints[1]),
-        defaultMessage: passwordLengthMessage(options),
+        defaultMessage: passwordLengthMessage(options, true),
       },
     },
     options,
