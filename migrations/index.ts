@@ -28,6 +28,7 @@ import { WebhookSecretRotation1765800000000 } from './1765800000000-webhook-secr
 import { LookupIndexes1765900000000 } from './1765900000000-lookup-indexes';
 import { RetentionIndexes1766000000000 } from './1766000000000-retention-indexes';
 import { AgentLogoCanonical1766100000000 } from './1766100000000-agent-logo-canonical';
+import { RecoveryCodeKeyId1766200000000 } from './1766200000000-recovery-code-key-id';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -61,4 +62,5 @@ export const ALL_MIGRATIONS = [
   LookupIndexes1765900000000,
   RetentionIndexes1766000000000,
   AgentLogoCanonical1766100000000,
+  RecoveryCodeKeyId1766200000000,
 ];

@@ -238,7 +238,7 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
 
 async function configureApp(app: NestFastifyApplication, config: AppConfig): Promise<void> {
   const fastify = app.getHttpAdapter().getInstance() as unknown as FastifyInstance;
-  setCursorKey(app.get(EnvelopeCipher).deriveKey('cursor'));
+  setCursorKey(app.get(EnvelopeCipher).deriveKeys('cursor'));
   installBodyParsers(fastify, config.BODY_LIMIT_BYTES);
 
   await app.register(fastifyCookie as never);

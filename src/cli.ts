@@ -6,6 +6,10 @@ import { AgentClientCache } from './modules/agents/agent-client.cache';
 import { ApiKeyCache } from './shared/cache/api-key.cache';
 import { ExpiredRowsSweeper } from './shared/maintenance/expired-rows.sweeper';
 import { KEY_PUBLISH_LEAD_SECONDS, SigningKeysService } from './shared/crypto/signing-keys.service';
+import { EnvelopeCipher } from './shared/crypto/envelope-cipher';
+import { ENVELOPE_COLUMNS, KekRewrapService, RewrapCounts } from './shared/crypto/kek-rewrap.service';
+import { MAIL_TOPIC } from './shared/mail/mail.service';
+import { WEBHOOK_TOPIC } from './modules/webhooks/webhook-events';
 import { Db } from './shared/db/db.service';
 import { EventsService } from './shared/events/events.service';
 import { KernelModule } from './shared/kernel.module';
@@ -103,6 +107,67 @@ async function setTenantSwitch(
   });
 }
 
+const rewrapCounts = (r: RewrapCounts) =>
+  `${r.rewrapped} re-wrapped, ${r.current} already current, ${r.undecryptable} undecryptable${r.changed ? `, ${r.changed} changed meanwhile (left as written)` : ''}`;
+
+/**
+ * `kek:rewrap`: every envelope under the current KEY_ENCRYPTION_KEY (PostgreSQL, then the queued
+ * jobs in Redis), a line per column; then the recovery codes left under an earlier key, and
+ * whether KEY_ENCRYPTION_KEY_PREVIOUS can go. Prints counts, row keys and key fingerprints only,
+ * never a value or a key. Fails (exit 1) when a value opens under no configured key.
+ */
+async function rewrapKek(app: INestApplicationContext, io: CliIo): Promise<void> {
+  const cipher = app.get(EnvelopeCipher);
+  const service = app.get(KekRewrapService);
+  const previous = cipher.keyIds.slice(1);
+  io.out(
+    `key fingerprints: KEY_ENCRYPTION_KEY ${cipher.keyId}; KEY_ENCRYPTION_KEY_PREVIOUS ${previous.length ? previous.map((id, i) => `${i + 1}: ${id}`).join(', ') : 'not set'}`,
+  );
+  const total: RewrapCounts = { rewrapped: 0, current: 0, undecryptable: 0, changed: 0 };
+  const add = (r: RewrapCounts) => {
+    for (const k of Object.keys(total) as (keyof RewrapCounts)[]) total[k] += r[k];
+  };
+  for (const c of ENVELOPE_COLUMNS) {
+    const r = await service.rewrapColumn(c);
+    add(r);
+    const named = r.undecryptable ? ` (rows ${r.undecryptableKeys.join(', ')}${r.undecryptable > r.undecryptableKeys.length ? ', ...' : ''})` : '';
+    io.out(`${c.table}.${c.column}: ${rewrapCounts(r)}${named}`);
+  }
+  const jobs = await service.rewrapJobs([MAIL_TOPIC, WEBHOOK_TOPIC]);
+  add(jobs);
+  io.out(`queued jobs (${jobs.queues.join(', ')}): ${jobs.error ? `not checked, Redis failed (${jobs.error})` : rewrapCounts(jobs)}`);
+
+  const codes = await service.recoveryCodes();
+  const underPrevious = codes.previous.reduce((a, n) => a + n, 0);
+  // made before key ids were recorded: under the key current then, possibly one of PREVIOUS
+  const earlier = underPrevious + (previous.length ? codes.unrecorded : 0);
+  const detail = [
+    ...codes.previous.map((n, i) => (n ? `${n} under previous key ${i + 1}` : '')),
+    codes.unrecorded ? `${codes.unrecorded} made before key ids were recorded${previous.length ? '' : ' (under this key, or no longer verifying)'}` : '',
+    codes.unknown ? `${codes.unknown} under a key not configured (they no longer verify)` : '',
+  ].filter(Boolean);
+  io.out(
+    `recovery codes: ${codes.current} user(s) hold unused codes under the current key, ${underPrevious + codes.unrecorded + codes.unknown} under another${detail.length ? ` (${detail.join('; ')})` : ''}; ` +
+      'a code cannot be re-keyed without the code itself: one under an earlier key verifies only while that key stays in KEY_ENCRYPTION_KEY_PREVIOUS (its user can sign in with TOTP and generate new codes)',
+  );
+
+  const blockers = [
+    total.undecryptable ? `${total.undecryptable} value(s) open under no configured key (encrypted under a key that is in neither variable?)` : '',
+    total.changed ? `${total.changed} value(s) changed while this run read them: run kek:rewrap again` : '',
+    jobs.error ? 'the queued jobs could not be checked: run kek:rewrap again once Redis answers, or wait until the mail and webhook queues have drained' : '',
+    earlier ? `${earlier} user(s) hold recovery codes possibly under an earlier key: removing it makes those codes fail (wait until they have generated new ones, or accept that)` : '',
+  ].filter(Boolean);
+  if (!previous.length) io.out(`KEY_ENCRYPTION_KEY_PREVIOUS is not set: nothing to remove${blockers.length ? ` (but: ${blockers.join('; ')})` : ''}`);
+  else if (blockers.length) io.out(`KEY_ENCRYPTION_KEY_PREVIOUS can be removed: not yet: ${blockers.join('; ')}`);
+  else
+    io.out(
+      'KEY_ENCRYPTION_KEY_PREVIOUS can be removed: yes, no encrypted value and no recovery code is left under an earlier key ' +
+        '(email codes and list cursors issued under it stop working: remove it at least 10 minutes after every instance runs with the new key)',
+    );
+  if (total.undecryptable) throw new CliError(`kek:rewrap: ${total.undecryptable} value(s) could not be opened with any configured key (see above); everything else was re-wrapped`);
+  if (jobs.error) throw new CliError('kek:rewrap: the queued jobs in Redis were not checked (see above); PostgreSQL was re-wrapped');
+}
+
 const onOff = (name: string) => (args: string[]) => {
   if (args.length !== 2) throw new CliUsageError(`${name} needs <slug> <on|off>`);
   if (args[1] !== 'on' && args[1] !== 'off') throw new CliUsageError('the value must be on or off');
@@ -169,6 +234,17 @@ export const COMMANDS: CliCommand[] = [
       io.out(`new signing key: ${kid} (published now, in every instance's JWKS as soon as it is told, 30 s at the latest; signs from ${activeFrom.toISOString()})`);
       if (revoked.length) io.out(`withdrawn (tokens refused by every instance as soon as it is told, 30 s at the latest): ${revoked.join(', ')}`);
     },
+  },
+  {
+    name: 'kek:rewrap',
+    description:
+      'after KEY_ENCRYPTION_KEY was changed (the old key in KEY_ENCRYPTION_KEY_PREVIOUS): re-wraps every encrypted value, in PostgreSQL and in queued jobs, under the current key; ' +
+      'prints per table how many were re-wrapped, already current or undecryptable (exit 1 if any), the users whose recovery codes stay under an earlier key, and whether KEY_ENCRYPTION_KEY_PREVIOUS can be removed',
+    providers: [KekRewrapService],
+    check: (args) => {
+      if (args.length) throw new CliUsageError('kek:rewrap takes no arguments');
+    },
+    run: ({ app, io }) => rewrapKek(app, io),
   },
   {
     name: 'guests:purge',

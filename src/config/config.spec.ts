@@ -251,3 +251,54 @@ describe('loadConfig', () => {
     });
   });
 });
+
+describe('KEY_ENCRYPTION_KEY_PREVIOUS', () => {
+  const current = Buffer.alloc(32, 1).toString('base64');
+  const a = Buffer.alloc(32, 2).toString('base64');
+  const b = Buffer.alloc(32, 3).toString('base64url'); // URL-safe and unpadded, as KEY_ENCRYPTION_KEY may be
+  const prod = { NODE_ENV: 'production', KEY_ENCRYPTION_KEY: current, DATABASE_URL: 'postgres://x/y', REDIS_URL: 'redis://x', SMTP_URL: 'smtp://mail', PUBLIC_BASE_URL: 'https://auth.example', ACCOUNTS_URL: 'https://app.example', EMAIL_FROM: 'no-reply@example.com' };
+  const problem = (env: Record<string, string>): string => {
+    try {
+      loadConfig(env);
+    } catch (e) {
+      return (e as Error).message;
+    }
+    return '';
+  };
+
+  it('is optional: unset or blank, no previous keys', () => {
+    expect(loadConfig({ KEY_ENCRYPTION_KEY: current }).previousKeyEncryptionKeys).toEqual([]);
+    expect(loadConfig({ KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: '  ' }).previousKeyEncryptionKeys).toEqual([]);
+  });
+
+  it('decodes a comma-separated list in order (spaces and a trailing comma ignored)', () => {
+    const c = loadConfig({ KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: ` ${a} , ${b},` });
+    expect(c.previousKeyEncryptionKeys).toEqual([Buffer.alloc(32, 2), Buffer.alloc(32, 3)]);
+    expect(loadConfig({ ...prod, KEY_ENCRYPTION_KEY_PREVIOUS: a }).previousKeyEncryptionKeys).toEqual([Buffer.alloc(32, 2)]);
+  });
+
+  it('refuses bad base64 and a wrong length, naming the position and never the value', () => {
+    const notBase64 = `${a.slice(0, 20)}!${a.slice(21)}`;
+    const msg = problem({ KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: `${a},${notBase64}` });
+    expect(msg).toContain('KEY_ENCRYPTION_KEY_PREVIOUS: key 2 is not base64');
+    expect(msg).not.toContain(notBase64);
+    expect(msg).not.toContain(a);
+    const short = Buffer.alloc(16, 5).toString('base64');
+    const msg2 = problem({ KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: short });
+    expect(msg2).toContain('KEY_ENCRYPTION_KEY_PREVIOUS: key 1 must be base64 of exactly 32 bytes (it decodes to 16)');
+    expect(msg2).not.toContain(short);
+    expect(problem({ KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: Buffer.alloc(33, 5).toString('base64') })).toMatch(/key 1 must be base64 of exactly 32 bytes/);
+  });
+
+  it('refuses the current key itself and a repeated entry', () => {
+    expect(problem({ KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: `${a},${current}` })).toContain('KEY_ENCRYPTION_KEY_PREVIOUS: key 2 is KEY_ENCRYPTION_KEY itself');
+    // the same key in another spelling (URL-safe, unpadded) is the same key
+    expect(problem({ KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: Buffer.alloc(32, 1).toString('base64url') })).toContain('key 1 is KEY_ENCRYPTION_KEY itself');
+    expect(problem({ KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: `${a},${b},${a}` })).toContain('KEY_ENCRYPTION_KEY_PREVIOUS: key 3 repeats an earlier entry');
+  });
+
+  it('production refuses the development key there; development accepts it (a rotation away from it)', () => {
+    expect(problem({ ...prod, KEY_ENCRYPTION_KEY_PREVIOUS: `${a},${DEV_KEY_ENCRYPTION_KEY}` })).toContain('KEY_ENCRYPTION_KEY_PREVIOUS: key 2 is the development key, refused in production');
+    expect(loadConfig({ NODE_ENV: 'development', KEY_ENCRYPTION_KEY: current, KEY_ENCRYPTION_KEY_PREVIOUS: DEV_KEY_ENCRYPTION_KEY }).previousKeyEncryptionKeys).toEqual([Buffer.from(DEV_KEY_ENCRYPTION_KEY, 'base64')]);
+  });
+});

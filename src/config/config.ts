@@ -72,6 +72,13 @@ export class EnvSchema {
   @IsOptional() @IsString() SMTP_URL?: string;
   @IsString() EMAIL_FROM = 'no-reply@localhost';
   @IsString() @MinLength(40) KEY_ENCRYPTION_KEY = DEV_KEY_ENCRYPTION_KEY;
+  /**
+   * earlier KEY_ENCRYPTION_KEYs, comma-separated (each base64 of 32 bytes), during a rotation:
+   * values wrapped or keyed under one of them are still read, nothing new is written under them
+   * (`npm run cli -- kek:rewrap` moves what it can to the current key; README "Rotating
+   * KEY_ENCRYPTION_KEY"). Unset: none
+   */
+  @IsOptional() @IsString() KEY_ENCRYPTION_KEY_PREVIOUS?: string;
   // a hop count is refused: it cannot tell a proxy from a client that sends X-Forwarded-For itself
   @Transform(trim)
   @IsString()
@@ -226,6 +233,8 @@ export type AppConfig = Readonly<
     isProduction: boolean;
     isTest: boolean;
     keyEncryptionKey: Buffer;
+    /** KEY_ENCRYPTION_KEY_PREVIOUS decoded, in the order given; empty when unset */
+    previousKeyEncryptionKeys: Buffer[];
     corsOrigins: string[];
     turnstileHostnames: string[];
     /** WEBHOOK_DNS_SERVERS parsed and checked (parseDnsServers); empty: the system's servers */
@@ -291,6 +300,37 @@ export function parseDnsServers(raw: string): { servers: string[]; problems: str
     }
   }
   return { servers, problems };
+}
+
+/**
+ * KEY_ENCRYPTION_KEY_PREVIOUS decoded, or the problems found: each comma-separated entry must be
+ * base64 of exactly 32 bytes, differ from KEY_ENCRYPTION_KEY (`current`) and from the entries
+ * before it, and in production not be the development key. A problem names the entry by its
+ * position (1 = first), never by its value. Empty entries (a trailing comma) are skipped.
+ */
+export function parsePreviousKeys(raw: string, current: Buffer, production: boolean): { keys: Buffer[]; problems: string[] } {
+  const keys: Buffer[] = [];
+  const problems: string[] = [];
+  const devKey = Buffer.from(DEV_KEY_ENCRYPTION_KEY, 'base64');
+  const entries = raw.split(',');
+  for (let i = 0; i < entries.length; i++) {
+    const value = entries[i].trim();
+    if (!value) continue;
+    const problem = ((): string | undefined => {
+      // standard or URL-safe base64, padded or not (as KEY_ENCRYPTION_KEY is read); Buffer.from
+      // alone skips characters outside the alphabet, so a typo would decode to another key
+      if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) return 'is not base64 (the value is not shown)';
+      const key = Buffer.from(value, 'base64');
+      if (key.length !== 32) return `must be base64 of exactly 32 bytes (it decodes to ${key.length})`;
+      if (key.equals(current)) return 'is KEY_ENCRYPTION_KEY itself: the current key goes only in KEY_ENCRYPTION_KEY';
+      if (keys.some((k) => k.equals(key))) return 'repeats an earlier entry of KEY_ENCRYPTION_KEY_PREVIOUS';
+      if (production && key.equals(devKey)) return 'is the development key, refused in production';
+      keys.push(key);
+      return undefined;
+    })();
+    if (problem) problems.push(`KEY_ENCRYPTION_KEY_PREVIOUS: key ${i + 1} ${problem}`);
+  }
+  return { keys, problems };
 }
 
 /**
@@ -460,6 +500,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
 
   const kek = Buffer.from(parsed.KEY_ENCRYPTION_KEY ?? '', 'base64');
   if (kek.length !== 32) problems.push('KEY_ENCRYPTION_KEY: must be base64 of exactly 32 bytes');
+  const previousKeks = parsePreviousKeys(parsed.KEY_ENCRYPTION_KEY_PREVIOUS ?? '', kek, parsed.NODE_ENV === 'production');
+  problems.push(...previousKeks.problems);
   if (parsed.NODE_ENV === 'production') {
     // `raw`: a value of only spaces (a mounted secret holding a newline) is unset here too
     const env = raw as Record<string, string | undefined>;
@@ -510,6 +552,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     isProduction: parsed.NODE_ENV === 'production',
     isTest,
     keyEncryptionKey: kek,
+    previousKeyEncryptionKeys: previousKeks.keys,
     corsOrigins: parsed.CORS_ORIGINS.split(',').map((s) => s.trim()).filter(Boolean),
     turnstileHostnames: parsed.TURNSTILE_HOSTNAMES.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean),
     webhookDnsServers: dnsServers.servers,

@@ -48,11 +48,14 @@ export interface IssueLoginCode {
  * code per address (per session for step-up), 10 minutes, and at most 5 evaluations counted by a
  * single conditional UPDATE before any comparison, so parallel guesses cannot exceed the limit.
  * A new code starts its 5 again, so wrong guesses are also counted per address (per user for
- * step-up) over every code and client address: see `attempt`.
+ * step-up) over every code and client address: see `attempt`. New codes are keyed under the
+ * current KEY_ENCRYPTION_KEY; a code keyed under one of KEY_ENCRYPTION_KEY_PREVIOUS (issued just
+ * before a rotation) still matches for its 10 minutes.
  */
 @Injectable()
 export class EmailCodes {
-  private readonly key: Buffer;
+  /** the current key first (new codes), then those of KEY_ENCRYPTION_KEY_PREVIOUS */
+  private readonly keys: Buffer[];
 
   constructor(
     private readonly db: Db,
@@ -60,7 +63,7 @@ export class EmailCodes {
     private readonly throttle: LoginThrottleService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {
-    this.key = cipher.deriveKey('email-otp');
+    this.keys = cipher.deriveKeys('email-otp');
   }
 
   /**
@@ -86,8 +89,15 @@ export class EmailCodes {
     return { code, salt, hash: this.hash(salt, code) };
   }
 
-  private hash(salt: string, code: string): string {
-    return createHmac('sha256', this.key).update(`${salt}:${code}`).digest('hex');
+  private hash(salt: string, code: string, key = this.keys[0]): string {
+    return createHmac('sha256', key).update(`${salt}:${code}`).digest('hex');
+  }
+
+  /** Whether `code` is the one stored as `hash`, keyed under any configured key (each compared in constant time). */
+  private matches(salt: string, code: string, hash: string): boolean {
+    let ok = false;
+    for (const key of this.keys) ok = safeEqual(this.hash(salt, code, key), hash) || ok;
+    return ok;
   }
 
   /** Replaces the address's live sign-in code (attempts start again at 0). */
@@ -182,10 +192,10 @@ export class EmailCodes {
       `email_otp_attempt_${target.purpose}`,
     );
     if (!row) {
-      this.hash('0', code); // same HMAC work when there is no live code
+      this.matches('0', code, ''); // same HMAC work when there is no live code
       return undefined;
     }
-    if (!/^\d{6}$/.test(code) || !safeEqual(this.hash(row.salt, code), row.code_hash)) return undefined;
+    if (!/^\d{6}$/.test(code) || !this.matches(row.salt, code, row.code_hash)) return undefined;
     const { code_hash: _h, salt: _s, ...rest } = row;
     return rest;
   }

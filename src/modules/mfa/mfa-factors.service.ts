@@ -17,13 +17,19 @@ export interface TotpFactor {
  * The mfa module's tables: TOTP factors (seed envelope-encrypted, AAD bound to the user, so a
  * row copied to another user does not decrypt) and hashed recovery codes. Every acceptance of a
  * code is a conditional update, so a code is accepted once even under parallel requests.
+ *
+ * Recovery codes are hashed under a key derived from the current KEY_ENCRYPTION_KEY, whose
+ * fingerprint they record (`key_id`); a code hashed under a key of KEY_ENCRYPTION_KEY_PREVIOUS
+ * still verifies (an HMAC cannot be re-keyed without the code: such codes work as long as their
+ * key stays there, and `kek:rewrap` counts the users who hold them).
  */
 @Injectable()
 export class MfaFactorsService {
-  private readonly recoveryKey: Buffer;
+  /** the current key first, then those of KEY_ENCRYPTION_KEY_PREVIOUS */
+  private readonly recoveryKeys: Buffer[];
 
   constructor(private readonly cipher: EnvelopeCipher) {
-    this.recoveryKey = cipher.deriveKey('mfa-recovery-codes');
+    this.recoveryKeys = cipher.deriveKeys('mfa-recovery-codes');
   }
 
   private aad(userId: string): string {
@@ -98,22 +104,23 @@ export class MfaFactorsService {
     if (!allowRecovery) return null;
     const normalized = normalizeRecoveryCode(code);
     if (!normalized) return null;
+    // its hash under each configured key (one set of codes per user: at most one matches)
     const { rowCount } = await tx.exec(
-      `UPDATE mfa_recovery_codes SET used_at = now() WHERE user_id = $1 AND code_hash = $2 AND used_at IS NULL`,
-      [userId, hashRecoveryCode(this.recoveryKey, userId, normalized)],
+      `UPDATE mfa_recovery_codes SET used_at = now() WHERE user_id = $1 AND code_hash = ANY($2::text[]) AND used_at IS NULL`,
+      [userId, this.recoveryKeys.map((k) => hashRecoveryCode(k, userId, normalized))],
       'mfa_recovery_use',
     );
-    return rowCount === 1 ? 'recovery' : null;
+    return rowCount > 0 ? 'recovery' : null;
   }
 
   /** Replaces every recovery code of the user with 10 new ones; returns them (shown once). */
   async replaceRecoveryCodes(tx: Queryable, tenantId: string, userId: string): Promise<string[]> {
     const codes = generateRecoveryCodes();
-    const hashes = codes.map((c) => hashRecoveryCode(this.recoveryKey, userId, normalizeRecoveryCode(c)!));
+    const hashes = codes.map((c) => hashRecoveryCode(this.recoveryKeys[0], userId, normalizeRecoveryCode(c)!));
     await tx.query(
       `WITH d AS (DELETE FROM mfa_recovery_codes WHERE user_id = $2)
-       INSERT INTO mfa_recovery_codes (tenant_id, user_id, code_hash) SELECT $1, $2, unnest($3::text[])`,
-      [tenantId, userId, hashes],
+       INSERT INTO mfa_recovery_codes (tenant_id, user_id, code_hash, key_id) SELECT $1, $2, unnest($3::text[]), $4`,
+      [tenantId, userId, hashes, this.cipher.keyId],
     );
     return codes;
   }

@@ -14,7 +14,12 @@ export function deriveKey(kek: Buffer, info: string): Buffer {
   return Buffer.from(hkdfSync('sha256', kek, Buffer.alloc(0), info, 32));
 }
 
-/** The HMAC key of client hash prefixes: the same in every process, so audit rows stay correlatable. */
+/**
+ * The HMAC key of client hash prefixes: the same in every process, so audit rows stay correlatable.
+ * From the current KEY_ENCRYPTION_KEY only (not KEY_ENCRYPTION_KEY_PREVIOUS): after a KEK rotation,
+ * prefixes of new audit rows no longer match earlier ones, and rate-limit counters and the failed
+ * sign-in throttle's known addresses, named after these hashes, start afresh.
+ */
 export function clientHashKey(kek: Buffer): Buffer {
   return deriveKey(kek, CLIENT_HASH_INFO);
 }

@@ -208,7 +208,7 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
       return this.cipher.decryptString(envelope, `signing-key:${kid}`);
     } catch (e) {
       throw new Error(
-        `signing key ${kid} cannot be decrypted (${(e as Error).message}): KEY_ENCRYPTION_KEY is not the key it was encrypted with; set the one this database was created with (identical on every instance)`,
+        `signing key ${kid} cannot be decrypted (${(e as Error).message}): KEY_ENCRYPTION_KEY is not the key it was encrypted with, nor is any key of KEY_ENCRYPTION_KEY_PREVIOUS; set the one this database was created with (identical on every instance), or, during a rotation, keep the earlier key in KEY_ENCRYPTION_KEY_PREVIOUS until \`npm run cli -- kek:rewrap\` has run`,
       );
     }
   }

@@ -44,3 +44,20 @@ describe('cursor pagination', () => {
     expect(toPage(rows, 3, (r) => r.n, (r) => [r.n], 's').pagination).toEqual({ next_cursor: null, has_more: false });
   });
 });
+
+describe('cursor keys across a KEY_ENCRYPTION_KEY rotation', () => {
+  afterAll(() => setCursorKey(Buffer.alloc(32, 3)));
+
+  it('a cursor signed under an earlier key is accepted while that key is configured; new cursors are signed under the current one', () => {
+    const [oldKey, newKey] = [Buffer.alloc(32, 5), Buffer.alloc(32, 6)];
+    setCursorKey(oldKey);
+    const before = encodeCursor(['2026-01-01T00:00:00Z', 'abc'], 'list:a');
+    setCursorKey([newKey, oldKey]);
+    expect(decodeCursor(before, 'list:a')).toEqual(['2026-01-01T00:00:00Z', 'abc']);
+    expect(() => decodeCursor(before, 'list:b')).toThrow();
+    const after = encodeCursor(['x'], 'list:a');
+    setCursorKey(newKey);
+    expect(decodeCursor(after, 'list:a')).toEqual(['x']);
+    expect(() => decodeCursor(before, 'list:a')).toThrow(expect.objectContaining({ code: 'request/invalid_cursor' }));
+  });
+});

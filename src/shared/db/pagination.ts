@@ -12,14 +12,19 @@ export interface Page<T> {
   pagination: { next_cursor: string | null; has_more: boolean };
 }
 
-let cursorKey: Buffer = Buffer.from('authp-cursor');
-/** Called once at boot with a key derived from KEY_ENCRYPTION_KEY, so cursors cannot be forged. */
-export function setCursorKey(key: Buffer): void {
-  cursorKey = key;
+/** the key new cursors are signed with first, then the earlier keys still accepted */
+let cursorKeys: readonly Buffer[] = [Buffer.from('authp-cursor')];
+/**
+ * Called once at boot with the key derived from KEY_ENCRYPTION_KEY, so cursors cannot be forged;
+ * or with the keys of every configured KEK, the current one first: new cursors are signed with
+ * it, a cursor signed under an earlier one (issued before a rotation) is still accepted.
+ */
+export function setCursorKey(keys: Buffer | readonly Buffer[]): void {
+  cursorKeys = Buffer.isBuffer(keys) ? [keys] : [...keys];
 }
 
-function mac(scope: string, payload: string): string {
-  return createHmac('sha256', cursorKey).update(`${scope}\n${payload}`).digest('base64url').slice(0, 22);
+function mac(scope: string, payload: string, key = cursorKeys[0]): string {
+  return createHmac('sha256', key).update(`${scope}\n${payload}`).digest('base64url').slice(0, 22);
 }
 
 /**
@@ -38,7 +43,7 @@ export function decodeCursor(cursor: string, scope: string): (string | number)[]
   const [payload, sig] = parts;
   // exactly payload.signature (anything appended is tampering too); byte-length safe: a signature
   // of non-ASCII characters is refused, not a timingSafeEqual RangeError
-  const ok = parts.length === 2 && payload && sig && safeEqual(sig, mac(scope, payload));
+  const ok = parts.length === 2 && payload && sig && cursorKeys.some((key) => safeEqual(sig, mac(scope, payload, key)));
   if (!ok) throw new AppError('request/invalid_cursor');
   try {
     const value = JSON.parse(Buffer.from(payload, 'base64url').toString());

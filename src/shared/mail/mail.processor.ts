@@ -53,7 +53,11 @@ export function smtpUrlWithTimeouts(smtpUrl: string): string {
   return url.toString();
 }
 
-/** The key of mail Message-IDs (HKDF `info` of its own). */
+/**
+ * The key of mail Message-IDs (HKDF `info` of its own), from the current KEY_ENCRYPTION_KEY only:
+ * a mail retried across a KEK rotation gets another Message-ID (KEY_ENCRYPTION_KEY_PREVIOUS is
+ * not used here).
+ */
 export const messageIdKey = (kek: Buffer): Buffer => deriveKey(kek, 'authp:mail-message-id:v1');
 
 /**
