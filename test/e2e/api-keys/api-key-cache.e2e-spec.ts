@@ -1,9 +1,9 @@
+import { namedQueryParams } from '../../setup/query-spy';
 import Redis from 'ioredis';
 import { CliIo, runCli } from '../../../src/cli';
 import { resetConfigForTests } from '../../../src/config/config.module';
 import { AgentsService } from '../../../src/modules/agents/agents.service';
 import { sha256Hex } from '../../../src/shared/crypto/tokens';
-import { Db } from '../../../src/shared/db/db.service';
 import { REDIS } from '../../../src/shared/redis/redis.module';
 import { createAgent } from '../../factories/agent.factory';
 import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
@@ -68,24 +68,16 @@ describe('API-key principal cache', () => {
     const ip = randomIp();
     const at = () => t.http().post('/v1/auth/register').set('X-API-Key', unknown).set('X-Forwarded-For', ip).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true });
     for (let i = 0; i < 5; i++) expect((await at().expect(401)).body.code).toBe('auth/invalid_api_key');
-    // the API-key lookups that reach PostgreSQL, from here on
-    const query = t.db.query;
-    const lookups: string[] = [];
-    t.db.query = function (this: Db, text: string, params?: unknown[], name?: string) {
-      if (name === 'api_key_resolve') lookups.push(String(params?.[0]));
-      return query.call(this, text, params, name);
-    } as Db['query'];
-    try {
-      expect((await at().expect(429)).body.code).toBe('rate_limit/exceeded');
-      expect(lookups).toEqual([]);
-      // the spy sees the lookups it should: a request the limiter lets through loads the key
+    // the API-key lookups that reach PostgreSQL
+    const limited = await namedQueryParams(t.db, 'api_key_resolve', async () => expect((await at().expect(429)).body.code).toBe('rate_limit/exceeded'));
+    expect(limited).toEqual([]);
+    // the spy sees the lookups it should: a request the limiter lets through loads the key
+    const through = await namedQueryParams(t.db, 'api_key_resolve', async () =>
       expect((await t.http().post('/v1/auth/register').set('X-API-Key', unknown).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(401)).body.code).toBe(
         'auth/invalid_api_key',
-      );
-      expect(lookups).toEqual([sha256Hex(unknown)]);
-    } finally {
-      t.db.query = query;
-    }
+      ),
+    );
+    expect(through).toEqual([sha256Hex(unknown)]);
   });
 
   it('a revoked key answers 401 at once on every API process, though both had it cached', async () => {

@@ -1,7 +1,7 @@
+import { namedQueryParams } from '../../setup/query-spy';
 import { randomBytes } from 'crypto';
 import Redis from 'ioredis';
 import { hashPrefix, sha256Hex } from '../../../src/shared/crypto/tokens';
-import { Db } from '../../../src/shared/db/db.service';
 import { rawRedis } from '../agents/agents.helpers';
 import { createTenant } from '../../factories/tenant.factory';
 import { createTestApp, randomIp, TestApp } from '../../setup/app';
@@ -37,20 +37,7 @@ describe('per-API-key limits count only keys that resolve', () => {
   };
   const madeUpKey = () => `authp_${randomBytes(32).toString('base64url')}`;
   /** the API-key lookups that reach PostgreSQL while `run` runs, by key hash */
-  const pgLookups = async (run: () => Promise<unknown>) => {
-    const query = t.db.query;
-    const lookups: string[] = [];
-    t.db.query = function (this: Db, text: string, params?: unknown[], name?: string) {
-      if (name === 'api_key_resolve') lookups.push(String(params?.[0]));
-      return query.call(this, text, params, name);
-    } as Db['query'];
-    try {
-      await run();
-    } finally {
-      t.db.query = query;
-    }
-    return lookups;
-  };
+  const pgLookups = (run: () => Promise<unknown>) => namedQueryParams(t.db, 'api_key_resolve', run);
 
   it('many requests with distinct unknown keys are 401 and create no per-key counter; each reads PostgreSQL once', async () => {
     expect(await perKeyCounters()).toEqual([]);
