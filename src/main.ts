@@ -18,6 +18,9 @@ async function bootstrap(): Promise<void> {
     return;
   }
   installCpuProfileToggle(config.CPU_PROFILE_DIR);
+  // the process collectors and, under API_WORKERS>1, the answer to the primary's metrics requests,
+  // from the start of the process (installMetrics would start them too, once the app is built)
+  if (config.METRICS_ENABLED) (await import('./shared/http/metrics')).startApiMetrics();
   // Nest's own logger stays silent until the app installs pino (its buffered start-up logs then
   // go to pino): a failing start is the one line below, not Nest's coloured ExceptionHandler stack
   NestLogger.overrideLogger(false);

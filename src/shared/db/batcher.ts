@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { Counter, Gauge } from 'prom-client';
-import { metricsRegistry } from '../http/metrics';
+import { metricsRegistry } from '../http/metrics-registry';
 
 const statements = new Counter({
   name: 'db_batch_statements_total',

@@ -1,7 +1,7 @@
 import { safeEqual } from '../crypto/tokens';
 import { AppError } from '../errors/app-error';
 
-// apart from metrics.ts, whose import starts the API's default collectors: the worker has its own
+// apart from metrics.ts (the API's /metrics), shared with the worker's own /metrics (worker-health.ts)
 /**
  * METRICS_TOKEN, when set: only `Authorization: Bearer <METRICS_TOKEN>` reads metrics (compared in
  * constant time); the scheme name is case-insensitive (RFC 9110 section 11.1), followed by one or

@@ -1,14 +1,27 @@
 import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
-import { AggregatorRegistry, Counter, Histogram, collectDefaultMetrics, Registry } from 'prom-client';
+import { AggregatorRegistry, Counter, Histogram, collectDefaultMetrics } from 'prom-client';
+import { metricsRegistry } from './metrics-registry';
 
-export const metricsRegistry = new Registry();
-collectDefaultMetrics({ register: metricsRegistry });
+export { metricsRegistry };
 
-// an API process of API_WORKERS>1: prom-client answers the primary's requests for this registry
-if (cluster.isWorker) {
-  AggregatorRegistry.setRegistries([metricsRegistry]);
-  new AggregatorRegistry(); // installs that listener (once per process)
+let started = false;
+
+/**
+ * Starts what the API's /metrics reports beyond its counters, once per process, at the API's
+ * bootstrap (installMetrics), never on import: the process's default collectors (CPU, memory,
+ * event loop lag, GC) on metricsRegistry and, in an API process of API_WORKERS>1, prom-client's
+ * answer to the primary's requests for that registry. The worker, which imports the batchers
+ * (and so metricsRegistry), starts none of this.
+ */
+export function startApiMetrics(): void {
+  if (started) return;
+  started = true;
+  collectDefaultMetrics({ register: metricsRegistry });
+  if (cluster.isWorker) {
+    AggregatorRegistry.setRegistries([metricsRegistry]);
+    new AggregatorRegistry(); // installs that listener (once per process)
+  }
 }
 
 export const CLUSTER_METRICS_REQUEST = 'authp:cluster-metrics-request';
@@ -99,11 +112,13 @@ const latency = new Histogram({
 });
 
 /**
- * Counts every request and observes its latency, labelled by route pattern (not raw URL). The
- * labelled children are kept per (method, route, status), a bounded set, so a request does not
- * hash its label object twice (prom-client's `labels()` children are meant to be reused).
+ * The API's metrics (METRICS_ENABLED): starts the process collectors (startApiMetrics), then counts
+ * every request and observes its latency, labelled by route pattern (not raw URL). The labelled
+ * children are kept per (method, route, status), a bounded set, so a request does not hash its
+ * label object twice (prom-client's `labels()` children are meant to be reused).
  */
 export function installMetrics(fastify: FastifyInstance): void {
+  startApiMetrics();
   const children = new Map<string, { count: { inc: () => void }; latency: { observe: (v: number) => void } }>();
   fastify.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions?.url ?? 'unmatched';

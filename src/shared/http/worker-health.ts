@@ -23,6 +23,21 @@ export function relayStallLimitMs(config: Pick<AppConfig, 'OUTBOX_POLL_MS' | 'DA
   return Math.max(60_000, 20 * config.OUTBOX_POLL_MS, 2 * (config.DATABASE_STATEMENT_TIMEOUT_MS + config.DATABASE_CONNECT_TIMEOUT_MS));
 }
 
+let processMetrics: Registry | undefined;
+
+/**
+ * The worker process's default metrics (CPU, memory, event loop lag, GC: prom-client's
+ * collectors), started on the first call: one set per process, however many worker contexts it
+ * runs (tests run several). The API's collectors (metrics.ts) are never started in the worker.
+ */
+function workerProcessMetrics(): Registry {
+  if (!processMetrics) {
+    processMetrics = new Registry();
+    collectDefaultMetrics({ register: processMetrics });
+  }
+  return processMetrics;
+}
+
 /**
  * The worker's own operations port (WORKER_HEALTH_PORT on HOST, as the API; none when unset), for an orchestrator's
  * probes and Prometheus, as the API's /health, /ready and /metrics:
@@ -30,15 +45,18 @@ export function relayStallLimitMs(config: Pick<AppConfig, 'OUTBOX_POLL_MS' | 'DA
  *   now and then; 503 once the relay has been stuck past relayStallLimitMs (a restart helps).
  *   A PostgreSQL or Redis outage does not fail it (a restart would not help).
  * - GET /ready: 200 when PostgreSQL and Redis answer, else 503 naming the one that does not.
- * - GET /metrics: the worker process's metrics (CPU, memory, event loop, rows relayed, age of
- *   the relay's last poll) and the outbox backlog; METRICS_ENABLED and METRICS_TOKEN as the API.
+ * - GET /metrics: the worker process's metrics (CPU, memory, event loop, GC: collectors started
+ *   here, only when this port serves /metrics), rows relayed, age of the relay's last poll, and
+ *   the outbox backlog; METRICS_ENABLED and METRICS_TOKEN as the API.
  * Errors are problem+json, as the API's. Plain node:http: the worker has no Fastify.
  */
 @Injectable()
 export class WorkerHealthServer implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly log = new Logger(WorkerHealthServer.name);
   private server?: Server;
+  /** this worker's relay gauges; the process's metrics are workerProcessMetrics(), started when /metrics is served */
   private readonly registry = new Registry();
+  private processRegistry?: Registry;
   private readonly outbox = new OutboxMetrics();
 
   constructor(
@@ -47,7 +65,6 @@ export class WorkerHealthServer implements OnApplicationBootstrap, OnApplication
     private readonly db: Db,
     @Inject(REDIS) private readonly redis: Redis,
   ) {
-    collectDefaultMetrics({ register: this.registry });
     const relayed = this.relay;
     new Gauge({ name: 'authp_worker_outbox_relayed_rows', help: 'Outbox rows this worker process relayed to the queues since it started', registers: [this.registry], collect() { this.set(relayed.dispatched); } });
     new Gauge({ name: 'authp_worker_outbox_last_poll_age_seconds', help: "Seconds since this worker's outbox relay last finished a poll", registers: [this.registry], collect() { this.set(relayed.lastPollAgeMs() / 1000); } });
@@ -56,6 +73,7 @@ export class WorkerHealthServer implements OnApplicationBootstrap, OnApplication
   async onApplicationBootstrap(): Promise<void> {
     const port = this.config.WORKER_HEALTH_PORT;
     if (port === undefined) return;
+    if (this.config.METRICS_ENABLED) this.processRegistry = workerProcessMetrics();
     const host = process.env.HOST ?? '0.0.0.0';
     const server = createServer((req, res) => void this.handle(req, res));
     server.keepAliveTimeout = 5_000;
@@ -122,8 +140,8 @@ export class WorkerHealthServer implements OnApplicationBootstrap, OnApplication
 
   private async metrics(authorization: string | undefined): Promise<string> {
     assertMetricsReader(this.config.METRICS_TOKEN, authorization);
-    const [own, outbox] = await Promise.all([this.registry.metrics(), this.outbox.text(this.db)]);
-    return outbox ? `${own}${own.endsWith('\n') ? '' : '\n'}${outbox}` : own;
+    const parts = await Promise.all([this.processRegistry?.metrics() ?? '', this.registry.metrics(), this.outbox.text(this.db)]);
+    return parts.filter(Boolean).map((p) => (p.endsWith('\n') ? p : `${p}\n`)).join('');
   }
 
   private json(req: IncomingMessage, res: ServerResponse, status: number, body: Record<string, unknown>): void {
