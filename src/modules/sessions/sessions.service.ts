@@ -134,8 +134,8 @@ export class SessionsService {
   }
 
   /**
-   * Checks, before a password proof costs anything (step-up by password), that the session can
-   * still get a token: live (else 401) and within SESSION_MAX_AGE_SECONDS (else endTooOld).
+   * Checks, before a step-up costs anything (a password check, a mail), that the session can still
+   * get a token: live (else 401) and within SESSION_MAX_AGE_SECONDS (else endTooOld).
    */
   async assertCanStepUp(sessionId: string, userId: string, tenantId: string): Promise<void> {
     const [s] = await this.db.query<{ too_old: boolean }>(

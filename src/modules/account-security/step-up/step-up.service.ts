@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { UserPrincipal } from '../../../shared/auth/auth-context';
 import { Db } from '../../../shared/db/db.service';
 import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
-import { SESSION_TOO_OLD_SQL, SessionsService } from '../../sessions/sessions.service';
+import { SessionsService } from '../../sessions/sessions.service';
 
 export interface StepUpSubject {
   userId: string;
@@ -31,17 +31,14 @@ export class StepUpService {
     if (p.claims.act) throw new AppError('auth/forbidden', 'Agent tokens cannot step up');
     if (p.isAnonymous) throw new AppError('auth/forbidden', 'Guests have no email address to step up with');
     if (!p.sessionId) throw new AppError('auth/forbidden', 'This token has no session to step up');
-    const [u] = await this.db.query<{ email: string | null; email_normalized: string | null; email_verified: boolean; session_live: boolean; session_too_old: boolean }>(
-      `SELECT u.email, u.email_normalized, u.email_verified, s.id IS NOT NULL AS session_live,
-              coalesce(${SESSION_TOO_OLD_SQL('s', 'u', '$4')}, false) AS session_too_old
-         FROM users u LEFT JOIN user_sessions s ON s.id = $3 AND s.user_id = u.id AND s.revoked_at IS NULL
-        WHERE u.id = $1 AND u.tenant_id = $2`,
-      [p.userId, p.tenantId, p.sessionId, this.sessions.maxAgeSeconds],
+    // live and within SESSION_MAX_AGE_SECONDS, before anything is mailed (the rule password step-up uses)
+    await this.sessions.assertCanStepUp(p.sessionId, p.userId, p.tenantId);
+    const [u] = await this.db.query<{ email: string | null; email_normalized: string | null; email_verified: boolean }>(
+      `SELECT email, email_normalized, email_verified FROM users WHERE id = $1 AND tenant_id = $2`,
+      [p.userId, p.tenantId],
       'step_up_subject',
     );
-    if (!u || !u.session_live) throw new InvalidTokenError();
-    // past its absolute lifetime the session ends here rather than after a mail it could not use
-    if (u.session_too_old) await this.sessions.endTooOld(p.sessionId);
+    if (!u) throw new InvalidTokenError();
     if (!u.email || !u.email_normalized) throw new AppError('auth/forbidden', 'The account has no email address to step up with');
     return { userId: p.userId, tenantId: p.tenantId, sessionId: p.sessionId, email: u.email, emailNormalized: u.email_normalized, emailVerified: u.email_verified };
   }
