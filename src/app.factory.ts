@@ -10,6 +10,7 @@ import { Logger } from 'nestjs-pino';
 import { ApiModule } from './api.module';
 import { AppConfig } from './config/config';
 import { getConfig } from './config/config.module';
+import { assertRedisDatabase } from './shared/redis/redis.module';
 import { EnvelopeCipher } from './shared/crypto/envelope-cipher';
 import { setCursorKey } from './shared/db/pagination';
 import { AppError } from './shared/errors/app-error';
@@ -191,6 +192,7 @@ function answeredHeaders(): { security: Record<string, string>; all: Record<stri
 /** Builds the API application (used by `node dist/main` and by the e2e tests). */
 export async function createApiApp(opts: { logger?: boolean } = {}): Promise<NestFastifyApplication> {
   const config = getConfig();
+  await assertRedisDatabase(config);
   const baseHeaders = answeredHeaders();
   const adapter = new FastifyAdapter({
     rewriteUrl: (req: import('http').IncomingMessage) => originForm(req.url ?? '/'),

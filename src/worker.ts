@@ -3,6 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
 import { getConfig } from './config/config.module';
 import { startupFailureLine } from './shared/redis/outage-log';
+import { assertRedisDatabase } from './shared/redis/redis.module';
 import { WorkerModule } from './worker.module';
 
 /** Beyond this, a shutdown that waits on a stuck job gives up (compose allows 30 s). */
@@ -14,6 +15,8 @@ const SHUTDOWN_TIMEOUT_MS = 25_000;
  */
 export async function startWorker(opts: { logger?: boolean; shutdownHooks?: boolean } = {}): Promise<INestApplicationContext> {
   const quiet = opts.logger === false;
+  // before any queue is built: BullMQ's connections would carry on in database 0 (see the check)
+  await assertRedisDatabase(getConfig());
   // otherwise Nest's logger is silent until pino is installed (its buffered start-up logs then go
   // to pino): a failing start is one plain line (startupFailureLine), not Nest's coloured stack
   const app = await NestFactory.createApplicationContext(WorkerModule, quiet ? { logger: false, abortOnError: false } : { logger: false, bufferLogs: true, abortOnError: false });

@@ -40,6 +40,47 @@ export function redisConnectionOptions(config: RedisConnectionConfig): RedisOpti
   };
 }
 
+/**
+ * Refuses to start on a REDIS_URL database the server does not have (redis://host/99 on a Redis
+ * with 16). ioredis, and so every BullMQ connection, reports the refused SELECT and carries on in
+ * database 0, beside another application's keys; the shared client closes itself on it (below),
+ * but the queue connections cannot (a BullMQ queue writes its meta key as it is built). Checked by
+ * createApiApp and startWorker before Nest builds anything; an unreachable Redis is left to the
+ * clients, which report it as before.
+ */
+export async function assertRedisDatabase(config: RedisConnectionConfig): Promise<void> {
+  const options = redisConnectionOptions(config);
+  if (!options.db) return;
+  const probe = new Redis({
+    ...options,
+    db: 0,
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 2000,
+    commandTimeout: 2000,
+    retryStrategy: () => null,
+    sentinelRetryStrategy: () => null,
+  });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+  } catch {
+    probe.disconnect();
+    return;
+  }
+  try {
+    await probe.select(options.db);
+  } catch (err) {
+    if (/DB index is out of range/i.test((err as Error).message)) {
+      const where = config.REDIS_SENTINELS ? `the primary of ${config.REDIS_SENTINEL_MASTER ?? ''}` : `${probe.options.host ?? ''}:${probe.options.port ?? ''}`;
+      throw new Error(`cannot start: Redis at ${where} has no database ${options.db} (REDIS_URL): ${(err as Error).message}`);
+    }
+  } finally {
+    probe.disconnect();
+  }
+}
+
 /** One ioredis client per process; every key carries REDIS_KEY_PREFIX. */
 export function createRedis(
   config: RedisConnectionConfig & Pick<AppConfig, 'REDIS_KEY_PREFIX'> & Partial<Pick<AppConfig, 'REDIS_COMMAND_TIMEOUT_MS'>>,

@@ -1,4 +1,7 @@
+import Redis from 'ioredis';
 import { createRedis } from '../../../src/shared/redis/redis.module';
+import { createTestApp } from '../../setup/app';
+import { startWorkerWith } from '../../setup/worker';
 
 /**
  * REDIS_URL naming a database the server does not have (redis://host:6379/99 on a Redis with 16):
@@ -28,5 +31,47 @@ describe('Redis: a database REDIS_URL names that the server does not have', () =
       client.disconnect();
       await probe.quit();
     }
+  });
+
+  // the queue connections (BullMQ's, opened from the same options) cannot close themselves like the
+  // shared client: the API and the worker refuse to start instead, before any queue is used
+  const missingDb = () => {
+    const url = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    url.pathname = '/9999';
+    return url.toString();
+  };
+  const bullKeysInDb0 = async () => {
+    const c = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { db: 0 });
+    try {
+      return (await c.keys(`${process.env.REDIS_KEY_PREFIX ?? 'authp:'}bull:*`)).sort();
+    } finally {
+      c.disconnect();
+    }
+  };
+
+  it('the API does not start on it, says which database is missing, and writes no queue key to database 0', async () => {
+    const before = await bullKeysInDb0();
+    const err = await createTestApp({ REDIS_URL: missingDb() }).then(
+      async (a) => {
+        await a.close();
+        return new Error('the API started');
+      },
+      (e: Error) => e,
+    );
+    expect(err.message).toMatch(/^cannot start: Redis at 127\.0\.0\.1:6379 has no database 9999 \(REDIS_URL\): ERR DB index is out of range/);
+    expect(await bullKeysInDb0()).toEqual(before);
+  });
+
+  it('the worker does not start on it, and writes no queue key to database 0', async () => {
+    const before = await bullKeysInDb0();
+    const err = await startWorkerWith({ REDIS_URL: missingDb() }).then(
+      async (w) => {
+        await w.close();
+        return new Error('the worker started');
+      },
+      (e: Error) => e,
+    );
+    expect(err.message).toMatch(/^cannot start: Redis at 127\.0\.0\.1:6379 has no database 9999 \(REDIS_URL\)/);
+    expect(await bullKeysInDb0()).toEqual(before);
   });
 });
