@@ -13,6 +13,8 @@ import { WEBHOOK_TOPIC } from './modules/webhooks/webhook-events';
 import { Db } from './shared/db/db.service';
 import { EventsService } from './shared/events/events.service';
 import { KernelModule } from './shared/kernel.module';
+import { getConfig } from './config/config.module';
+import { assertRedisDatabase } from './shared/redis/redis.module';
 
 /** A wrong invocation: the message is printed with the usage, exit code 1. */
 export class CliUsageError extends Error {}
@@ -322,6 +324,8 @@ export async function runCli(argv: string[], io: CliIo = stdio): Promise<number>
     if (cmd.needsApp !== false) {
       // quiet while it boots: a failure (PostgreSQL or Redis out of reach) is the one line below,
       // not Nest's stack trace before it; the command's own errors are logged
+      // as the API and the worker: never on a database 0 fall-back (kek:rewrap opens BullMQ queues)
+      await assertRedisDatabase(getConfig());
       app = await NestFactory.createApplicationContext(CliModule.for(cmd), { logger: false, abortOnError: false });
       app.useLogger(['error']);
     }

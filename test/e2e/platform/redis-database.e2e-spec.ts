@@ -2,6 +2,8 @@ import Redis from 'ioredis';
 import { createRedis } from '../../../src/shared/redis/redis.module';
 import { createTestApp } from '../../setup/app';
 import { startWorkerWith } from '../../setup/worker';
+import { withEnv } from '../../setup/with-env';
+import { runCli } from '../../../src/cli';
 
 /**
  * REDIS_URL naming a database the server does not have (redis://host:6379/99 on a Redis with 16):
@@ -72,6 +74,17 @@ describe('Redis: a database REDIS_URL names that the server does not have', () =
       (e: Error) => e,
     );
     expect(err.message).toMatch(/^cannot start: Redis at 127\.0\.0\.1:6379 has no database 9999 \(REDIS_URL\)/);
+    expect(await bullKeysInDb0()).toEqual(before);
+  });
+
+  it('an operator command (kek:rewrap opens the queues) refuses it too, exit code 1', async () => {
+    const before = await bullKeysInDb0();
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await withEnv({ REDIS_URL: missingDb() }, () => runCli(['kek:rewrap'], { out: (l) => out.push(l), err: (l) => err.push(l) }));
+    expect(code).toBe(1);
+    expect(err.join('\n')).toMatch(/cannot start: Redis at 127\.0\.0\.1:6379 has no database 9999 \(REDIS_URL\)/);
+    expect(out).toEqual([]);
     expect(await bullKeysInDb0()).toEqual(before);
   });
 });
