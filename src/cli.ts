@@ -322,10 +322,10 @@ export async function runCli(argv: string[], io: CliIo = stdio): Promise<number>
   try {
     cmd.check?.(args);
     if (cmd.needsApp !== false) {
-      // quiet while it boots: a failure (PostgreSQL or Redis out of reach) is the one line below,
-      // not Nest's stack trace before it; the command's own errors are logged
       // as the API and the worker: never on a database 0 fall-back (kek:rewrap opens BullMQ queues)
       await assertRedisDatabase(getConfig());
+      // quiet while it boots: a failure (PostgreSQL or Redis out of reach) is the one line below,
+      // not Nest's stack trace before it; the command's own errors are logged
       app = await NestFactory.createApplicationContext(CliModule.for(cmd), { logger: false, abortOnError: false });
       app.useLogger(['error']);
     }
