@@ -31,6 +31,16 @@ describe('code-point lengths', () => {
     const errors = await validate(dto('ab', 'a', '\u2764\uFE0F\u2764\uFE0F'));
     expect(errors.map((e) => e.constraints)).toEqual([{ minLength: 'min must be longer than or equal to 2 characters' }, { maxLength: 'max must be shorter than or equal to 3 characters' }]);
   });
+
+  it('words an { each: true } message after the element that failed, not the array', async () => {
+    class Each {
+      @Length(2, 4, { each: true }) l!: string[];
+    }
+    const each = (l: string[]) => Object.assign(new Each(), { l });
+    expect(await validate(each(['ab', 'abcd']))).toEqual([]);
+    expect((await validate(each(['ab', 'abcde'])))[0].constraints).toEqual({ isLength: 'each value in l must be shorter than or equal to 4 characters' });
+    expect((await validate(each(['ab', 'a'])))[0].constraints).toEqual({ isLength: 'each value in l must be longer than or equal to 2 characters' });
+  });
 });
 
 class PasswordDto {

@@ -38,7 +38,9 @@ export function Length(min: number, max?: number, options?: ValidationOptions): 
       validator: {
         validate: (value, args): boolean => length(value, args?.constraints[0], args?.constraints[1]),
         defaultMessage: buildMessage((eachPrefix, args) => {
-          const n = typeof args?.value === 'string' ? codePoints(args.value) : 0;
+          // with { each: true } the value is the whole array: word the message after the element that failed
+          const value: unknown = eachPrefix && Array.isArray(args?.value) ? args.value.find((v) => !length(v, args.constraints[0], args.constraints[1])) : args?.value;
+          const n = typeof value === 'string' ? codePoints(value) : 0;
           if (n < args?.constraints[0]) return `${eachPrefix}$property must be longer than or equal to $constraint1 characters`;
           if (args?.constraints[1] !== undefined && n > args.constraints[1]) return `${eachPrefix}$property must be shorter than or equal to $constraint2 characters`;
           return `${eachPrefix}$property must be longer than or equal to $constraint1 and shorter than or equal to $constraint2 characters`;

@@ -171,6 +171,10 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
         const res = await as(t, owner).post(agentsUrl(owner), body).expect(400);
         expect(res.body.code).toBe('request/invalid');
       }
+      // the message names the bound the scope broke (the array's own length is not the scope's)
+      const long = await as(t, owner).post(agentsUrl(owner), { name: 'ok', scopes: ['openid', 's'.repeat(129)] }).expect(400);
+      expect(long.body.errors).toEqual([{ field: 'scopes', message: 'each value in scopes must be shorter than or equal to 128 characters' }]);
+      await as(t, owner).post(agentsUrl(owner), { name: 'ok', scopes: ['s'.repeat(128)] }).expect(201);
     });
 
     it('logo_url (loaded by every end user\'s browser) is https to a public host without credentials or fragment, on create and PATCH', async () => {
