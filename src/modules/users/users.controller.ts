@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Post, Query, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
-import { ApiBearerAuth, ApiCreatedResponse, ApiExtraModels, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiSecurity, ApiTags, getSchemaPath } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiExtraModels, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiSecurity, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import {
   ApiKeyPrincipal,
   ClientInfo,
@@ -38,11 +38,11 @@ export class UsersController {
   @HttpCode(201)
   @UseGuards(RegisterAuthGuard)
   @ApiSecurity('api_key')
-  @ApiBearerAuth()
+  @ApiSecurity({ api_key: [], bearer: [] })
   @RateLimit({ bucket: 'register', by: 'ip', limit: (c) => c.RATE_LIMIT_REGISTER_PER_MIN, windowSeconds: 60 })
   @ApiOperation({
     summary: 'Register an end user; with a guest bearer, claim that guest (same user id)',
-    description: 'The tenant comes from X-API-Key, or from the guest bearer token when one is sent (an X-API-Key sent with it must be of the same tenant).',
+    description: 'The tenant comes from X-API-Key, required also when claiming; a guest bearer token sent with it must be of the same tenant (else 401 auth/tenant_mismatch).',
   })
   @ApiCreatedResponse({ type: TokenResponseDto, description: 'token response of the new (or claimed) user' })
   @ApiProblems(
@@ -59,12 +59,11 @@ export class UsersController {
   )
   register(
     @Body() body: RegisterRequestDto,
-    @CurrentApiKey() key: ApiKeyPrincipal | undefined,
+    @CurrentApiKey() key: ApiKeyPrincipal,
     @CurrentUser() user: UserPrincipal | undefined,
     @ClientInfo() client: ClientInfoValue,
   ): Promise<TokenResponse> {
-    const tenantId = key?.tenantId ?? user!.tenantId;
-    return this.commandBus.execute(new RegisterUserCommand(tenantId, key, body, user, client));
+    return this.commandBus.execute(new RegisterUserCommand(key.tenantId, key, body, user, client));
   }
 
   @Post('login')

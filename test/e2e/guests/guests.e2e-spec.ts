@@ -179,10 +179,16 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
       expect(await t.db.query(`SELECT 1 FROM outbox WHERE event_type = 'user.claimed' AND payload->>'user_id' = $1`, [g.body.user.id])).toHaveLength(1);
       // like any registration, the claimed address gets its verification mail
       expect(await t.db.query(`SELECT 1 FROM outbox WHERE topic = 'email' AND payload->>'template' = 'email_verification' AND payload->>'to' = $1`, [email])).toHaveLength(1);
-      // the claim also works with the bearer alone (tenant from the token)
-      const g2 = await anon().expect(201);
-      const alone = await t.http().post('/v1/auth/register').set('Authorization', `Bearer ${g2.body.access_token}`).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail(), password: STRONG_PASSWORD, consent: true }).expect(201);
-      expect(alone.body.user.id).toBe(g2.body.user.id);
+    });
+
+    it('needs X-API-Key beside the bearer (contract "Tenant resolution": register takes its tenant from the key); refused, the guest stays a guest', async () => {
+      const g = await anon().expect(201);
+      const alone = await t.http().post('/v1/auth/register').set('Authorization', `Bearer ${g.body.access_token}`).set('X-Forwarded-For', randomIp())
+        .send({ email: uniqueEmail('nokey'), password: STRONG_PASSWORD, consent: true }).expect(401);
+      expect(alone.body.code).toBe('auth/invalid_api_key');
+      const [u] = await t.db.query<{ is_anonymous: boolean; email: string | null }>(`SELECT is_anonymous, email FROM users WHERE id = $1`, [g.body.user.id]);
+      expect(u).toEqual({ is_anonymous: true, email: null });
+      expect((await register(g.body.access_token, uniqueEmail('withkey')).expect(201)).body.user.id).toBe(g.body.user.id);
     });
 
     // contract "Tokens": a refresh token that was rotated, presented again, ends the session. A

@@ -186,7 +186,7 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     // a guest claim with one is refused the same way, and the guest stays a guest
     const guests = await createTenant(t.db, { anonymous_signins_enabled: true });
     const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', guests.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
-    const claim = await t.http().post('/v1/auth/register').set('Authorization', `Bearer ${g.body.access_token}`).set('X-Forwarded-For', randomIp()).send({ ...valid(), invite_token: 'x' }).expect(400);
+    const claim = await t.http().post('/v1/auth/register').set('X-API-Key', guests.apiKey).set('Authorization', `Bearer ${g.body.access_token}`).set('X-Forwarded-For', randomIp()).send({ ...valid(), invite_token: 'x' }).expect(400);
     expect(claim.body.code).toBe('user/invite_invalid');
     const [u] = await t.db.query<{ is_anonymous: boolean }>(`SELECT is_anonymous FROM users WHERE id = $1`, [g.body.user.id]);
     expect(u.is_anonymous).toBe(true);

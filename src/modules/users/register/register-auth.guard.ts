@@ -6,8 +6,10 @@ import { BearerAuthenticator, bearerToken } from '../../../shared/auth/bearer.st
 import { AppError } from '../../../shared/errors/app-error';
 
 /**
- * Register resolves the tenant from X-API-Key; a guest's bearer (to claim it) may come with the
- * key (tenants must match) or alone, in which case its tenant_id claim names the tenant.
+ * Register resolves the tenant from X-API-Key (contract "Tenant resolution": end-user endpoints
+ * under /v1/auth/*), with or without a guest's bearer to claim; a bearer sent with it must be of
+ * the key's tenant (401 auth/tenant_mismatch). The key is checked first, so a request without one
+ * is refused the same way whether or not it carries a token.
  */
 @Injectable()
 export class RegisterAuthGuard implements CanActivate {
@@ -18,13 +20,13 @@ export class RegisterAuthGuard implements CanActivate {
 
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
     const req = ctx.switchToHttp().getRequest<FastifyRequest>();
-    const token = bearerToken(req);
-    if (token) {
-      await this.bearer.authenticate(req, token); // also checks an X-API-Key of the same tenant
-      return true;
-    }
     const header = req.headers['x-api-key'];
     if (!header) throw new AppError('auth/invalid_api_key', 'X-API-Key is required');
+    const token = bearerToken(req);
+    if (token) {
+      await this.bearer.authenticate(req, token); // resolves the key too, and refuses one of another tenant
+      return true;
+    }
     authOf(req).apiKey = await this.apiKeys.resolve(String(header), req);
     return true;
   }

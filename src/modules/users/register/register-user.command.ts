@@ -7,7 +7,7 @@ import { RegisterRequestDto } from './register.request.dto';
 export class RegisterUserCommand extends Command<TokenResponse> {
   constructor(
     readonly tenantId: string,
-    readonly apiKey: ApiKeyPrincipal | undefined,
+    readonly apiKey: ApiKeyPrincipal,
     readonly body: RegisterRequestDto,
     readonly bearer: UserPrincipal | undefined,
     readonly client: ClientInfoValue,

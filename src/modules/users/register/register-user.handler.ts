@@ -14,13 +14,6 @@ import { UserEmailPolicy } from '../user-email-policy.service';
 import { ClaimGuestCommand } from '../claim-guest/claim-guest.command';
 import { RegisterUserCommand } from './register-user.command';
 
-interface TenantRow {
-  name: string;
-  user_scopes: string;
-  default_user_role: string;
-  minor_protection_enabled: boolean;
-}
-
 @CommandHandler(RegisterUserCommand)
 export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand, TokenResponse> {
   constructor(
@@ -36,15 +29,10 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
   ) {}
 
   async execute(cmd: RegisterUserCommand): Promise<TokenResponse> {
-    // the API key query already read the tenant's settings; a guest's bearer alone did not
-    const k = cmd.apiKey?.tenant;
-    const [tenant] = k
-      ? [{ name: k.name, user_scopes: k.userScopes, default_user_role: k.defaultUserRole, minor_protection_enabled: k.minorProtectionEnabled }]
-      : await this.db.query<TenantRow>(
-          `SELECT name, user_scopes, default_user_role, minor_protection_enabled FROM tenants WHERE id = $1`,
-          [cmd.tenantId],
-        );
-    if (!tenant) throw new AppError('auth/invalid_api_key');
+    // the API key query already read the tenant's settings (register always has a key)
+    const k = cmd.apiKey.tenant;
+    const tenant = { name: k.name, user_scopes: k.userScopes, default_user_role: k.defaultUserRole };
+    const minorProtection = k.minorProtectionEnabled;
     const { body } = cmd;
     // spec 2.2 lists both tokens; nothing here issues them (no end-user invitations, no wallet age
     // verification), so none can be honoured: refused, never silently dropped (a client would
@@ -59,7 +47,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
         errors: [{ field: 'age_verification_token', message: 'age_verification_token names no age verification' }],
       });
     }
-    if (tenant.minor_protection_enabled && !body.date_of_birth) {
+    if (minorProtection && !body.date_of_birth) {
       throw new AppError('user/date_of_birth_required', undefined, {
         errors: [{ field: 'date_of_birth', message: 'date_of_birth is required by this tenant' }],
       });
@@ -90,7 +78,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
         const [user] = await tx.query<{ id: string; created_at: Date }>(
           `INSERT INTO users (id, tenant_id, email, email_normalized, password_hash, role, date_of_birth_enc, consent_at, created_by_api_key_id, last_sign_in_at)
            VALUES ($8, $1, $2, $3, $4, $5, $6, now(), $7, now()) RETURNING id, created_at`,
-          [cmd.tenantId, mailboxSpelling(body.email), email, passwordHash, tenant.default_user_role, dobEnc, cmd.apiKey?.id ?? null, userId],
+          [cmd.tenantId, mailboxSpelling(body.email), email, passwordHash, tenant.default_user_role, dobEnc, cmd.apiKey.id, userId],
         );
         await tx.query(`WITH ${activityCtes('$1')} SELECT 1`, [user.id]); // counts the new user's month
         await this.events.audit(tx, {
@@ -106,7 +94,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
         const sessionUser = { id: user.id, tenant_id: cmd.tenantId, email: mailboxSpelling(body.email), email_verified: false, is_anonymous: false, role: tenant.default_user_role, created_at: user.created_at };
         const { sessionId: _sid, ...tokens } = await this.sessions.start(tx, sessionUser, tenant.user_scopes, {
           amr: ['pwd'],
-          apiKeyId: cmd.apiKey?.id,
+          apiKeyId: cmd.apiKey.id,
           extraClaims,
         });
         return tokens;
