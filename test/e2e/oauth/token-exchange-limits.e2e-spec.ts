@@ -54,11 +54,18 @@ describe('POST /oauth/token: rate limits (spec 6, 8)', () => {
       // spec 6: the refused request's subject token, although the limit is checked before it is verified
       expect(row.metadata.subject_token_jti_hash_prefix).toBe(hashPrefix(claims(tokens[6]).jti as string));
     }
-    const [webhook] = await t.db.query<{ topic: string; payload: Record<string, unknown> }>(
-      `SELECT topic, payload FROM outbox WHERE event_type = 'agent.rate_limited' AND payload->>'agent_client_id' = $1`,
+    const webhooks = await t.db.query<{ topic: string; payload: Record<string, unknown> }>(
+      `SELECT topic, payload FROM outbox WHERE event_type IN ('agent.rate_limited', 'oauth.token_exchange.rate_limited') AND payload->>'agent_client_id' = $1`,
       [agent.id],
     );
-    expect(webhook).toMatchObject({ topic: 'webhook', payload: { agent_client_id: agent.id, limit_scope: 'agent_client', computed_limit: 60 } });
+    expect(webhooks).toHaveLength(2);
+    // spec 6: webhook payloads carry agent_client_id and subject_token_jti_hash_prefix too
+    for (const webhook of webhooks) {
+      expect(webhook).toMatchObject({
+        topic: 'webhook',
+        payload: { agent_client_id: agent.id, limit_scope: 'agent_client', computed_limit: 60, subject_token_jti_hash_prefix: hashPrefix(claims(tokens[6]).jti as string) },
+      });
+    }
     // other agents are not affected
     const other = await createAgent(t.db, tenant.id);
     await postToken(t, other, exchangeBody(tokens[0])).expect(200);

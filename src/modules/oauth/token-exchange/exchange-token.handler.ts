@@ -541,7 +541,14 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       };
       const base = { tenantId: agent.tenant_id, actorType: 'agent' as const, actorId: agent.id, targetType: 'agent_client', targetId: agent.id, severity: 'medium' as Severity, metadata };
       await this.db.tx(async (tx) => {
-        const payload = { agent_client_id: agent.id, limit_scope: limitScope, computed_limit: limit, window_seconds: metadata.window_seconds };
+        // spec 6: payloads carry agent_client_id and subject_token_jti_hash_prefix, as every exchange event's
+        const payload = {
+          agent_client_id: agent.id,
+          limit_scope: limitScope,
+          computed_limit: limit,
+          window_seconds: metadata.window_seconds,
+          subject_token_jti_hash_prefix: subjectJtiPrefix,
+        };
         await this.events.auditAndOutbox(tx, { ...base, type: 'oauth.token_exchange.rate_limited' }, {
           tenantId: agent.tenant_id,
           topic: 'webhook',
