@@ -260,6 +260,9 @@ describe('platform: the OpenAPI document', () => {
     expect(doc.components.securitySchemes?.oauth_client_basic).toMatchObject({ type: 'http', scheme: 'basic' });
     expect(doc.paths['/oauth/token'].post.security).toEqual(expect.arrayContaining([{ oauth_client_basic: [] }]));
     expect(doc.paths['/v1/auth/dashboard/me'].get.security).toEqual([{ authp_dashboard: [] }]);
+    // register: X-API-Key always (contract "Tenant resolution"), with a guest bearer to claim
+    expect(doc.paths['/v1/auth/register'].post.security).toEqual(expect.arrayContaining([{ api_key: [] }, { api_key: [], bearer: [] }]));
+    expect(doc.paths['/v1/auth/register'].post.security).toHaveLength(2);
   });
 
   it('closes every JSON request schema (unknown properties are refused) and marks bodies that require nothing as optional', () => {
