@@ -67,7 +67,7 @@ export function bodyFaults(body: unknown, opts: { reservedNames?: boolean; max?:
     if (Array.isArray(value)) {
       items += value.length;
       if (opts.maxItems !== undefined && items > opts.maxItems) return [{ field: 'body', message: `the body has more than ${opts.maxItems} array items` }];
-      for (let i = 0; i < value.length; i++) stack.push({ value: value[i], path: `${path}[${i}]`, depth: depth + 1 });
+      for (let i = 0; i < value.length; i++) stack.push({ value: value[i], path: path ? `${path}.${i}` : String(i), depth: depth + 1 });
       continue;
     }
     const entries = Object.entries(value);

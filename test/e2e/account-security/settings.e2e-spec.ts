@@ -231,6 +231,11 @@ describe('account security: tenant security settings and email domains (spec 2.8
       await put({}).expect(200);
     });
 
+    it('names the bound an entry broke: 254 characters is too long, not too short', async () => {
+      const res = await put({ blocklist: ['ok.example', `${'a'.repeat(250)}.com`] }).expect(400);
+      expect(res.body.errors).toEqual([{ field: 'blocklist', message: 'each value in blocklist must be shorter than or equal to 253 characters' }]);
+    });
+
     it.each([
       ['101 allowlist entries', { allowlist: Array.from({ length: 101 }, (_, i) => `d${i}.example`) }, 'allowlist'],
       ['101 blocklist entries', { blocklist: Array.from({ length: 101 }, (_, i) => `d${i}.example`) }, 'blocklist'],

@@ -56,6 +56,9 @@ describe('input hardening: odd bodies, characters and requests', () => {
       expectInvalid(r);
       expect(r.body.errors[0].field).toMatch(/^public_metadata/);
     }
+    // an array item is named by the dotted path validation errors use (public_metadata.x.1)
+    const item = await rawPost('/v1/auth/anonymous', '{"public_metadata":{"x":["ok","a\\u0000"]}}', { 'X-API-Key': tenant.apiKey });
+    expect(item.body.errors).toEqual([{ field: 'public_metadata.x.1', message: 'public_metadata.x.1 contains a character that is not allowed (U+0000 or an unpaired surrogate)' }]);
     // a number beyond the double range would be stored as null: refused, naming it
     for (const n of ['1e400', '-1e400']) {
       const r = await rawPost('/v1/auth/anonymous', `{"public_metadata":{"score":${n}}}`, { 'X-API-Key': tenant.apiKey });
