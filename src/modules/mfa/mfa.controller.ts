@@ -6,7 +6,7 @@ import { ApiKeyAuth, BearerAuth } from '../../shared/auth/guards';
 import { RequireStepUp } from '../../shared/auth/step-up.guard';
 import { ApiProblems, Problems } from '../../shared/http/api-docs';
 import { PASSWORD_PROOF_PER_IP, RateLimit } from '../../shared/rate-limit/rate-limit.decorator';
-import { TokenResponseDto } from '../sessions/sessions.response.dto';
+import { PasswordlessTokenResponseDto } from '../sessions/sessions.response.dto';
 import { TokenResponse } from '../sessions/sessions.service';
 import { DisableMfaCommand } from './disable-mfa/disable-mfa.command';
 import { MfaDisableRequestDto } from './disable-mfa/disable-mfa.request.dto';
@@ -55,7 +55,7 @@ export class MfaController {
   @ApiKeyAuth()
   @RateLimit({ bucket: 'mfa-verify', by: 'ip', limit: (c) => c.RATE_LIMIT_MFA_VERIFY_PER_IP_PER_MIN, windowSeconds: 60 })
   @ApiOperation({ summary: 'Second sign-in step: challenge token plus a TOTP or recovery code; token response with aal AAL2' })
-  @ApiResponse({ status: 200, type: TokenResponseDto, description: 'token response (aal AAL2); after a passwordless first factor that resumed an authorization request, also its `oauth_params`' })
+  @ApiResponse({ status: 200, type: PasswordlessTokenResponseDto, description: 'token response (aal AAL2); after a passwordless first factor that resumed an authorization request, also its `oauth_params`' })
   @ApiProblems(...Problems.input, ...Problems.apiKey, 'mfa/invalid_challenge', 'mfa/invalid_code', 'auth/login_throttled', ...Problems.rateLimited)
   verify(@Body() body: MfaVerifyLoginRequestDto, @CurrentApiKey() key: ApiKeyPrincipal, @ClientInfo() client: ClientInfoValue): Promise<TokenResponse> {
     return this.commandBus.execute(new VerifyMfaLoginCommand(key, body.mfa_challenge_token, body.code, client));

@@ -1,4 +1,4 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { TokenResponse, TokenUser } from './sessions.service';
 
 // OpenAPI documentation of the token response (contract "Tokens"); the handlers answer the interfaces.
@@ -18,4 +18,13 @@ export class TokenResponseDto implements TokenResponse {
   @ApiProperty({ type: 'integer', description: 'access token lifetime in seconds' }) expires_in!: number;
   @ApiProperty({ enum: ['Bearer'] }) token_type!: 'Bearer';
   @ApiProperty({ type: TokenUserDto }) user!: TokenUserDto;
+}
+
+/**
+ * A token response plus the oauth_params given when a passwordless link or code was requested
+ * (magic-link and email-code verify, and the MFA verify that finishes such a sign-in).
+ */
+export class PasswordlessTokenResponseDto extends TokenResponseDto {
+  @ApiPropertyOptional({ type: 'object', additionalProperties: { type: 'string' }, description: 'the oauth_params of the request, to resume the OAuth flow' })
+  oauth_params?: Record<string, string>;
 }

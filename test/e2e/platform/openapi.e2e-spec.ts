@@ -182,6 +182,10 @@ describe('platform: the OpenAPI document', () => {
         expect.arrayContaining(['id', 'email', 'email_verified', 'is_anonymous', 'created_at']),
       );
     }
+    // the MFA step that finishes a passwordless sign-in answers its oauth_params too
+    const mfaVerify = jsonSchema(doc.paths['/v1/auth/mfa/verify'].post.responses['200']);
+    expect(mfaVerify.required).toEqual(expect.arrayContaining(tokenFields));
+    expect(Object.keys(mfaVerify.properties ?? {})).toContain('oauth_params');
     const login = doc.paths['/v1/auth/login'].post.responses['200'].content!['application/json'].schema!;
     const branches = (login.oneOf ?? []).map(resolve);
     expect(branches.some((b) => b.required?.includes('access_token'))).toBe(true);
