@@ -61,3 +61,18 @@ ensure_deps() {
     npm ci --no-audit --no-fund
   fi
 }
+
+# Runs two command lines (word-split, no quoting) side by side until one of them exits or INT/TERM
+# arrives, then stops the other and returns the first one's exit status: an API that crashes (or
+# is killed) must not leave the worker running unattended, nor the other way round.
+run_pair() {
+  (exec $1) & _pair_a=$!
+  (exec $2) & _pair_b=$!
+  trap 'kill $_pair_a $_pair_b 2>/dev/null' INT TERM
+  local code=0
+  wait -n $_pair_a $_pair_b || code=$?
+  kill $_pair_a $_pair_b 2>/dev/null || true
+  wait $_pair_a $_pair_b 2>/dev/null || true
+  trap - INT TERM
+  return $code
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `npm start`: installs dependencies, checks PostgreSQL and Redis, creates the database when
-# missing, builds, applies migrations, then runs the API and the worker until Ctrl-C.
+# missing, builds, applies migrations, then runs the API and the worker until Ctrl-C (or until one of
+# them exits: the other is then stopped, and npm start exits with the first one's status).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -27,10 +28,4 @@ node -e "
 echo "building..."; npm run build --silent
 npm run migration:run --silent
 echo "starting API on port ${PORT:-3001} and the worker (Ctrl-C stops both)"
-node dist/worker & worker=$!
-node dist/main & api=$!
-trap 'kill $api $worker 2>/dev/null; wait' INT TERM
-wait -n $api $worker; code=$?
-kill $api $worker 2>/dev/null || true
-wait || true
-exit $code
+run_pair "node dist/worker" "node dist/main"
