@@ -52,8 +52,11 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
   // the path of the request line when the parser's packet holds it: an /oauth request gets the
   // RFC 6749 envelope there too
   const path = /^[A-Z]+ (\/[^\s?#]*)/.exec((err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 2048).toString('latin1') ?? '')?.[1] ?? '/';
-  const detail = status === 431 ? 'The request headers are too large' : status === 408 ? 'The request did not arrive in time' : 'The HTTP request could not be parsed';
-  const rendered = renderError(new AppError('request/invalid', detail, { status }), path, id);
+  const error =
+    status === 431 ? new AppError('request/headers_too_large', 'The request headers are too large')
+      : status === 408 ? new AppError('request/timeout', 'The request did not arrive in time')
+        : new AppError('request/invalid', 'The HTTP request could not be parsed');
+  const rendered = renderError(error, path, id);
   const body = JSON.stringify(rendered.body);
   const headers = Object.entries({ ...baseHeaders, ...(rendered.headers ?? {}) }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   socket.end(
@@ -64,7 +67,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
 
 /** `Expect:` other than 100-continue (RFC 9110 section 10.1.1): 417 in the one error envelope. */
 function answerUnmetExpectation(req: import('http').IncomingMessage, res: import('http').ServerResponse, baseHeaders: Record<string, string>): void {
-  answerOutsideFastify(req, res, new AppError('request/invalid', 'Only Expect: 100-continue is supported', { status: 417 }), baseHeaders);
+  answerOutsideFastify(req, res, new AppError('request/expectation_failed', 'Only Expect: 100-continue is supported'), baseHeaders);
 }
 
 /**

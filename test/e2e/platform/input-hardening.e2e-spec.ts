@@ -153,7 +153,7 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(expectation).toMatch(/^HTTP\/1\.1 417 /);
     expect(expectation).toMatch(/content-type: application\/problem\+json/i);
     expect(expectation).toMatch(/x-request-id: [0-9a-f-]{36}/i);
-    expect(JSON.parse(expectation.slice(expectation.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 417, code: 'request/invalid' });
+    expect(JSON.parse(expectation.slice(expectation.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 417, code: 'request/expectation_failed' });
     const hostless = await sendRaw('GET /v1/auth/me HTTP/1.1\r\nConnection: close\r\n\r\n');
     expect(hostless).toMatch(/^HTTP\/1\.1 401 /);
     expect(hostless).toMatch(/content-type: application\/problem\+json/i);
@@ -215,6 +215,12 @@ describe('input hardening: odd bodies, characters and requests', () => {
         true,
       ]);
     }
+    // each refusal with its own code (the catalog's status for it)
+    const codes = answers.slice(0, 3).map((raw) => {
+      const body = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)) as { status: number; code: string };
+      return [body.status, body.code];
+    });
+    expect(codes).toEqual([[400, 'request/invalid'], [431, 'request/headers_too_large'], [417, 'request/expectation_failed']]);
   });
 
   it('a query parameter named __proto__, constructor or prototype is 400 naming it (the validation pipe would delete it unsaid)', async () => {
@@ -559,7 +565,7 @@ describe('input hardening: odd bodies, characters and requests', () => {
       expect(raw).toMatch(/^HTTP\/1\.1 408 /);
       expect(raw).toMatch(/content-type: application\/problem\+json/i);
       expect(raw).toMatch(/connection: close/i);
-      expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 408, code: 'request/invalid', detail: 'The request did not arrive in time' });
+      expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 408, code: 'request/timeout', detail: 'The request did not arrive in time' });
       // answered within the timeout and one checking interval (a quarter of it), with slack for a loaded host
       expect(took).toBeGreaterThanOrEqual(900);
       expect(took).toBeLessThan(10_000);
