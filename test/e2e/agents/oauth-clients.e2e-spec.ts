@@ -270,7 +270,7 @@ describe('legacy OAuth clients (contract "Agents and OAuth", spec 7.4)', () => {
       const res = await as(t, owner).post(url(owner), { name: 'x', client_type: 'public', redirect_uris: ['https://ok.example.com/cb', uri] }).expect(400);
       expect(res.body.code).toBe('request/invalid');
       expect(res.body.errors).toEqual([{ field: 'redirect_uris', message: expect.stringMatching(why) }]);
-      expect(res.body.errors[0].message).toMatch(/^redirect_uris\[1\] /);
+      expect(res.body.errors[0].message).toMatch(/^redirect_uris\.1 /); // the dotted path field paths use
     });
 
     it('accepts https, http on 127.0.0.1, [::1] and localhost, and a private-use scheme for native apps', async () => {

@@ -50,7 +50,7 @@ export const IsRedirectUri = (options?: ValidationOptions): PropertyDecorator =>
           const values: unknown[] = Array.isArray(args?.value) ? args.value : [args?.value];
           const problems = values.flatMap((v, i) => {
             const p = typeof v === 'string' ? redirectUriProblem(v) : null;
-            return p ? [`${args?.property}[${i}] ${p}`] : [];
+            return p ? [`${args?.property}.${i} ${p}`] : [];
           });
           return problems.length ? problems.join('; ') : `${args?.property} must hold absolute URIs`;
         },
