@@ -17,6 +17,8 @@ interface LoadedKey {
 /** Tokens outlive a rotation by at most this: the largest token lifetime we issue. */
 const MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600;
 const RELOAD_MS = 30_000;
+/** a scheduled switch reloads this long after its instant, so the database's now() has passed it */
+const SWITCH_MARGIN_MS = 20;
 /** How long relying parties may cache the JWKS (its Cache-Control max-age). */
 export const JWKS_MAX_AGE_SECONDS = 300;
 /**
@@ -38,6 +40,8 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
   private current?: LoadedKey;
   private jwksCache: { keys: Record<string, unknown>[] } = { keys: [] };
   private timer?: NodeJS.Timeout;
+  /** a reload at the next scheduled switch (a key's active_from or retired_at ahead) */
+  private switchTimer?: NodeJS.Timeout;
   private lastMissReload = 0;
   /** a connection of its own in subscriber mode, told of every rotation (see `rotate`) */
   private subscriber?: Redis;
@@ -91,6 +95,9 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
 
   onModuleDestroy(): void {
     if (this.timer) clearInterval(this.timer);
+    if (this.switchTimer) clearTimeout(this.switchTimer);
+    this.timer = undefined;
+    this.switchTimer = undefined;
     this.subscriber?.disconnect();
   }
 
@@ -169,13 +176,23 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
     this.keys = loaded.keys;
     this.current = loaded.current;
     this.jwksCache = { keys: [...loaded.keys.values()].map((k) => k.jwk) };
+    // a delayed rotation signs from the instant it announced (keys:rotate prints it), not at the
+    // first periodic reload after it: up to RELOAD_MS later
+    if (this.switchTimer) clearTimeout(this.switchTimer);
+    this.switchTimer = undefined;
+    if (loaded.nextSwitchInMs !== null && this.timer) {
+      this.switchTimer = setTimeout(() => this.reloadQuietly(), Math.min(loaded.nextSwitchInMs + SWITCH_MARGIN_MS, RELOAD_MS));
+      this.switchTimer.unref();
+    }
   }
 
-  private async load(): Promise<{ keys: Map<string, LoadedKey>; current: LoadedKey }> {
+  private async load(): Promise<{ keys: Map<string, LoadedKey>; current: LoadedKey; nextSwitchInMs: number | null }> {
     // `signing`: the key of this moment (active, not yet replaced); the database's clock decides,
-    // so every API process switches at the same time (within one reload)
-    const rows = await this.db.query<{ kid: string; public_pem: string; private_enc: string; created_at: Date; signing: boolean }>(
-      `SELECT kid, public_pem, private_enc, created_at, active_from <= now() AND (retired_at IS NULL OR retired_at > now()) AS signing
+    // so every API process switches at the same time (`switch_in_ms`: how long until a key of the
+    // table starts or stops signing, by that clock)
+    const rows = await this.db.query<{ kid: string; public_pem: string; private_enc: string; created_at: Date; signing: boolean; switch_in_ms: number | null }>(
+      `SELECT kid, public_pem, private_enc, created_at, active_from <= now() AND (retired_at IS NULL OR retired_at > now()) AS signing,
+              (extract(epoch FROM LEAST(CASE WHEN active_from > now() THEN active_from END, CASE WHEN retired_at > now() THEN retired_at END) - now()) * 1000)::float8 AS switch_in_ms
          FROM signing_keys
         WHERE retired_at IS NULL OR retired_at > now() - make_interval(secs => $1)
         ORDER BY active_from DESC, created_at DESC`,
@@ -199,7 +216,8 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
       next.set(r.kid, loaded);
     }
     if (!current) throw new Error('no active signing key');
-    return { keys: next, current };
+    const switches = rows.map((r) => r.switch_in_ms).filter((ms): ms is number => ms !== null && ms >= 0);
+    return { keys: next, current, nextSwitchInMs: switches.length ? Math.min(...switches) : null };
   }
 
   /** The signing key's private PEM; a key that does not open says why (the usual cause, named). */

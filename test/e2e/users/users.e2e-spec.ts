@@ -418,6 +418,21 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     const rows = await t.db.query<{ private_enc: string }>(`SELECT private_enc FROM signing_keys`);
     for (const r of rows) expect(r.private_enc).not.toContain('PRIVATE KEY');
   });
+
+  it('a delayed rotation signs from the instant it announced, without waiting for the periodic reload', async () => {
+    const keys = t.app.get(SigningKeysService);
+    const { kid: newKid } = await keys.rotate();
+    const oldKid = decodeProtectedHeader((await register(valid()).expect(201)).body.access_token).kid;
+    expect(oldKid).not.toBe(newKid);
+    // the switch is 1.5 s ahead (as if the publication lead had nearly passed); one reload sees it
+    await t.db.query(`UPDATE signing_keys SET active_from = now() + interval '1.5 seconds' WHERE kid = $1`, [newKid]);
+    await t.db.query(`UPDATE signing_keys SET retired_at = now() + interval '1.5 seconds' WHERE kid = $1`, [oldKid]);
+    await keys.reload();
+    expect(decodeProtectedHeader((await register(valid()).expect(201)).body.access_token).kid).toBe(oldKid);
+    // no reload is called: the service's own timer switches within moments of the instant
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(decodeProtectedHeader((await register(valid()).expect(201)).body.access_token).kid).toBe(newKid);
+  });
 });
 
 describe('end users: the per-account failed sign-in limit under a parallel burst', () => {
