@@ -1,4 +1,4 @@
-import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { ApiProperty } from '@nestjs/swagger';
 
 /** A row of webhook_endpoints as the handlers read it (never with the secret). */
 export interface WebhookEndpointRow {
@@ -61,7 +61,7 @@ export class WebhookDeliveryResponse {
   @ApiProperty({ nullable: true, type: Number, description: 'HTTP status of the last attempt (null: no response)' }) last_status_code!: number | null;
   @ApiProperty({ nullable: true, type: String, example: 'HTTP 503' }) last_error!: string | null;
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) last_attempt_at!: string | null;
-  @ApiPropertyOptional({ format: 'date-time', nullable: true, type: String, description: 'when the next retry is due (pending only)' }) next_attempt_at!: string | null;
+  @ApiProperty({ format: 'date-time', nullable: true, type: String, description: 'when the next retry is due (null unless pending)' }) next_attempt_at!: string | null;
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) delivered_at!: string | null;
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) failed_at!: string | null;
   @ApiProperty({ format: 'date-time' }) created_at!: string;

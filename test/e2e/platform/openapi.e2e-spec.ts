@@ -182,6 +182,8 @@ describe('platform: the OpenAPI document', () => {
         expect.arrayContaining(['id', 'email', 'email_verified', 'is_anonymous', 'created_at']),
       );
     }
+    // every field a webhook delivery answers is there, null or not
+    expect(doc.components.schemas.WebhookDeliveryResponseDto?.required).toEqual(expect.arrayContaining(['next_attempt_at', 'delivered_at', 'failed_at', 'last_attempt_at']));
     // the MFA step that finishes a passwordless sign-in answers its oauth_params too
     const mfaVerify = jsonSchema(doc.paths['/v1/auth/mfa/verify'].post.responses['200']);
     expect(mfaVerify.required).toEqual(expect.arrayContaining(tokenFields));

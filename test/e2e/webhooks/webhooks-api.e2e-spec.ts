@@ -213,7 +213,8 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
     expect((await enable()).body).toMatchObject({ id, disabled_at: null });
     const [row] = await t.db.query<{ consecutive_failed_deliveries: number }>(`SELECT consecutive_failed_deliveries FROM webhook_endpoints WHERE id = $1`, [id]);
     expect(row.consecutive_failed_deliveries).toBe(0);
-    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'webhook.enabled' AND target_id = $1`, [id])).toHaveLength(1);
+    // with the URL (no query string), as created, deleted and disabled carry it
+    expect(await t.db.query(`SELECT metadata FROM audit_events WHERE type = 'webhook.enabled' AND target_id = $1`, [id])).toEqual([{ metadata: { url: HOOK.split('?')[0] } }]);
   });
 
   describe('rotate-secret', () => {

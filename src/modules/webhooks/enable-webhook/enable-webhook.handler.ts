@@ -3,6 +3,7 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { ENDPOINT_COLUMNS, toEndpointResponse, WebhookEndpointResponse, WebhookEndpointRow } from '../webhook-endpoint.entity';
+import { displayUrl } from '../url-policy';
 import { EnableWebhookCommand } from './enable-webhook.command';
 
 /** Conditional on disabled_at IS NOT NULL: enabling an enabled endpoint changes nothing, no event. */
@@ -29,6 +30,7 @@ export class EnableWebhookHandler implements ICommandHandler<EnableWebhookComman
           actorId: cmd.actor.userId,
           targetType: 'webhook_endpoint',
           targetId: cmd.endpointId,
+          metadata: { url: displayUrl(enabled.url) },
         });
         return toEndpointResponse(enabled);
       }
