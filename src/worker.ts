@@ -16,7 +16,12 @@ const SHUTDOWN_TIMEOUT_MS = 25_000;
 export async function startWorker(opts: { logger?: boolean; shutdownHooks?: boolean } = {}): Promise<INestApplicationContext> {
   const quiet = opts.logger === false;
   // before any queue is built: BullMQ's connections would carry on in database 0 (see the check)
-  await assertRedisDatabase(getConfig());
+  const redis = await assertRedisDatabase(getConfig(), { probeDatabaseZero: true });
+  // the worker waits for an unreachable Redis (its queues connect as it comes): said once, so
+  // an operator does not meet a silent process without its health port
+  if (redis.unreachable) {
+    console.error(`worker: Redis at ${redis.where} (REDIS_URL) is unreachable (${redis.unreachable}); waiting for it: the worker starts, and opens WORKER_HEALTH_PORT, once Redis answers`);
+  }
   // otherwise Nest's logger is silent until pino is installed (its buffered start-up logs then go
   // to pino): a failing start is one plain line (startupFailureLine), not Nest's coloured stack
   const app = await NestFactory.createApplicationContext(WorkerModule, quiet ? { logger: false, abortOnError: false } : { logger: false, bufferLogs: true, abortOnError: false });

@@ -45,12 +45,15 @@ export function redisConnectionOptions(config: RedisConnectionConfig): RedisOpti
  * with 16). ioredis, and so every BullMQ connection, reports the refused SELECT and carries on in
  * database 0, beside another application's keys; the shared client closes itself on it (below),
  * but the queue connections cannot (a BullMQ queue writes its meta key as it is built). Checked by
- * createApiApp and startWorker before Nest builds anything; an unreachable Redis is left to the
- * clients, which report it as before.
+ * createApiApp and startWorker before Nest builds anything. An unreachable Redis is left to the
+ * clients; the answer says so (its connection error, else undefined), for a caller that waits for
+ * it to say it does.
  */
-export async function assertRedisDatabase(config: RedisConnectionConfig): Promise<void> {
+export async function assertRedisDatabase(config: RedisConnectionConfig, opts: { probeDatabaseZero?: boolean } = {}): Promise<{ unreachable?: string; where: string }> {
   const options = redisConnectionOptions(config);
-  if (!options.db) return;
+  const describe = (p?: Redis) =>
+    config.REDIS_SENTINELS ? `the primary of ${config.REDIS_SENTINEL_MASTER ?? ''}` : `${p?.options.host ?? options.host ?? ''}:${p?.options.port ?? options.port ?? ''}`;
+  if (!options.db && !opts.probeDatabaseZero) return { where: describe() };
   const probe = new Redis({
     ...options,
     db: 0,
@@ -62,23 +65,26 @@ export async function assertRedisDatabase(config: RedisConnectionConfig): Promis
     retryStrategy: () => null,
     sentinelRetryStrategy: () => null,
   });
-  probe.on('error', () => undefined);
+  // connect() rejects with "Connection is closed."; the cause (ECONNREFUSED, ...) is the error event's
+  let cause: Error | undefined;
+  probe.on('error', (e: Error) => (cause ??= e));
+  const where = describe(probe);
   try {
     await probe.connect();
-  } catch {
+  } catch (err) {
     probe.disconnect();
-    return;
+    return { unreachable: (cause ?? (err as Error)).message, where };
   }
   try {
-    await probe.select(options.db);
+    if (options.db) await probe.select(options.db);
   } catch (err) {
     if (/DB index is out of range/i.test((err as Error).message)) {
-      const where = config.REDIS_SENTINELS ? `the primary of ${config.REDIS_SENTINEL_MASTER ?? ''}` : `${probe.options.host ?? ''}:${probe.options.port ?? ''}`;
       throw new Error(`cannot start: Redis at ${where} has no database ${options.db} (REDIS_URL): ${(err as Error).message}`);
     }
   } finally {
     probe.disconnect();
   }
+  return { where };
 }
 
 /** One ioredis client per process; every key carries REDIS_KEY_PREFIX. */
