@@ -30,6 +30,13 @@ describe('mail templates', () => {
     expect(m.subject).toContain(template === 'agent_revoked' ? 'Bot' : 'Acme');
   });
 
+  it('agent_revoked speaks to a tenant owner (spec 3.2), not to an end user', () => {
+    const m = renderMail('agent_revoked', ctx({ data: { agent_name: 'Bot', agent_id: 'a1' } }));
+    expect(m.subject).toBe('The agent Bot was revoked in Acme');
+    expect(m.text).toContain('as an owner of Acme');
+    expect(m.text).not.toContain('your Acme account');
+  });
+
   it.each(['enabled', 'disabled', 'recovery_codes_regenerated'])('mfa_changed (%s) tells what changed, with no link and no secret', (change) => {
     const m = renderMail('mfa_changed', ctx({ data: { change } }));
     expect(m.subject).toContain('Acme');

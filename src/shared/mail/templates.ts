@@ -186,9 +186,12 @@ const TEMPLATES: Record<MailTemplate, (c: TemplateContext) => MailContent> = {
     const name = str(c.data.agent_name, 'An AI agent');
     const id = str(c.data.agent_id);
     return {
-      subject: `${name} can no longer access your ${c.tenantName} account`,
-      paragraphs: [`The access of the agent ${name}${id ? ` (${id})` : ''} to your ${c.tenantName} account was revoked. The tokens it held no longer work.`],
-      footer: 'If you did not expect this, review the agents connected to your account.',
+      // spec 3.2: mailed to every owner of the tenant whose admin revoked the agent
+      subject: `The agent ${name} was revoked in ${c.tenantName}`,
+      paragraphs: [
+        `A tenant administrator of ${c.tenantName} revoked the AI agent ${name}${id ? ` (${id})` : ''}. It can no longer exchange tokens for any user, and the tokens it held no longer work.`,
+      ],
+      footer: `You receive this email as an owner of ${c.tenantName}. If you did not expect this, review the agents and the audit log in the dashboard.`,
     };
   },
   webhook_disabled: (c) => {
