@@ -4,6 +4,7 @@ import { developmentModeWarning } from './config/config';
 import { getConfig } from './config/config.module';
 import { DEFAULT_SUPERVISOR_OPTIONS, superviseApiProcesses } from './shared/http/api-cluster';
 import { installCpuProfileToggle } from './shared/http/cpu-profile';
+import { listeningUrl } from './shared/http/listening-url';
 import { startupFailureLine } from './shared/redis/outage-log';
 
 /** `node dist/main`: the API. API_WORKERS=N runs N processes on one port (node:cluster). */
@@ -30,7 +31,7 @@ async function bootstrap(): Promise<void> {
   const log = new NestLogger('Api');
   // the bound address (PORT=0 picks one), and a word when development mode looks like a deployment:
   // it accepts the development KEY_ENCRYPTION_KEY and logs mails with their links when SMTP_URL is unset
-  log.log(`listening on ${await app.getUrl()} (NODE_ENV=${config.NODE_ENV})`);
+  log.log(`listening on ${listeningUrl(app.getHttpServer().address())} (NODE_ENV=${config.NODE_ENV})`);
   const warning = developmentModeWarning(config);
   if (warning) log.warn(warning);
 }
