@@ -16,7 +16,7 @@ const SHUTDOWN_TIMEOUT_MS = 25_000;
 export async function startWorker(opts: { logger?: boolean; shutdownHooks?: boolean } = {}): Promise<INestApplicationContext> {
   const quiet = opts.logger === false;
   // before any queue is built: BullMQ's connections would carry on in database 0 (see the check)
-  const redis = await assertRedisDatabase(getConfig(), { probeDatabaseZero: true });
+  const redis = await assertRedisDatabase(getConfig());
   // the worker waits for an unreachable Redis (its queues connect as it comes): said once, so
   // an operator does not meet a silent process without its health port
   if (redis.unreachable) {

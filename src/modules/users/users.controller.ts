@@ -63,7 +63,7 @@ export class UsersController {
     @CurrentUser() user: UserPrincipal | undefined,
     @ClientInfo() client: ClientInfoValue,
   ): Promise<TokenResponse> {
-    return this.commandBus.execute(new RegisterUserCommand(key.tenantId, key, body, user, client));
+    return this.commandBus.execute(new RegisterUserCommand(key, body, user, client));
   }
 
   @Post('login')

@@ -49,11 +49,8 @@ export function redisConnectionOptions(config: RedisConnectionConfig): RedisOpti
  * clients; the answer says so (its connection error, else undefined), for a caller that waits for
  * it to say it does.
  */
-export async function assertRedisDatabase(config: RedisConnectionConfig, opts: { probeDatabaseZero?: boolean } = {}): Promise<{ unreachable?: string; where: string }> {
+export async function assertRedisDatabase(config: RedisConnectionConfig): Promise<{ unreachable?: string; where: string }> {
   const options = redisConnectionOptions(config);
-  const describe = (p?: Redis) =>
-    config.REDIS_SENTINELS ? `the primary of ${config.REDIS_SENTINEL_MASTER ?? ''}` : `${p?.options.host ?? options.host ?? ''}:${p?.options.port ?? options.port ?? ''}`;
-  if (!options.db && !opts.probeDatabaseZero) return { where: describe() };
   const probe = new Redis({
     ...options,
     db: 0,
@@ -68,7 +65,7 @@ export async function assertRedisDatabase(config: RedisConnectionConfig, opts: {
   // connect() rejects with "Connection is closed."; the cause (ECONNREFUSED, ...) is the error event's
   let cause: Error | undefined;
   probe.on('error', (e: Error) => (cause ??= e));
-  const where = describe(probe);
+  const where = config.REDIS_SENTINELS ? `the primary of ${config.REDIS_SENTINEL_MASTER ?? ''}` : `${probe.options.host ?? ''}:${probe.options.port ?? ''}`;
   try {
     await probe.connect();
   } catch (err) {

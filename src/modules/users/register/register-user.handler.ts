@@ -30,9 +30,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
 
   async execute(cmd: RegisterUserCommand): Promise<TokenResponse> {
     // the API key query already read the tenant's settings (register always has a key)
-    const k = cmd.apiKey.tenant;
-    const tenant = { name: k.name, user_scopes: k.userScopes, default_user_role: k.defaultUserRole };
-    const minorProtection = k.minorProtectionEnabled;
+    const tenant = cmd.apiKey.tenant;
     const { body } = cmd;
     // spec 2.2 lists both tokens; nothing here issues them (no end-user invitations, no wallet age
     // verification), so none can be honoured: refused, never silently dropped (a client would
@@ -47,7 +45,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
         errors: [{ field: 'age_verification_token', message: 'age_verification_token names no age verification' }],
       });
     }
-    if (minorProtection && !body.date_of_birth) {
+    if (tenant.minorProtectionEnabled && !body.date_of_birth) {
       throw new AppError('user/date_of_birth_required', undefined, {
         errors: [{ field: 'date_of_birth', message: 'date_of_birth is required by this tenant' }],
       });
@@ -78,7 +76,7 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
         const [user] = await tx.query<{ id: string; created_at: Date }>(
           `INSERT INTO users (id, tenant_id, email, email_normalized, password_hash, role, date_of_birth_enc, consent_at, created_by_api_key_id, last_sign_in_at)
            VALUES ($8, $1, $2, $3, $4, $5, $6, now(), $7, now()) RETURNING id, created_at`,
-          [cmd.tenantId, mailboxSpelling(body.email), email, passwordHash, tenant.default_user_role, dobEnc, cmd.apiKey.id, userId],
+          [cmd.tenantId, mailboxSpelling(body.email), email, passwordHash, tenant.defaultUserRole, dobEnc, cmd.apiKey.id, userId],
         );
         await tx.query(`WITH ${activityCtes('$1')} SELECT 1`, [user.id]); // counts the new user's month
         await this.events.audit(tx, {
@@ -91,8 +89,8 @@ export class RegisterUserHandler implements ICommandHandler<RegisterUserCommand,
           metadata: { method: 'password' },
         });
         await this.emailPolicy.afterRegister(tx, { tenantId: cmd.tenantId, tenantName: tenant.name, userId: user.id, email: mailboxSpelling(body.email) });
-        const sessionUser = { id: user.id, tenant_id: cmd.tenantId, email: mailboxSpelling(body.email), email_verified: false, is_anonymous: false, role: tenant.default_user_role, created_at: user.created_at };
-        const { sessionId: _sid, ...tokens } = await this.sessions.start(tx, sessionUser, tenant.user_scopes, {
+        const sessionUser = { id: user.id, tenant_id: cmd.tenantId, email: mailboxSpelling(body.email), email_verified: false, is_anonymous: false, role: tenant.defaultUserRole, created_at: user.created_at };
+        const { sessionId: _sid, ...tokens } = await this.sessions.start(tx, sessionUser, tenant.userScopes, {
           amr: ['pwd'],
           apiKeyId: cmd.apiKey.id,
           extraClaims,
