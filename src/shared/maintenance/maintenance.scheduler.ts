@@ -7,6 +7,7 @@ import { bullConnection, bullPrefix } from '../outbox/bull-options';
 import { QueueReconciler } from '../outbox/queue-reconciler';
 import { outageLog } from '../redis/outage-log';
 import { maintenanceRunDue, RunLeaseHeldError } from './run-lock';
+import { closeWorker } from '../outbox/close-worker';
 
 export const MAINTENANCE_QUEUE = 'maintenance';
 
@@ -254,7 +255,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnApplicati
   }
 
   async onApplicationShutdown(): Promise<void> {
-    await this.worker?.close().catch(() => undefined);
+    if (this.worker) await closeWorker(this.worker).catch(() => undefined);
     await this.queue?.close().catch(() => undefined);
   }
 }

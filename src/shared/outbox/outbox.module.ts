@@ -7,6 +7,7 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { bullConnection, bullPrefix } from './bull-options';
 import { OutboxRelay } from './outbox-relay.service';
 import { QueueReconciler } from './queue-reconciler';
+import { closeWorker } from './close-worker';
 
 /**
  * Closes every BullMQ worker (waiting for the jobs it is running) before the database pool and
@@ -25,7 +26,7 @@ export class QueueWorkersCloser implements BeforeApplicationShutdown {
     await Promise.all(
       hosts.map(async (h) => {
         try {
-          await h.worker.close();
+          await closeWorker(h.worker);
         } catch (err) {
           this.log.warn(`closing worker ${h.constructor.name}: ${err instanceof Error ? err.message : err}`);
         }

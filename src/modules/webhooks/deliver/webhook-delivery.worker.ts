@@ -10,6 +10,7 @@ import { WEBHOOK_DELIVERY_QUEUE } from '../webhook-events';
 import { DeliverWebhookCommand, DeliverWebhookResult } from './deliver-webhook.command';
 import { DeliveryJobData } from './delivery-job';
 import { WebhookTenantSlots } from './tenant-slots';
+import { closeWorker } from '../../../shared/outbox/close-worker';
 
 /** How often a job may be recovered after its worker died mid-delivery before it is failed. */
 const MAX_STALLED = 5;
@@ -54,7 +55,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    await this.worker?.close().catch((err: Error) => this.log.warn(`closing the webhook delivery worker: ${err.message}`));
+    if (this.worker) await closeWorker(this.worker).catch((err: Error) => this.log.warn(`closing the webhook delivery worker: ${err.message}`));
   }
 
   async process(job: Job<DeliveryJobData>, token?: string): Promise<DeliverWebhookResult> {
