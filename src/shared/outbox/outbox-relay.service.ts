@@ -6,6 +6,7 @@ import { Db } from '../db/db.service';
 import { bullConnection, bullPrefix } from './bull-options';
 import { outageLog } from '../redis/outage-log';
 import { jobOptionsFor, OutboxJobData, outboxJobId } from './outbox-job';
+import { quitRedis } from '../redis/redis.module';
 
 /** Rows per relay transaction; a full batch is followed at once by the next one. */
 export const OUTBOX_BATCH_SIZE = 100;
@@ -62,7 +63,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     await this.stop();
     await Promise.all([...this.queues.values()].map((q) => q.close().catch(() => undefined)));
     this.queues.clear();
-    await this.connection?.quit().catch(() => this.connection?.disconnect());
+    if (this.connection) await quitRedis(this.connection);
     this.connection = undefined;
   }
 
