@@ -92,8 +92,10 @@ describe('Redis Sentinel: the primary found through the sentinels, and found aga
       expect(await promoted.info('replication')).toMatch(/role:master/);
       // sign-ins after the failover write on the promoted server: a key of the run is new or
       // changed there (counters are per time window, so it may be either; one may expire
-      // meanwhile). Within seconds, not for the first sign-in: in about one run in five the first
-      // changed no key there (nor a key name on the old primary; not pinned down), the next did
+      // meanwhile). Within a moment, not for the first sign-in: in about one run in ten its keys
+      // changed on the old primary instead (the sentinel has promoted the replica, but the
+      // +switch-master announcement has not reached the client yet, and the old primary, not yet
+      // demoted, still takes writes); the next sign-in wrote on the promoted server
       await eventually(
         async () => {
           const before = await valuesOn(ports.replica);
