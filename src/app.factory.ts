@@ -10,7 +10,7 @@ import { Logger } from 'nestjs-pino';
 import { ApiModule } from './api.module';
 import { AppConfig } from './config/config';
 import { getConfig } from './config/config.module';
-import { assertRedisDatabase } from './shared/redis/redis.module';
+import { assertRedisDatabase, closeRedisIfBootFails } from './shared/redis/redis.module';
 import { EnvelopeCipher } from './shared/crypto/envelope-cipher';
 import { setCursorKey } from './shared/db/pagination';
 import { AppError } from './shared/errors/app-error';
@@ -230,7 +230,7 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
       return id;
     },
   });
-  const app = await NestFactory.create<NestFastifyApplication>(ApiModule, adapter, { bufferLogs: true, abortOnError: false, bodyParser: false });
+  const app = await closeRedisIfBootFails(() => NestFactory.create<NestFastifyApplication>(ApiModule, adapter, { bufferLogs: true, abortOnError: false, bodyParser: false }));
   // an Expect other than 100-continue: Node's bare 417 otherwise
   app.getHttpServer().on('checkExpectation', (req: import('http').IncomingMessage, res: import('http').ServerResponse) => answerUnmetExpectation(req, res, baseHeaders.all));
   app.getHttpServer().on('connect', (req: import('http').IncomingMessage, socket: import('stream').Duplex) => answerConnect(req, socket, baseHeaders.all));

@@ -14,7 +14,7 @@ import { Db } from './shared/db/db.service';
 import { EventsService } from './shared/events/events.service';
 import { KernelModule } from './shared/kernel.module';
 import { getConfig } from './config/config.module';
-import { assertRedisDatabase } from './shared/redis/redis.module';
+import { assertRedisDatabase, closeRedisIfBootFails } from './shared/redis/redis.module';
 
 /** A wrong invocation: the message is printed with the usage, exit code 1. */
 export class CliUsageError extends Error {}
@@ -326,7 +326,7 @@ export async function runCli(argv: string[], io: CliIo = stdio): Promise<number>
       await assertRedisDatabase(getConfig());
       // quiet while it boots: a failure (PostgreSQL or Redis out of reach) is the one line below,
       // not Nest's stack trace before it; the command's own errors are logged
-      app = await NestFactory.createApplicationContext(CliModule.for(cmd), { logger: false, abortOnError: false });
+      app = await closeRedisIfBootFails(() => NestFactory.createApplicationContext(CliModule.for(cmd), { logger: false, abortOnError: false }));
       app.useLogger(['error']);
     }
     await cmd.run({ app: app as INestApplicationContext, args, io });

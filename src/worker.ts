@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
 import { getConfig } from './config/config.module';
 import { startupFailureLine } from './shared/redis/outage-log';
-import { assertRedisDatabase } from './shared/redis/redis.module';
+import { assertRedisDatabase, closeRedisIfBootFails } from './shared/redis/redis.module';
 import { WorkerModule } from './worker.module';
 
 /** Beyond this, a shutdown that waits on a stuck job gives up (compose allows 30 s). */
@@ -24,7 +24,9 @@ export async function startWorker(opts: { logger?: boolean; shutdownHooks?: bool
   }
   // otherwise Nest's logger is silent until pino is installed (its buffered start-up logs then go
   // to pino): a failing start is one plain line (startupFailureLine), not Nest's coloured stack
-  const app = await NestFactory.createApplicationContext(WorkerModule, quiet ? { logger: false, abortOnError: false } : { logger: false, bufferLogs: true, abortOnError: false });
+  const app = await closeRedisIfBootFails(() =>
+    NestFactory.createApplicationContext(WorkerModule, quiet ? { logger: false, abortOnError: false } : { logger: false, bufferLogs: true, abortOnError: false }),
+  );
   if (!quiet) app.useLogger(app.get(Logger));
   // SIGTERM/SIGINT: app.close() stops the relay (onModuleDestroy), lets the workers finish
   // their jobs (beforeApplicationShutdown), then closes PostgreSQL and Redis; Nest then

@@ -84,6 +84,27 @@ export async function assertRedisDatabase(config: RedisConnectionConfig): Promis
   return { where };
 }
 
+/** The clients createRedis opens while a boot runs (see closeRedisIfBootFails). */
+let opening: Redis[] | undefined;
+
+/**
+ * Runs a boot (Nest building the providers); if it fails, disconnects the Redis clients createRedis
+ * opened meanwhile. Nest hands back no half-built application to close, and an open client keeps
+ * the process alive: a test of a refused start, or the CLI reporting it, would never exit.
+ */
+export async function closeRedisIfBootFails<T>(boot: () => Promise<T>): Promise<T> {
+  const outer = opening;
+  const mine: Redis[] = (opening = []);
+  try {
+    return await boot();
+  } catch (err) {
+    for (const c of mine) c.disconnect();
+    throw err;
+  } finally {
+    opening = outer;
+  }
+}
+
 /** One ioredis client per process; every key carries REDIS_KEY_PREFIX. */
 export function createRedis(
   config: RedisConnectionConfig & Pick<AppConfig, 'REDIS_KEY_PREFIX'> & Partial<Pick<AppConfig, 'REDIS_COMMAND_TIMEOUT_MS'>>,
@@ -109,6 +130,7 @@ export function createRedis(
     retryStrategy: (times) => Math.min(times * 50, 250),
     lazyConnect: false,
   });
+  opening?.push(client);
   // connection errors are expected while Redis is away: one warning per outage, not ioredis'
   // unstructured "Unhandled error event" for every reconnection attempt
   let failing = false;
