@@ -1,12 +1,10 @@
-import type { Worker } from 'bullmq';
+import type { RedisClient, Worker } from 'bullmq';
 
 /** How long a closing worker waits for Redis to answer on its connections before it stops waiting for its jobs. */
 export const WORKER_CLOSE_READY_MS = 5000;
 
-type Client = { status: string; once(event: string, fn: () => void): unknown; removeListener(event: string, fn: () => void): unknown };
-
 /** Settles with whether the client is usable (ready) within ms: ready, ended and never-connected clients settle at once. */
-async function readyWithin(client: Promise<Client> | undefined, ms: number): Promise<boolean> {
+async function readyWithin(client: Promise<RedisClient> | undefined, ms: number): Promise<boolean> {
   if (!client) return true;
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
@@ -40,7 +38,6 @@ async function readyWithin(client: Promise<Client> | undefined, ms: number): Pro
  * locks expire and the stalled check of a worker runs them again, each job being idempotent).
  */
 export async function closeWorker(worker: Worker, readyMs = WORKER_CLOSE_READY_MS): Promise<void> {
-  const backend = worker.backend as unknown as { client?: Promise<Client>; blockingClient?: Promise<Client> };
-  const [main, blocking] = await Promise.all([readyWithin(backend.client, readyMs), readyWithin(backend.blockingClient, readyMs)]);
+  const [main, blocking] = await Promise.all([readyWithin(worker.backend.client, readyMs), readyWithin(worker.backend.blockingClient, readyMs)]);
   await worker.close(!(main && blocking));
 }

@@ -1,4 +1,4 @@
-import { Job, Queue, Worker } from 'bullmq';
+import { Job, Queue, RedisClient, Worker } from 'bullmq';
 import { bullConnection } from '../../../src/shared/outbox/bull-options';
 import { closeWorker } from '../../../src/shared/outbox/close-worker';
 import { ownRedis } from '../../setup/own-redis';
@@ -25,8 +25,7 @@ describe('closing a queue worker while Redis reconnects', () => {
     const worker = new Worker('close-probe', processor, { connection, prefix: 'closeprobe' });
     worker.on('error', () => undefined);
     await worker.waitUntilReady();
-    const backend = worker.backend as unknown as { client: Promise<{ status: string }>; blockingClient: Promise<{ status: string }> };
-    const [main, blocking] = await Promise.all([backend.client, backend.blockingClient]);
+    const [main, blocking] = await Promise.all([worker.backend.client, worker.backend.blockingClient as Promise<RedisClient>]);
     return {
       main,
       port,
