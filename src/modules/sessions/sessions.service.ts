@@ -263,7 +263,14 @@ export class SessionsService {
     }
     // an unknown id or a wrong secret changes nothing (it may be a guess, not a stolen token)
     if (!row || !safeEqual(row.secret_hash, sha256Hex(secret))) throw new AppError('auth/invalid_refresh_token');
-    if (row.session_revoked_at || row.expired || row.creator_key_revoked) throw new AppError('auth/invalid_refresh_token');
+    if (row.session_revoked_at) throw new AppError('auth/invalid_refresh_token');
+    // A token rotated before and replayed outside the grace rule is reuse, whatever else refuses it:
+    // the session ends even when this token has expired or a guest's creating API key was revoked
+    // (the tokens issued in the session since would otherwise live on). Not for a token a claim
+    // retired without rotating it (see below).
+    const graceful = this.config.REFRESH_REUSE_GRACE_SECONDS > 0 && row.grace_ok && !row.child_rotated;
+    if (row.rotated_at && !graceful && (row.expired || row.creator_key_revoked)) return this.reuseDetected(row.session_id);
+    if (row.expired || row.creator_key_revoked) throw new AppError('auth/invalid_refresh_token');
     // the session's absolute lifetime: it ends (listed as such) and the user signs in again
     if (row.session_too_old) {
       await this.revokeSession(row.session_id, 'max_age');
@@ -285,11 +292,7 @@ export class SessionsService {
       if (this.config.REFRESH_REUSE_GRACE_SECONDS > 0) return this.refresh(tenantId, presented);
       throw new AppError('auth/invalid_refresh_token');
     }
-    const graceful = this.config.REFRESH_REUSE_GRACE_SECONDS > 0 && row.grace_ok && !row.child_rotated;
-    if (!graceful) {
-      await this.revokeSession(row.session_id, 'refresh_token_reuse');
-      throw new AppError('auth/invalid_refresh_token', 'Refresh token reuse detected; the session has ended');
-    }
+    if (!graceful) return this.reuseDetected(row.session_id);
     if (enforced) throw await refuseEnrollment();
     // the grace case: the parent stays rotated and a sibling is issued for the same session
     const { rows } = await this.db.exec<{ ok: boolean }>(
@@ -316,6 +319,12 @@ export class SessionsService {
       ...(await this.mint({ ...user, id: row.user_id }, row.user_scopes, row.session_id, row.amr, row.aal, row.auth_time, enrollmentClaims(row))),
       refresh_token: `${newId}:${newSecret}`,
     };
+  }
+
+  /** Reuse detection (RFC 9700 section 4.14): the session ends and the presenter gets a 401. */
+  private async reuseDetected(sessionId: string): Promise<never> {
+    await this.revokeSession(sessionId, 'refresh_token_reuse');
+    throw new AppError('auth/invalid_refresh_token', 'Refresh token reuse detected; the session has ended');
   }
 
   /**

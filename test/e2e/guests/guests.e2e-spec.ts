@@ -159,6 +159,26 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
     expect(fresh.body.user.id).not.toBe(g.body.user.id);
   });
 
+  it('a rotated guest token replayed after its creating API key was revoked is still reuse: the session ends, the tokens issued since stop working', async () => {
+    const owner = await signupTenant(t);
+    await t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true WHERE slug = $1`, [owner.slug]);
+    await t.tenantChanged(owner.tenantId);
+    const k = await createApiKey(t, owner);
+    const k2 = await createApiKey(t, owner);
+    const g = await anon(k.key).expect(201);
+    const child = await refresh(g.body.refresh_token, k.key).expect(200);
+    await t.http().delete(`/v1/auth/dashboard/tenants/${owner.slug}/api-keys/${k.id}`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).expect(200);
+    await me(child.body.access_token).expect(200);
+    // within the grace period: refused (the key is revoked), the session goes on
+    expect((await refresh(g.body.refresh_token, k2.key).expect(401)).body.detail ?? '').not.toMatch(/reuse/);
+    await me(child.body.access_token).expect(200);
+    await t.db.query(`UPDATE refresh_tokens SET rotated_at = now() - interval '1 minute' WHERE id = $1`, [g.body.refresh_token.split(':')[0]]);
+    expect((await refresh(g.body.refresh_token, k2.key).expect(401)).body.detail).toMatch(/reuse detected/);
+    await me(child.body.access_token).expect(401);
+    const sid = claims(g.body.access_token).sid;
+    expect(await t.db.query(`SELECT 1 FROM user_sessions WHERE id = $1 AND revoked_reason = 'refresh_token_reuse'`, [sid])).toHaveLength(1);
+  });
+
   describe('claim by register with the guest bearer (ClaimGuest)', () => {
     const register = (bearer: string, email: string, key = tenant.apiKey) =>
       t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).set('Authorization', `Bearer ${bearer}`).send({ email, password: STRONG_PASSWORD, consent: true });
