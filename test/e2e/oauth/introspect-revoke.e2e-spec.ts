@@ -6,7 +6,7 @@ import { AgentDenylistService } from '../../../src/modules/agents/agent-denylist
 import { AgentFixture, createAgent, createOAuthClient } from '../../factories/agent.factory';
 import { flushTestPrefix, rawRedis } from '../agents/agents.helpers';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
-import { STRONG_PASSWORD } from '../../setup/app';
+import { randomIp, STRONG_PASSWORD } from '../../setup/app';
 import { basic, claims, discoverAs, exchange, exchangeBody, ListeningApp, login, oauthFailure, postToken, registerUser, RegisteredUser, startListeningApp } from './oauth-helpers';
 
 describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', () => {
@@ -244,6 +244,34 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       // an agent client may not revoke user tokens
       const s2 = await session();
       expect(await oauthFailure(client.tokenRevocation(config, s2.access_token))).toMatchObject({ status: 400, error: 'unauthorized_client' });
+    });
+
+    it("the tenant's API key revokes an MFA enrollment-only token: TOTP setup refuses it from then on; an agent may not (review: 200 without revoking)", async () => {
+      const enforced = await createTenant(t.db, { tier: 'pro' });
+      const u = await registerUser(t, enforced);
+      await t.db.query(`UPDATE tenants SET mfa_policy = 'required', mfa_required_since = now() - interval '30 days', mfa_grace_period_days = 3 WHERE id = $1`, [enforced.id]);
+      await t.db.query(`UPDATE users SET created_at = now() - interval '30 days' WHERE id = $1`, [u.id]);
+      await t.tenantChanged(enforced.id);
+      const enrollment = async () =>
+        (await t.http().post('/v1/auth/login').set('X-API-Key', enforced.apiKey).set('X-Forwarded-For', randomIp()).send({ email: u.email, password: STRONG_PASSWORD }).expect(403)).body
+          .enrollment_token as string;
+      const setup = (tok: string) => t.http().post('/v1/auth/mfa/totp/setup').set('Authorization', `Bearer ${tok}`).send();
+      const tok = await enrollment();
+      // another tenant's key: not a token of its tenant (200, nothing revoked)
+      await t.http().post('/oauth/revoke').type('form').set('X-API-Key', tenant.apiKey).send({ token: tok }).expect(200);
+      await setup(tok).expect(200);
+      await t.http().post('/oauth/revoke').type('form').set('X-API-Key', enforced.apiKey).send({ token: tok }).expect(200);
+      expect(await t.db.query(`SELECT 1 FROM revoked_access_tokens WHERE jti = $1`, [claims(tok).jti])).toHaveLength(1);
+      expect((await setup(tok).expect(401)).headers['www-authenticate']).toContain('invalid_token');
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_revoked' AND target_id = $1`, [u.id])).toHaveLength(1);
+      // still not a token introspection calls active (no resource server's token)
+      expect((await introspectWithKey(await enrollment(), enforced.apiKey).expect(200)).body).toEqual({ active: false });
+      // an agent client may not revoke it
+      const other = await enrollment();
+      const enforcedAgent = await createAgent(t.db, enforced.id);
+      const cfg = await discoverAs(t.baseUrl, enforcedAgent);
+      expect(await oauthFailure(client.tokenRevocation(cfg, other))).toMatchObject({ status: 400, error: 'unauthorized_client' });
+      await setup(other).expect(200);
     });
 
     it("the tenant's API key revokes a refresh token: the session ends (refresh fails, its access token is no subject token)", async () => {

@@ -55,7 +55,8 @@ export class RevokeTokenHandler implements ICommandHandler<RevokeTokenCommand, v
 
     const refresh = REFRESH_SHAPE.exec(token);
     if (refresh) return this.revokeRefreshToken(caller, refresh[1], refresh[2]);
-    const claims = await this.tokens.read(token, caller.tenantId);
+    // an MFA enrollment-only token too: it can enroll a factor on the account while it lives
+    const claims = await this.tokens.read(token, caller.tenantId, { enrollmentTokens: true });
     // RFC 7009 section 2.2: an invalid token is not an error
     if (!claims) return;
     const agentId = claims.act?.sub;
