@@ -263,14 +263,17 @@ export class SessionsService {
     }
     // an unknown id or a wrong secret changes nothing (it may be a guess, not a stolen token)
     if (!row || !safeEqual(row.secret_hash, sha256Hex(secret))) throw new AppError('auth/invalid_refresh_token');
-    if (row.session_revoked_at) throw new AppError('auth/invalid_refresh_token');
-    // A token rotated before and replayed outside the grace rule is reuse, whatever else refuses it:
-    // the session ends even when this token has expired or a guest's creating API key was revoked
-    // (the tokens issued in the session since would otherwise live on). Not for a token a claim
-    // retired without rotating it (see below).
+    // an expired token is refused whatever its history: the sweep forgets expired tokens a day
+    // later, so reuse detection never depends on them
+    if (row.session_revoked_at || row.expired) throw new AppError('auth/invalid_refresh_token');
+    // A token rotated before and replayed outside the grace rule is reuse even when the guest's
+    // creating API key has been revoked since: the session ends (the tokens issued in it since
+    // would otherwise live on). Not for a token a claim retired without rotating it (see below).
     const graceful = this.config.REFRESH_REUSE_GRACE_SECONDS > 0 && row.grace_ok && !row.child_rotated;
-    if (row.rotated_at && !graceful && (row.expired || row.creator_key_revoked)) return this.reuseDetected(row.session_id);
-    if (row.expired || row.creator_key_revoked) throw new AppError('auth/invalid_refresh_token');
+    if (row.creator_key_revoked) {
+      if (row.rotated_at && !graceful) return this.reuseDetected(row.session_id);
+      throw new AppError('auth/invalid_refresh_token');
+    }
     // the session's absolute lifetime: it ends (listed as such) and the user signs in again
     if (row.session_too_old) {
       await this.revokeSession(row.session_id, 'max_age');
