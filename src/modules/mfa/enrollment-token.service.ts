@@ -4,21 +4,37 @@ import { AccessClaims, JwtService } from '../../shared/crypto/jwt.service';
 import { sha256Hex } from '../../shared/crypto/tokens';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { SessionUser } from '../sessions/sessions.service';
+import { enrollmentAudience } from './enrollment-audience';
 
 /** The only scope of an enrollment-only token. */
 export const MFA_ENROLL_SCOPE = 'mfa:enroll';
+
+/**
+ * The proof of the account an enrollment-only token was granted on (NumericDate seconds), carried
+ * as its claims: TOTP setup requires one to be recent, as of a regular token.
+ */
+export interface EnrollmentProof {
+  /** a sign-in's time (now at sign-in; a refresh's is its session's, which a refresh does not renew) */
+  auth_time?: number;
+  /** a step-up's time */
+  step_up_at?: number;
+}
 
 /**
  * The enrollment-only token of spec 2.8 (login after the MFA grace period): an RS256 access token
  * with `scope: mfa:enroll`, `mfa_enrollment_only: true`, no session, and its own audience
  * (`<TOKEN_AUDIENCE>/v1/auth/mfa/totp`). The audience is what confines it: the bearer guard of
  * every other endpoint, token exchange, introspection and any resource server checking `aud`
- * refuse it; only MfaEnrollmentGuard (TOTP setup and verify-setup) accepts it.
+ * refuse it; only MfaEnrollmentGuard (TOTP setup and verify-setup) accepts it, and RFC 7009
+ * revocation by the tenant's API key revokes it.
  *
  * Each one is also a pending challenge of kind `enrollment` (mfa_challenges, keyed by a hash of
  * its jti): it was granted on the password of the moment, so whatever ends the user's sessions
  * for a credential change (password reset or change, sign-out everywhere) deletes it with the
  * login challenges, and the token stops working although it has not expired.
+ *
+ * It carries the time of that proof (EnrollmentProof): a token from a refresh of an old session
+ * does not start enrollment (TOTP setup's freshness check); the user signs in again.
  */
 @Injectable()
 export class EnrollmentTokenService {
@@ -29,10 +45,10 @@ export class EnrollmentTokenService {
   ) {}
 
   get audience(): string {
-    return `${this.jwt.audience}/v1/auth/mfa/totp`;
+    return enrollmentAudience(this.jwt.audience);
   }
 
-  async issue(user: SessionUser): Promise<{ token: string; expiresIn: number }> {
+  async issue(user: SessionUser, proof: EnrollmentProof): Promise<{ token: string; expiresIn: number }> {
     const ttl = this.config.MFA_ENROLLMENT_TOKEN_TTL_SECONDS;
     const { token, claims } = await this.jwt.sign(
       {
@@ -47,6 +63,7 @@ export class EnrollmentTokenService {
         email: user.email,
         email_verified: user.email_verified,
         mfa_enrollment_only: true,
+        ...proof,
       },
       ttl,
     );

@@ -53,5 +53,5 @@ export class MfaEnrollmentGuard implements CanActivate {
   }
 }
 
-/** Bearer auth that also admits the enrollment-only token (TOTP setup and verify-setup only). */
+/** Bearer auth that also admits the enrollment-only token (verify-setup; setup adds the step-up check, RequireStepUp). */
 export const MfaEnrollmentAuth = () => applyDecorators(UseGuards(MfaEnrollmentGuard), ApiBearerAuth());

@@ -4,7 +4,7 @@ import { Db } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
 import { SessionsService, SessionUser } from '../sessions/sessions.service';
 import { FirstFactorContext, LoginDecision, LoginPolicy } from '../users/login-policy.service';
-import { EnrollmentTokenService } from './enrollment-token.service';
+import { EnrollmentProof, EnrollmentTokenService } from './enrollment-token.service';
 import { EnrollmentState, enrollmentState } from './mfa-policy';
 
 /** Lifetime of an mfa_challenge_token (short-lived, single use). */
@@ -42,7 +42,9 @@ export class MfaLoginPolicy implements OnModuleInit {
 
   onModuleInit(): void {
     this.loginPolicy.register((user: SessionUser, ctx?: FirstFactorContext) => this.decide(user, ctx));
-    this.sessions.onEnrollmentEnforced((user) => this.enrollmentRequired(user));
+    // refresh passes its row: the token records the session's sign-in (auth_time), which a refresh
+    // does not renew, so the token of an old session does not start enrollment (nor one without it)
+    this.sessions.onEnrollmentEnforced((user: SessionUser & EnrollmentProof) => this.enrollmentRequired(user, { auth_time: user.auth_time }));
   }
 
   async decide(user: SessionUser, firstFactor?: FirstFactorContext): Promise<LoginDecision | undefined> {
@@ -50,7 +52,8 @@ export class MfaLoginPolicy implements OnModuleInit {
     const policy = await this.policyFor(user);
     if (!policy) return undefined;
     if (policy.mfaEnabled) return { challenge: { mfa_required: true, mfa_challenge_token: await this.createChallenge(user, firstFactor) } };
-    const extraClaims = await this.enrollmentClaims(user, policy.state);
+    // a first factor was proved just now: an enrollment-only token of the enforced policy says so
+    const extraClaims = await this.enrollmentClaims(user, policy.state, { auth_time: Math.floor(Date.now() / 1000) });
     return Object.keys(extraClaims).length ? { extraClaims } : undefined;
   }
 
@@ -58,10 +61,11 @@ export class MfaLoginPolicy implements OnModuleInit {
    * For a new access token of a running session that is not a sign-in (step-up): the enrollment
    * claims of the grace as of now, or sign-in's 403 once the grace is over, so that a session
    * started before the deadline cannot outlive it; nothing when MFA is enabled or not required.
+   * `proof` is what the 403's enrollment-only token records of the step-up.
    */
-  async sessionEnrollmentClaims(user: SessionUser): Promise<Record<string, unknown>> {
+  async sessionEnrollmentClaims(user: SessionUser, proof: EnrollmentProof): Promise<Record<string, unknown>> {
     const policy = user.is_anonymous ? undefined : await this.policyFor(user);
-    return policy && !policy.mfaEnabled ? this.enrollmentClaims(user, policy.state) : {};
+    return policy && !policy.mfaEnabled ? this.enrollmentClaims(user, policy.state, proof) : {};
   }
 
   private async policyFor(user: SessionUser): Promise<{ mfaEnabled: boolean; state: EnrollmentState } | undefined> {
@@ -83,16 +87,16 @@ export class MfaLoginPolicy implements OnModuleInit {
     return { mfaEnabled: p.mfa_enabled, state };
   }
 
-  /** The grace's claims; the enforced state throws sign-in's 403 (enrollment-only token). */
-  private async enrollmentClaims(user: SessionUser, state: EnrollmentState): Promise<Record<string, unknown>> {
+  /** The grace's claims; the enforced state throws sign-in's 403 (enrollment-only token granted on `proof`). */
+  private async enrollmentClaims(user: SessionUser, state: EnrollmentState, proof: EnrollmentProof): Promise<Record<string, unknown>> {
     if (state.kind === 'grace') return { mfa_enrollment_required: true, mfa_enrollment_deadline: Math.floor(state.deadline.getTime() / 1000) };
-    if (state.kind === 'enforced') throw await this.enrollmentRequired(user);
+    if (state.kind === 'enforced') throw await this.enrollmentRequired(user, proof);
     return {};
   }
 
   /** 403 mfa/enrollment_required with an enrollment-only token (sign-in and refresh alike). */
-  private async enrollmentRequired(user: SessionUser): Promise<AppError> {
-    const { token, expiresIn } = await this.enrollmentTokens.issue(user);
+  private async enrollmentRequired(user: SessionUser, proof: EnrollmentProof): Promise<AppError> {
+    const { token, expiresIn } = await this.enrollmentTokens.issue(user, proof);
     return new AppError('mfa/enrollment_required', 'The tenant requires MFA: enroll TOTP with the enrollment_token, then sign in again', {
       extensions: { enrollment_token: token, enrollment_token_expires_in: expiresIn },
       headers: { 'Cache-Control': 'no-store' },

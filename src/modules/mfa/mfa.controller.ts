@@ -10,7 +10,7 @@ import { PasswordlessTokenResponseDto } from '../sessions/sessions.response.dto'
 import { TokenResponse } from '../sessions/sessions.service';
 import { DisableMfaCommand } from './disable-mfa/disable-mfa.command';
 import { MfaDisableRequestDto } from './disable-mfa/disable-mfa.request.dto';
-import { MfaEnrollmentAuth } from './mfa-enrollment.guard';
+import { MfaEnrollmentAuth, MfaEnrollmentGuard } from './mfa-enrollment.guard';
 import { RecoveryCodesResponseDto, StepUpResponseDto, TotpSetupResponseDto } from './mfa.response.dto';
 import { RegenerateRecoveryCodesCommand } from './regenerate-recovery-codes/regenerate-recovery-codes.command';
 import { MfaRegenerateCodesRequestDto } from './regenerate-recovery-codes/regenerate-recovery-codes.request.dto';
@@ -24,6 +24,12 @@ import { MfaVerifySetupRequestDto } from './verify-setup/verify-totp-setup.reque
 
 /** Step-up freshness MFA disable requires (spec 2.5 `@RequireStepUp`), seconds. */
 export const MFA_DISABLE_STEP_UP_MAX_AGE = 300;
+/**
+ * How recent the proof of the account (a sign-in's `auth_time` or a step-up) must be to start TOTP
+ * enrollment, seconds: a stolen session alone could otherwise enroll an authenticator of its own
+ * and lock the owner out (a password reset keeps the factor).
+ */
+export const MFA_ENROLL_PROOF_MAX_AGE = 300;
 
 @ApiTags('mfa and step-up')
 @Controller('v1/auth')
@@ -32,14 +38,20 @@ export class MfaController {
 
   @Post('mfa/totp/setup')
   @HttpCode(200)
-  @MfaEnrollmentAuth()
-  @ApiOperation({ summary: 'Start TOTP enrollment: a new seed and its otpauth URL (also accepts the enrollment-only token)' })
+  @RequireStepUp(MFA_ENROLL_PROOF_MAX_AGE, { orSignIn: true, auth: MfaEnrollmentGuard })
+  @ApiOperation({
+    summary: 'Start TOTP enrollment: a new seed and its otpauth URL; 403 auth/step_up_required without a sign-in or step-up in the last 5 minutes',
+    description:
+      'A regular bearer token whose `auth_time` or `step_up_at` is at most 300 seconds old, or the enrollment-only token of a sign-in as recent. Otherwise the client steps up (spec 2.5: password, magic link or email code) and retries.',
+  })
   @ApiResponse({ status: 200, type: TotpSetupResponseDto })
-  @ApiProblems('request/invalid', ...Problems.bearer, 'auth/forbidden', 'mfa/already_enabled')
+  @ApiProblems('request/invalid', ...Problems.bearer, 'auth/forbidden', 'auth/step_up_required', 'mfa/already_enabled')
   setup(@CurrentUser() user: UserPrincipal): Promise<TotpSetupResponseDto> {
     return this.commandBus.execute(new TotpSetupCommand(user));
   }
 
+  // no freshness check of its own: it only enables the pending seed, which only setup's caller,
+  // who proved the account recently, was shown
   @Post('mfa/totp/verify-setup')
   @HttpCode(200)
   @MfaEnrollmentAuth()

@@ -197,6 +197,27 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
     await verify({ email: v.email, code: kept }).expect(200);
   });
 
+  it("switching email codes off voids the MFA challenges codes opened (401 mfa/invalid_challenge), for good; a password's challenge stays", async () => {
+    const t2 = await tenantWithKey(w.t, { email_otp_enabled: true });
+    const u = await register(w.t, t2.apiKey);
+    await w.t.db.query(`UPDATE users SET email_verified = true WHERE id = $1`, [u.id]); // keeps its password (see pre-account-takeover)
+    const setup = await bearerPost(w.t, '/v1/auth/mfa/totp/setup', u.access, {}).expect(200);
+    const enabled = await bearerPost(w.t, '/v1/auth/mfa/totp/verify-setup', u.access, { code: authenticator.generate(setup.body.secret) }).expect(200);
+    const recovery = enabled.body.recovery_codes[0] as string;
+    const byCode = await verify({ email: u.email, code: await requestCode(u.email, {}, t2.apiKey) }, t2.apiKey).expect(200);
+    expect(byCode.body).toEqual({ mfa_required: true, mfa_challenge_token: expect.any(String) });
+    const byPassword = await post(w.t, '/v1/auth/login', t2.apiKey, { email: u.email, password: u.password }).expect(200);
+    expect(byPassword.body).toEqual({ mfa_required: true, mfa_challenge_token: expect.any(String) });
+
+    await patchSecurity(w.t, t2, { email_otp_enabled: false }).expect(200);
+    await patchSecurity(w.t, t2, { email_otp_enabled: true }).expect(200);
+    const mfaVerify = (challenge: string) => post(w.t, '/v1/auth/mfa/verify', t2.apiKey, { mfa_challenge_token: challenge, code: recovery });
+    expect((await mfaVerify(byCode.body.mfa_challenge_token).expect(401)).body.code).toBe('mfa/invalid_challenge');
+    // the refused challenge spent no code: the password's challenge completes with the same one
+    const ok = await mfaVerify(byPassword.body.mfa_challenge_token).expect(200);
+    expect(claims(ok.body.access_token)).toMatchObject({ aal: 'AAL2', amr: expect.arrayContaining(['pwd']) });
+  });
+
   it("a code is bound to its tenant: the same address at another tenant's key fails", async () => {
     const email = uniqueEmail('both');
     await register(w.t, tenant.apiKey, email);

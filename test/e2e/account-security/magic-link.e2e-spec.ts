@@ -332,4 +332,37 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
     await patchSecurity(w.t, t2, { magic_link_enabled: true }).expect(200);
     expect((await verify({ token }, t2.apiKey).expect(400)).body.code).toBe('token/invalid');
   });
+
+  it("switching magic links off voids the MFA challenges they opened (401 mfa/invalid_challenge), for good; a password's challenge and another tenant's stay", async () => {
+    const enrolled = async (key: string) => {
+      const u = await register(w.t, key);
+      await w.t.db.query(`UPDATE users SET email_verified = true WHERE id = $1`, [u.id]); // keeps its password (see pre-account-takeover)
+      const setup = await bearerPost(w.t, '/v1/auth/mfa/totp/setup', u.access, {}).expect(200);
+      const done = await bearerPost(w.t, '/v1/auth/mfa/totp/verify-setup', u.access, { code: authenticator.generate(setup.body.secret) }).expect(200);
+      return { ...u, recovery: done.body.recovery_codes as string[] };
+    };
+    const challengeByLink = async (email: string, key: string) => {
+      await post(w.t, '/v1/auth/magic-link', key, { email }).expect(202);
+      const res = await verify({ token: linkToken(await linkMail(email), '/magic-link') }, key).expect(200);
+      expect(res.body).toEqual({ mfa_required: true, mfa_challenge_token: expect.any(String) });
+      return res.body.mfa_challenge_token as string;
+    };
+    const mfaVerify = (key: string, challenge: string, code: string) => post(w.t, '/v1/auth/mfa/verify', key, { mfa_challenge_token: challenge, code });
+    const t2 = await tenantWithKey(w.t, { magic_link_enabled: true });
+    const u = await enrolled(t2.apiKey);
+    const byLink = await challengeByLink(u.email, t2.apiKey);
+    const byPassword = (await post(w.t, '/v1/auth/login', t2.apiKey, { email: u.email, password: u.password }).expect(200)).body.mfa_challenge_token as string;
+    expect(byPassword).toEqual(expect.any(String));
+    const v = await enrolled(tenant.apiKey);
+    const elsewhere = await challengeByLink(v.email, tenant.apiKey);
+
+    await patchSecurity(w.t, t2, { magic_link_enabled: false }).expect(200);
+    await patchSecurity(w.t, t2, { magic_link_enabled: true }).expect(200);
+    const refused = await mfaVerify(t2.apiKey, byLink, u.recovery[0]).expect(401);
+    expect(refused.body.code).toBe('mfa/invalid_challenge');
+    // the refused challenge spent no code: the password's challenge completes with the same one
+    const ok = await mfaVerify(t2.apiKey, byPassword, u.recovery[0]).expect(200);
+    expect(claims(ok.body.access_token)).toMatchObject({ aal: 'AAL2', amr: expect.arrayContaining(['pwd']) });
+    await mfaVerify(tenant.apiKey, elsewhere, v.recovery[0]).expect(200);
+  });
 });

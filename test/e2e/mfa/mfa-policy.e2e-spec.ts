@@ -128,6 +128,8 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
     });
     expect(claims.sid).toBeUndefined();
     expect(Number(claims.exp) - Number(claims.iat)).toBe(600);
+    // granted on the password just proved: its auth_time is the sign-in's, so it enrolls right away
+    expect(Math.abs(Number(claims.auth_time) - Math.floor(Date.now() / 1000))).toBeLessThan(60);
     // a wrong password is still a plain 401 without a token
     const wrong = await api.login(u.email, 'wrong password!!').expect(401);
     expect(wrong.body.enrollment_token).toBeUndefined();
@@ -218,6 +220,29 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
       expect(claimsOf(after.body.access_token).mfa_enrollment_required).toBeUndefined();
     });
 
+    it("a refresh's enrollment-only token carries the session's sign-in: of an old session it does not start enrollment (403 auth/step_up_required); a password sign-in's does", async () => {
+      const u = await api.register();
+      await userCreatedDaysAgo(u.userId, 60);
+      await requireMfa(2, 7);
+      const signedIn = await api.login(u.email).expect(200);
+      const signedInAt = await api.backdateSignIn(signedIn.body.access_token, 3600);
+      await requireMfa(10, 3);
+      const res = await refresh(signedIn.body.refresh_token).expect(403);
+      expect(res.body.code).toBe('mfa/enrollment_required');
+      // a refresh token alone proves nobody is there now
+      const fromRefresh = res.body.enrollment_token as string;
+      expect(claimsOf(fromRefresh)).toMatchObject({ mfa_enrollment_only: true, auth_time: signedInAt });
+      expect(claimsOf(fromRefresh).step_up_at).toBeUndefined();
+      const refused = await api.setup(fromRefresh).expect(403);
+      expect(refused.body.code).toBe('auth/step_up_required');
+      expect(await t.db.query(`SELECT 1 FROM user_mfa_factors WHERE user_id = $1`, [u.userId])).toHaveLength(0);
+      // the user signs in with the password again and enrolls; the session's refresh token then goes on
+      const token = await enrollmentToken(u.email);
+      const device = new TotpDevice((await api.setup(token).expect(200)).body.secret);
+      await api.verifySetup(token, { code: await device.next() }).expect(200);
+      await refresh(signedIn.body.refresh_token).expect(200);
+    });
+
     it('step-up follows it as well: within the grace its token says so with the deadline of now; after the deadline it answers the 403, so step-ups cannot keep a session going', async () => {
       const u = await api.register();
       await userCreatedDaysAgo(u.userId, 60);
@@ -231,6 +256,8 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
         const res = await api.stepUp(token, { password: STRONG_PASSWORD }).expect(403);
         expect(res.body).toMatchObject({ code: 'mfa/enrollment_required', enrollment_token: expect.any(String) });
         expect(res.body.access_token).toBeUndefined();
+        // granted on the password the step-up just proved (step_up_at), so it may start enrollment
+        expect(Math.abs(Number(claimsOf(res.body.enrollment_token).step_up_at) - Math.floor(Date.now() / 1000))).toBeLessThan(60);
       }
       // a user of a tenant whose policy is optional again steps up without enrollment claims
       await t.db.query(`UPDATE tenants SET mfa_policy = 'optional' WHERE id = $1`, [tenant.id]);

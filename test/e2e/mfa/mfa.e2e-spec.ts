@@ -112,6 +112,49 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       }
     });
 
+    describe('setup needs a sign-in or step-up in the last 5 minutes (a stolen session alone cannot enroll a factor of its own)', () => {
+      const seeds = async (userId: string) => ({
+        factors: (await t.db.query(`SELECT 1 FROM user_mfa_factors WHERE user_id = $1`, [userId])).length,
+        started: (await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.mfa_setup_started' AND target_id = $1`, [userId])).length,
+      });
+
+      it('a token whose sign-in is older than 300 s gets 403 auth/step_up_required and no pending seed; stepped up, the same user enrolls', async () => {
+        const u = await api.register();
+        const signedInAt = await api.backdateSignIn(u.accessToken, 301);
+        const refreshed = await api.refresh(u.refreshToken).expect(200);
+        const old = refreshed.body.access_token as string;
+        expect(claimsOf(old).auth_time).toBe(signedInAt);
+        const res = await api.setup(old).expect(403);
+        expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+        expect(res.body.code).toBe('auth/step_up_required');
+        expect(await seeds(u.userId)).toEqual({ factors: 0, started: 0 });
+        // verify-setup has no check of its own: without a seed from setup there is nothing to complete
+        expect((await api.verifySetup(old, { code: '123456' }).expect(409)).body.code).toBe('mfa/setup_required');
+        // a step-up older than 300 s does not count either
+        const { iss: _i, aud: _a, exp: _e, iat: _t, jti: _j, ...rest } = claimsOf(old);
+        const staleStepUp = { ...rest, step_up_at: Math.floor(Date.now() / 1000) - 301 } as unknown as Parameters<JwtService['sign']>[0];
+        expect((await api.setup((await t.app.get(JwtService).sign(staleStepUp)).token).expect(403)).body.code).toBe('auth/step_up_required');
+        expect(await seeds(u.userId)).toEqual({ factors: 0, started: 0 });
+
+        // the client steps up and retries
+        const stepped = await api.steppedUp(old);
+        const setup = await api.setup(stepped).expect(200);
+        await api.verifySetup(stepped, { code: codeAt(setup.body.secret, currentStep()) }).expect(200);
+        expect(await mfaNotices(u.userId)).toEqual(['enabled']);
+      });
+
+      it('a fresh sign-in enrolls right away (registration and login alike), and one 290 s old still does', async () => {
+        const u = await api.register();
+        await api.setup(u.accessToken).expect(200);
+        const login = await api.login(u.email).expect(200);
+        await api.setup(login.body.access_token).expect(200);
+        await api.backdateSignIn(login.body.access_token, 290);
+        const refreshed = await api.refresh(login.body.refresh_token).expect(200);
+        const setup = await api.setup(refreshed.body.access_token).expect(200);
+        await api.verifySetup(refreshed.body.access_token, { code: codeAt(setup.body.secret, currentStep()) }).expect(200);
+      });
+    });
+
     it('guests cannot enroll (403); every MFA endpoint needs a bearer token (401)', async () => {
       const guestTenant = await createTenant(t.db, { anonymous_signins_enabled: true });
       const guest = await t.http().post('/v1/auth/anonymous').set('X-API-Key', guestTenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);

@@ -65,7 +65,7 @@ export function mfaApi(t: TestApp, tenant: TenantFixture) {
   const api = {
     register: async (email = uniqueEmail('mfa'), password = STRONG_PASSWORD, key = tenant.apiKey) => {
       const res = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password, consent: true }).expect(201);
-      return { email, password, userId: res.body.user.id as string, accessToken: res.body.access_token as string };
+      return { email, password, userId: res.body.user.id as string, accessToken: res.body.access_token as string, refreshToken: res.body.refresh_token as string };
     },
     login: (email: string, password = STRONG_PASSWORD, key = tenant.apiKey, ip = randomIp()) =>
       t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', ip).send({ email, password }),
@@ -76,6 +76,15 @@ export function mfaApi(t: TestApp, tenant: TenantFixture) {
     regenerate: (token: string, body: object, ip = randomIp()) => t.http().post('/v1/auth/mfa/recovery-codes').set(bearer(token)).set('X-Forwarded-For', ip).send(body),
     stepUp: (token: string, body: object, ip = randomIp()) => t.http().post('/v1/auth/step-up/password').set(bearer(token)).set('X-Forwarded-For', ip).send(body),
     me: (token: string) => t.http().get('/v1/auth/me').set(bearer(token)),
+    refresh: (refreshToken: string, key = tenant.apiKey) => t.http().post('/v1/auth/refresh').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ refresh_token: refreshToken }),
+    /** Moves the sign-in of the token's session `seconds` back (its refreshed tokens carry that auth_time); the new auth_time. */
+    backdateSignIn: async (accessToken: string, seconds: number): Promise<number> => {
+      await t.db.query(
+        `UPDATE user_sessions SET created_at = created_at - make_interval(secs => $2), authenticated_at = authenticated_at - make_interval(secs => $2) WHERE id = $1`,
+        [claimsOf(accessToken).sid, seconds],
+      );
+      return (claimsOf(accessToken).auth_time as number) - seconds;
+    },
 
     /** Registers a user and enables TOTP (one code of its device used). */
     enrolledUser: async (): Promise<MfaUser> => {

@@ -3,6 +3,7 @@ import { DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { EnvelopeCipher } from '../../../shared/crypto/envelope-cipher';
 import { Db, Queryable } from '../../../shared/db/db.service';
 import { EventsService, Severity } from '../../../shared/events/events.service';
+import { AMR_EMAIL_OTP, AMR_MAGIC_LINK } from '../account-security.constants';
 import { SecuritySettingsResponse, UpdateSecuritySettingsDto } from './security-settings.dto';
 
 /** AAD of the envelope of tenants.byok_twilio_auth_token_enc (the SMS module decrypts with it). */
@@ -149,15 +150,26 @@ export class UpdateSecuritySettingsHandler implements ICommandHandler<UpdateSecu
         ],
       );
       // a method switched off voids what it had sent: switched on again, its earlier links and
-      // codes (up to their 15 or 10 minutes) would sign in once more, past the owner's decision
-      if (changes.magic_link_enabled && !next.magic_link_enabled)
+      // codes (up to their 15 or 10 minutes) would sign in once more, past the owner's decision.
+      // So do the MFA challenges it opened: the second step would still complete its sign-in
+      const voidChallenges = (firstFactorAmr: string[]) =>
+        tx.query(
+          `UPDATE mfa_challenges SET used_at = now()
+            WHERE tenant_id = $1 AND kind = 'login' AND first_factor_amr = $2::text[] AND used_at IS NULL AND expires_at > now()`,
+          [tenantId, firstFactorAmr],
+        );
+      if (changes.magic_link_enabled && !next.magic_link_enabled) {
         await tx.query(
           `UPDATE account_tokens SET used_at = now()
             WHERE tenant_id = $1 AND kind IN ('magic_link', 'step_up_magic_link') AND used_at IS NULL AND expires_at > now()`,
           [tenantId],
         );
-      if (changes.email_otp_enabled && !next.email_otp_enabled)
+        await voidChallenges(AMR_MAGIC_LINK);
+      }
+      if (changes.email_otp_enabled && !next.email_otp_enabled) {
         await tx.query(`UPDATE email_otp_codes SET consumed_at = now() WHERE tenant_id = $1 AND consumed_at IS NULL AND expires_at > now()`, [tenantId]);
+        await voidChallenges(AMR_EMAIL_OTP);
+      }
       const weakening = Object.entries(changes).some(([k, c]) => k in WEAKENING && WEAKENING[k] === c.to);
       const severity: Severity = weakening ? 'medium' : 'info';
       await this.events.audit(tx, {
