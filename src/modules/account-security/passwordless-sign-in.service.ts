@@ -4,17 +4,31 @@ import { TokenRevocationService } from '../../shared/auth/token-revocation.servi
 import { UserProfileCache } from '../../shared/cache/user-profile.cache';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
+import { ErrorCode } from '../../shared/errors/error-codes';
 import { EventsService } from '../../shared/events/events.service';
 import { activityCtes } from '../sessions/activity.sql';
 import { SessionsService, SessionUser, TokenResponse } from '../sessions/sessions.service';
 import { MfaRequiredResponse } from '../users/login/login-user.command';
-import { LoginPolicy } from '../users/login-policy.service';
+import { LoginPolicy, NO_PASSWORD, passwordUnchanged } from '../users/login-policy.service';
+
+/** How a passwordless sign-in ends: its method, and the refusal of a spent link or code (`deadProof`). */
+interface Finish {
+  key: ApiKeyPrincipal;
+  method: string;
+  amr: string[];
+  oauthParams?: Record<string, string> | null;
+  deadProof: ErrorCode;
+}
 
 /** A passwordless sign-in answers a token response (with the resumed oauth_params, if any) or an MFA challenge. */
 export type PasswordlessResponse = (TokenResponse & { oauth_params?: Record<string, string> }) | MfaRequiredResponse;
 
-/** A signed-in user, with the sessions proveEmail ended (refused at once once its transaction committed). */
-export type ProvenUser = SessionUser & { endedSessions?: string[] };
+/**
+ * A user who proved the first factor: the sessions proveEmail ended (refused at once once its
+ * transaction committed), and the password hash stored then (null: none), which must still be
+ * stored when the session starts (a reset or change committed in between ends what existed).
+ */
+export type ProvenUser = SessionUser & { endedSessions?: string[]; passwordHash: string | null };
 
 interface UserRow {
   id: string;
@@ -22,6 +36,7 @@ interface UserRow {
   email: string;
   role: string;
   created_at: Date;
+  password_hash: string | null;
 }
 
 /**
@@ -61,7 +76,7 @@ export class PasswordlessSignIn {
        UPDATE users u SET email_verified = true, updated_at = now(),
               password_hash = CASE WHEN o.email_verified OR o.password_proven THEN u.password_hash END
          FROM o WHERE u.id = o.id
-       RETURNING u.id, u.tenant_id, u.email, u.role, u.created_at, o.email_verified AS was_verified, o.had_password, o.password_proven`,
+       RETURNING u.id, u.tenant_id, u.email, u.role, u.created_at, u.password_hash, o.email_verified AS was_verified, o.had_password, o.password_proven`,
       [userId, tenantId, emailNormalized],
       'passwordless_prove_email',
     );
@@ -79,7 +94,7 @@ export class PasswordlessSignIn {
    * address is verified (the code proved it). An account created for the address meanwhile is
    * signed in instead.
    */
-  async createOrProve(tx: Queryable, key: ApiKeyPrincipal, email: string, emailNormalized: string, method: string): Promise<SessionUser | undefined> {
+  async createOrProve(tx: Queryable, key: ApiKeyPrincipal, email: string, emailNormalized: string, method: string): Promise<ProvenUser | undefined> {
     if (key.tenant.minorProtectionEnabled) {
       // under minor protection an account needs a date of birth (spec 2.2), which a code cannot
       // carry: only an existing account signs in this way (the code stays unused)
@@ -91,7 +106,7 @@ export class PasswordlessSignIn {
       `INSERT INTO users (tenant_id, email, email_normalized, email_verified, role, created_by_api_key_id)
        VALUES ($1, $2, $3, true, $4, $5)
        ON CONFLICT (tenant_id, email_normalized) WHERE email_normalized IS NOT NULL DO NOTHING
-       RETURNING id, tenant_id, email, role, created_at`,
+       RETURNING id, tenant_id, email, role, created_at, password_hash`,
       [key.tenantId, email, emailNormalized, key.tenant.defaultUserRole, key.id],
     );
     if (!created) {
@@ -111,10 +126,7 @@ export class PasswordlessSignIn {
   }
 
   /** Applies the login policy (MFA) and starts the session: amr names the method (RFC 8176 where it has a value). */
-  async finish(
-    user: ProvenUser,
-    o: { key: ApiKeyPrincipal; method: string; amr: string[]; oauthParams?: Record<string, string> | null },
-  ): Promise<PasswordlessResponse> {
+  async finish(user: ProvenUser, o: Finish): Promise<PasswordlessResponse> {
     // the caller's transaction (proveEmail) has committed: email_verified; then last_sign_in_at
     if (user.endedSessions?.length) await this.revocation.markSessionsRevoked(user.endedSessions);
     try {
@@ -124,13 +136,17 @@ export class PasswordlessSignIn {
     }
   }
 
-  private async signIn(
-    user: SessionUser,
-    o: { key: ApiKeyPrincipal; method: string; amr: string[]; oauthParams?: Record<string, string> | null },
-  ): Promise<PasswordlessResponse> {
-    const decision = await this.loginPolicy.afterPassword(user, { amr: o.amr, oauthParams: o.oauthParams });
+  private async signIn(user: ProvenUser, o: Finish): Promise<PasswordlessResponse> {
+    // the link or code was consumed in a transaction of its own: a password reset or change that
+    // committed since ended the sessions and challenges of the moment, and this sign-in must not
+    // start one past it (as a password sign-in's recheck; the link is spent either way)
+    const passwordHashes = [user.passwordHash ?? NO_PASSWORD];
+    const decision = await this.loginPolicy.afterPassword(user, { amr: o.amr, oauthParams: o.oauthParams, passwordHashes }).catch((e: unknown) => {
+      throw e instanceof AppError && e.code === 'auth/invalid_credentials' ? new AppError(o.deadProof) : e;
+    });
     if (decision.challenge) return decision.challenge;
     return this.db.tx(async (tx) => {
+      if (!(await passwordUnchanged(tx, user.id, passwordHashes))) throw new AppError(o.deadProof);
       await tx.query(`WITH ${activityCtes('$1', { signIn: true })} SELECT 1`, [user.id], 'passwordless_login_touch');
       await this.events.audit(tx, {
         tenantId: user.tenant_id,
@@ -151,6 +167,6 @@ export class PasswordlessSignIn {
   }
 }
 
-function toSessionUser(u: UserRow): SessionUser {
-  return { id: u.id, tenant_id: u.tenant_id, email: u.email, email_verified: true, is_anonymous: false, role: u.role, created_at: u.created_at };
+function toSessionUser(u: UserRow): ProvenUser {
+  return { id: u.id, tenant_id: u.tenant_id, email: u.email, email_verified: true, is_anonymous: false, role: u.role, created_at: u.created_at, passwordHash: u.password_hash };
 }

@@ -106,15 +106,15 @@ export class MfaLoginPolicy implements OnModuleInit {
   private async createChallenge(user: SessionUser, firstFactor?: FirstFactorContext): Promise<string> {
     const token = randomToken();
     const oauthParams = firstFactor?.oauthParams;
-    // the user's expired challenges are dropped on the way (nothing else reads them). After a
-    // password, the user's row is locked and its hash compared: a reset or change committed since
-    // the password was checked (it deletes the user's challenges) leaves no row, so no challenge;
-    // one still running waits for this insert and then deletes it
+    // the user's expired challenges are dropped on the way (nothing else reads them). The user's
+    // row is locked and its password hash compared with the first factor's (FirstFactorContext): a
+    // reset or change committed since the first factor (it deletes the user's challenges) leaves
+    // no row, so no challenge; one still running waits for this insert and then deletes it
     const [made] = await this.db.query<{ ok: number }>(
       `WITH gc AS (DELETE FROM mfa_challenges WHERE user_id = $2 AND expires_at < now())
        INSERT INTO mfa_challenges (token_hash, tenant_id, user_id, kind, expires_at, first_factor_amr, oauth_params)
        SELECT $1, $3, $2, 'login', now() + make_interval(secs => $4), $5, $6
-         FROM users WHERE id = $2 AND ($7::text[] IS NULL OR password_hash = ANY($7::text[])) FOR SHARE
+         FROM users WHERE id = $2 AND ($7::text[] IS NULL OR COALESCE(password_hash, '') = ANY($7::text[])) FOR SHARE
        RETURNING 1 AS ok`,
       [sha256Hex(token), user.id, user.tenant_id, MFA_CHALLENGE_TTL_SECONDS, firstFactor?.amr ?? ['pwd'], oauthParams ? JSON.stringify(oauthParams) : null, firstFactor?.passwordHashes ?? null],
       'mfa_challenge_create',

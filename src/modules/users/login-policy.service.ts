@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { Queryable } from '../../shared/db/db.service';
 import { SessionUser } from '../sessions/sessions.service';
 import { MfaRequiredResponse } from './login/login-user.command';
 
@@ -15,11 +16,27 @@ export interface FirstFactorContext {
   /** the authorization request a passwordless sign-in resumes: kept on an MFA challenge and answered after it */
   oauthParams?: Record<string, string> | null;
   /**
-   * A password sign-in: the stored hashes the password was verified against (the one read, and its
-   * upgrade). What it opens (an MFA challenge) is only made while one of them is still stored: a
-   * reset or change committed since ends the sessions and challenges of the old password.
+   * The account's password as the first factor found it: for a password sign-in the stored hashes
+   * the password was verified against (the one read, and its upgrade); for a passwordless one the
+   * hash stored when the link or code was consumed (NO_PASSWORD for none). What it opens (an MFA
+   * challenge, a session) is only made while one of them is still stored: a reset or change
+   * committed since ends the sessions and challenges that existed, and this one would outlive it.
    */
   passwordHashes?: string[];
+}
+
+/** What `passwordHashes` holds for an account without a password (no stored hash is empty). */
+export const NO_PASSWORD = '';
+
+/**
+ * Locks the user's row to the end of the transaction and tells whether its password is still one
+ * of `passwordHashes` (see FirstFactorContext). Called where a sign-in starts its session: a reset
+ * or change committed since the first factor was proved leaves false; one still running waits for
+ * this transaction and then ends the session it started.
+ */
+export async function passwordUnchanged(tx: Queryable, userId: string, passwordHashes: string[]): Promise<boolean> {
+  const rows = await tx.query(`SELECT 1 FROM users WHERE id = $1 AND COALESCE(password_hash, '') = ANY($2::text[]) FOR NO KEY UPDATE`, [userId, passwordHashes], 'user_login_recheck');
+  return rows.length > 0;
 }
 
 type Hook = (user: SessionUser, ctx?: FirstFactorContext) => Promise<LoginDecision | undefined>;

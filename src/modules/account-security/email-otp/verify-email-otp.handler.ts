@@ -2,11 +2,10 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { mailboxSpelling, normalizeEmail } from '../../users/email';
-import { SessionUser } from '../../sessions/sessions.service';
 import { UserEmailPolicy } from '../../users/user-email-policy.service';
 import { AMR_EMAIL_OTP } from '../account-security.constants';
 import { EmailCodes } from '../email-codes.service';
-import { PasswordlessResponse, PasswordlessSignIn } from '../passwordless-sign-in.service';
+import { PasswordlessResponse, PasswordlessSignIn, ProvenUser } from '../passwordless-sign-in.service';
 import { assertBinding } from '../resume-binding';
 import { TenantFlags } from '../tenant-flags';
 import { VerifyEmailOtpCommand } from './email-otp.commands';
@@ -38,7 +37,7 @@ export class VerifyEmailOtpHandler implements ICommandHandler<VerifyEmailOtpComm
     assertBinding(row.binding_hash, cmd.body.resume_binding);
     // an account is created here: the tenant's address policy of now applies (it may have changed since the request)
     if (!row.user_id) await this.policy.assertAllowed(tenantId, row.email_normalized);
-    const user = await this.db.tx(async (tx): Promise<SessionUser> => {
+    const user = await this.db.tx(async (tx): Promise<ProvenUser> => {
       if (!(await this.codes.consume(tx, row.id))) throw new AppError('otp/invalid');
       const u = row.user_id
         ? await this.signIn.proveEmail(tx, tenantId, row.user_id, row.email_normalized, 'email_otp')
@@ -49,6 +48,6 @@ export class VerifyEmailOtpHandler implements ICommandHandler<VerifyEmailOtpComm
       return u;
     });
     await this.codes.signedIn(target, cmd.client.ip);
-    return this.signIn.finish(user, { key: cmd.apiKey, method: 'email_otp', amr: AMR_EMAIL_OTP, oauthParams: row.oauth_params });
+    return this.signIn.finish(user, { key: cmd.apiKey, method: 'email_otp', amr: AMR_EMAIL_OTP, oauthParams: row.oauth_params, deadProof: 'otp/invalid' });
   }
 }

@@ -36,6 +36,6 @@ export class VerifyMagicLinkHandler implements ICommandHandler<VerifyMagicLinkCo
       if (!u) throw new AppError('token/invalid');
       return { user: u, oauthParams: row.oauth_params };
     });
-    return this.signIn.finish(user, { key: cmd.apiKey, method: 'magic_link', amr: AMR_MAGIC_LINK, oauthParams });
+    return this.signIn.finish(user, { key: cmd.apiKey, method: 'magic_link', amr: AMR_MAGIC_LINK, oauthParams, deadProof: 'token/invalid' });
   }
 }

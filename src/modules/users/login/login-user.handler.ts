@@ -8,7 +8,7 @@ import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { normalizeEmail } from '../email';
 import { activityCtes } from '../../sessions/activity.sql';
-import { LoginPolicy } from '../login-policy.service';
+import { LoginPolicy, passwordUnchanged } from '../login-policy.service';
 import { LoginUserCommand, MfaRequiredResponse } from './login-user.command';
 
 interface UserRow {
@@ -63,8 +63,7 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
       // passwordless sign-in clearing a squatter's password) committed since then ends every session
       // of the old password, and this one would start after it. The row stays locked to the end, so
       // one still running waits for this session and then ends it too.
-      const [still] = await tx.query(`SELECT 1 FROM users WHERE id = $1 AND password_hash = ANY($2::text[]) FOR NO KEY UPDATE`, [user.id, passwordHashes], 'user_login_recheck');
-      if (!still) throw new AppError('auth/invalid_credentials');
+      if (!(await passwordUnchanged(tx, user.id, passwordHashes))) throw new AppError('auth/invalid_credentials');
       await tx.query(`WITH ${activityCtes('$1', { signIn: true })} SELECT 1`, [user.id], 'user_login_touch');
       await this.events.audit(tx, {
         tenantId,
