@@ -29,6 +29,7 @@ import { LookupIndexes1765900000000 } from './1765900000000-lookup-indexes';
 import { RetentionIndexes1766000000000 } from './1766000000000-retention-indexes';
 import { AgentLogoCanonical1766100000000 } from './1766100000000-agent-logo-canonical';
 import { RecoveryCodeKeyId1766200000000 } from './1766200000000-recovery-code-key-id';
+import { WebhookEnabledAt1766300000000 } from './1766300000000-webhook-enabled-at';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -63,4 +64,5 @@ export const ALL_MIGRATIONS = [
   RetentionIndexes1766000000000,
   AgentLogoCanonical1766100000000,
   RecoveryCodeKeyId1766200000000,
+  WebhookEnabledAt1766300000000,
 ];

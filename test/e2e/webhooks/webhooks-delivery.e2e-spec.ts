@@ -238,6 +238,53 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
     expect((await deliveries(other, theirs.id)).data).toEqual([]);
   });
 
+  it('an endpoint gets the events of the time it was enabled: not one from its disabled period, even enabled again before the fan-out ran; one from before the disable is logged as failed (endpoint disabled)', async () => {
+    const d = await signupTenant(t);
+    const [path, okPath] = [rx.path(), rx.path()];
+    const ep = await createEndpoint(d, { url: rx.url(path), events: ['*'] });
+    const ok = await createEndpoint(d, { url: rx.url(okPath), events: ['*'] });
+    const disable = () => t.db.query(`UPDATE webhook_endpoints SET disabled_at = now(), disabled_reason = 'repeated_failures' WHERE id = $1`, [ep.id]);
+    const enable = () => t.http().post(`${base(d.slug)}/${ep.id}/enable`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).expect(200);
+    // the worker lags behind (a backlog, a restart, Redis away): events wait in the outbox
+    const relay = worker!.get(OutboxRelay);
+
+    // disabled (as the automatic disable does), an event, then an owner enables it again
+    await disable();
+    await relay.stop();
+    let during: string;
+    try {
+      during = await emit(d.tenantId, 'agent.revoked', { n: 'while-disabled' });
+      await enable();
+    } finally {
+      relay.start();
+    }
+    await rx.waitFor((x) => x.path === okPath, 1);
+    expect(await deliveryEndpoints(during)).toEqual([ok.id]);
+
+    // an event while it is enabled, then the automatic disable before its fan-out: its delivery is
+    // logged, ended by the disable
+    await relay.stop();
+    let before: string;
+    try {
+      before = await emit(d.tenantId, 'agent.revoked', { n: 'before-disable' });
+      await disable();
+    } finally {
+      relay.start();
+    }
+    await rx.waitFor((x) => x.path === okPath, 2);
+    expect(await deliveryEndpoints(before)).toEqual([ep.id, ok.id].sort());
+    const [ended] = await settled(d, ep.id);
+    expect(ended).toMatchObject({ status: 'failed', attempts: 0, last_error: 'endpoint disabled' });
+
+    // enabled again: the next event is sent, and only it ever was
+    await enable();
+    await emit(d.tenantId, 'agent.revoked', { n: 'after-enable' });
+    await rx.waitFor((x) => x.path === path, 1);
+    await rx.waitFor((x) => x.path === okPath, 3);
+    await sleep(500);
+    expect(rx.on(path).map((r) => JSON.parse(r.body).data.n)).toEqual(['after-enable']);
+  });
+
   it('after PostgreSQL went back in time, an event given an old outbox id again is still delivered (Redis holds the finished jobs of that id)', async () => {
     const d = await signupTenant(t);
     const path = rx.path();

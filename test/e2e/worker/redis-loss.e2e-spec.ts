@@ -8,6 +8,7 @@ import { MaintenanceScheduler } from '../../../src/shared/maintenance/maintenanc
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
 import { outboxJobId } from '../../../src/shared/outbox/outbox-job';
 import { deliveryJobId } from '../../../src/modules/webhooks/deliver/delivery-job';
+import { WebhookDeliveryWorker } from '../../../src/modules/webhooks/deliver/webhook-delivery.worker';
 import { QueueReconciler } from '../../../src/shared/outbox/queue-reconciler';
 import { DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, TestApp, uniqueEmail } from '../../setup/app';
@@ -37,6 +38,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
   let redis: Redis;
   let owner: DashboardFixture;
   const queues: Queue[] = [];
+  let deliveryQueue: Queue | undefined;
   const savedDbUrl = process.env.DATABASE_URL;
   const prefix = process.env.REDIS_KEY_PREFIX as string;
 
@@ -57,6 +59,16 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
   }
 
   const reconcile = () => worker.get(QueueReconciler, { strict: false }).runOnce(0);
+
+  /**
+   * A delivery's next attempt comes now instead of after its backoff: its row's next_attempt_at
+   * (which the handler goes by) and its delayed job (promoted).
+   */
+  async function dueNow(deliveryId: string): Promise<void> {
+    await t.db.query(`UPDATE webhook_deliveries SET next_attempt_at = now() WHERE id = $1`, [deliveryId]);
+    deliveryQueue ??= queue('webhook-delivery');
+    await (await deliveryQueue.getJob(deliveryJobId(deliveryId)))!.promote();
+  }
 
   async function outboxRow(id: string): Promise<{ dispatched_at: Date | null; processed_at: Date | null }> {
     const [r] = await t.db.query<{ dispatched_at: Date | null; processed_at: Date | null }>(`SELECT dispatched_at, processed_at FROM outbox WHERE id = $1`, [id]);
@@ -154,19 +166,19 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     expect(await deliveries.getJobState(jobId)).toBe('delayed');
     const resumed = (await deliveries.getJob(jobId))!;
     expect(resumed.opts.attempts).toBe(4);
-    expect(resumed.data).toEqual({ deliveryId: delivery.id, tenantId: expect.any(String), attemptOffset: 1 });
+    expect(resumed.data).toEqual({ deliveryId: delivery.id, tenantId: expect.any(String) });
     expect(resumed.opts.delay).toBeGreaterThan(50_000);
     await sleep(500);
     expect(rx.on(path)).toHaveLength(1);
 
-    // its time comes (promoted here instead of waiting a minute): attempt 2 fails, and the next
-    // wait is the schedule's second step (6 x base), not the first one again
-    await resumed.promote();
+    // its time comes (brought forward here instead of waiting a minute): attempt 2 fails, and the
+    // next wait is the schedule's second step (6 x base), not the first one again
+    await dueNow(delivery.id);
     await rx.waitFor((r) => r.path === path, 2, 15_000);
     const second = await eventually(() => row('AND attempts = 2'), 10_000, 'the second attempt to be recorded');
     expect(second.wait_s).toBeCloseTo(360, 0);
     await eventually(async () => (await deliveries.getJobState(jobId)) === 'delayed', 10_000, 'the job to wait for attempt 3');
-    await (await deliveries.getJob(jobId))!.promote();
+    await dueNow(delivery.id);
     const received = await rx.waitFor((r) => r.path === path, 3, 15_000);
     expect(new Set(received.map((r) => r.headers['webhook-id'])).size).toBe(1);
     expect(new Set(received.map((r) => r.body)).size).toBe(1);
@@ -212,6 +224,161 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     expect(got).toHaveLength(1);
     expect(got[0].headers['webhook-id']).toBe(first.headers['webhook-id']);
   }, 60_000);
+
+  describe('a second job of a delivery goes by the delivery row: it waits for the backoff, goes on with its attempt count, stops at WEBHOOK_MAX_ATTEMPTS (5 here)', () => {
+    type Row = { id: string; status: string; attempts: number; last_error: string | null; wait_s: number | null; sending_until: Date | null };
+    const rowOf = async (endpointId: string) =>
+      (
+        await t.db.query<Row>(
+          `SELECT id, status, attempts, last_error, extract(epoch FROM next_attempt_at - last_attempt_at)::float AS wait_s, sending_until
+             FROM webhook_deliveries WHERE endpoint_id = $1`,
+          [endpointId],
+        )
+      )[0];
+
+    async function endpointFor(path: string): Promise<string> {
+      const res = await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/webhooks`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ url: rx.url(path), events: ['*'] });
+      expect(res.status).toBe(201);
+      return (res.body as { id: string }).id;
+    }
+
+    async function emitTo(n: string): Promise<void> {
+      const events = t.app.get(EventsService);
+      await t.db.tx((tx) => events.outbox(tx, { tenantId: owner.tenantId, topic: 'webhook', eventType: 'agent.revoked', payload: { n } }));
+    }
+
+    /**
+     * Attempt 1 failed (its answer took 1.5 s) while a second job of the delivery was waiting for
+     * its lease. That lease ended about 7 s after the attempt began (timeout 2 s + 5 s): the second
+     * job does not send then, but waits for the attempt the row schedules a minute later.
+     */
+    async function expectWaitingForTheBackoff(endpointId: string, path: string, firstAt: number): Promise<Row> {
+      const row = await eventually(async () => {
+        const r = await rowOf(endpointId);
+        return r.attempts === 1 && !r.sending_until ? r : undefined;
+      }, 10_000, 'attempt 1 to be recorded');
+      expect(row).toMatchObject({ status: 'pending', last_error: 'HTTP 500' });
+      expect(row.wait_s).toBeCloseTo(60, 0);
+      await sleep(Math.max(0, firstAt + 9_000 - Date.now()));
+      expect(rx.on(path)).toHaveLength(1);
+      expect(await rowOf(endpointId)).toMatchObject({ status: 'pending', attempts: 1 });
+      deliveryQueue ??= queue('webhook-delivery');
+      expect(await deliveryQueue.getJobState(deliveryJobId(row.id))).toBe('delayed');
+      return row;
+    }
+
+    it('re-added by the queue reconciler after Redis lost the first job mid-send', async () => {
+      const path = rx.path((n) => (n === 1 ? { status: 500, delayMs: 1500 } : 500));
+      const endpointId = await endpointFor(path);
+      await emitTo('lost-mid-send');
+      const [first] = await rx.waitFor((r) => r.path === path, 1);
+      await flushTestPrefix(redis);
+      await reconcile();
+      const { id } = await expectWaitingForTheBackoff(endpointId, path, first.at);
+
+      // attempt 2 when its time comes; the next wait is the second step (6 x base), not the first
+      await dueNow(id);
+      await rx.waitFor((r) => r.path === path, 2, 15_000);
+      const second = await eventually(async () => {
+        const r = await rowOf(endpointId);
+        return r.attempts === 2 && !r.sending_until ? r : undefined;
+      }, 10_000, 'attempt 2 to be recorded');
+      expect(second.wait_s).toBeCloseTo(360, 0);
+
+      // attempts 3 to 5: the fifth is the last (WEBHOOK_MAX_ATTEMPTS), although this job was made
+      // with every attempt left when the row had used none
+      for (let n = 3; n <= 5; n++) {
+        await eventually(async () => (await deliveryQueue!.getJobState(deliveryJobId(id))) === 'delayed', 10_000, `the job to wait for attempt ${n}`);
+        await dueNow(id);
+        await rx.waitFor((r) => r.path === path, n, 15_000);
+      }
+      await eventually(async () => (await deliveryQueue!.getJobState(deliveryJobId(id))) === 'failed', 10_000, 'the job to fail');
+      expect(await rowOf(endpointId)).toMatchObject({ status: 'failed', attempts: 5, last_error: 'HTTP 500' });
+      await reconcile();
+      await sleep(1000);
+      expect(rx.on(path)).toHaveLength(5);
+      const [{ consecutive_failed_deliveries }] = await t.db.query<{ consecutive_failed_deliveries: number }>(
+        `SELECT consecutive_failed_deliveries FROM webhook_endpoints WHERE id = $1`,
+        [endpointId],
+      );
+      expect(consecutive_failed_deliveries).toBe(1);
+    }, 90_000);
+
+    it('recovered by BullMQ as stalled while its worker is still sending (the lock lost)', async () => {
+      const path = rx.path((n) => (n === 1 ? { status: 500, delayMs: 1500 } : n === 2 ? 500 : 200));
+      const endpointId = await endpointFor(path);
+      await emitTo('stalled-mid-send');
+      const [first] = await rx.waitFor((r) => r.path === path, 1);
+      const [{ id }] = await t.db.query<{ id: string }>(`SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, [endpointId]);
+      // the worker's lock on the job is gone (a Redis blip, a stalled event loop): two passes of the
+      // stalled check (the first marks, the second moves) give the job to a worker again
+      const prefixed = `${bullPrefix({ REDIS_KEY_PREFIX: prefix })}:webhook-delivery`;
+      await redis.del(`${prefixed}:${deliveryJobId(id)}:lock`);
+      const check = worker.get(WebhookDeliveryWorker, { strict: false }).worker as unknown as { moveStalledJobsToWait: () => Promise<void> };
+      for (let i = 0; i < 2; i++) {
+        await redis.del(`${prefixed}:stalled-check`);
+        await check.moveStalledJobsToWait();
+      }
+      await expectWaitingForTheBackoff(endpointId, path, first.at);
+
+      // attempt 2 is numbered by the row (the job itself had made none): the second step follows
+      await dueNow(id);
+      await rx.waitFor((r) => r.path === path, 2, 15_000);
+      const second = await eventually(async () => {
+        const r = await rowOf(endpointId);
+        return r.attempts === 2 && !r.sending_until ? r : undefined;
+      }, 10_000, 'attempt 2 to be recorded');
+      expect(second.wait_s).toBeCloseTo(360, 0);
+      await eventually(async () => (await deliveryQueue!.getJobState(deliveryJobId(id))) === 'delayed', 10_000, 'the job to wait for attempt 3');
+      await dueNow(id);
+      await rx.waitFor((r) => r.path === path, 3, 15_000);
+      await eventually(async () => (await rowOf(endpointId)).status === 'delivered', 10_000, 'the delivery to be delivered');
+      expect(await rowOf(endpointId)).toMatchObject({ attempts: 3 });
+      expect(new Set(rx.on(path).map((r) => r.headers['webhook-id'])).size).toBe(1);
+    }, 90_000);
+
+    it('a job of a delivery whose row has no attempt left ends it as failed without sending', async () => {
+      const path = rx.path(() => 500);
+      const endpointId = await endpointFor(path);
+      await emitTo('no-attempt-left');
+      await rx.waitFor((r) => r.path === path, 1);
+      const { id } = await eventually(async () => {
+        const r = await rowOf(endpointId);
+        return r.attempts === 1 && !r.sending_until ? r : undefined;
+      }, 10_000, 'attempt 1 to be recorded');
+      // Redis loses the job; meanwhile the row made its every attempt (as under a larger
+      // WEBHOOK_MAX_ATTEMPTS before a restart lowered it), and its next one is due
+      await flushTestPrefix(redis);
+      await t.db.query(`UPDATE webhook_deliveries SET attempts = 5, next_attempt_at = now() WHERE id = $1`, [id]);
+      await reconcile();
+      deliveryQueue ??= queue('webhook-delivery');
+      await eventually(async () => (await deliveryQueue!.getJobState(deliveryJobId(id))) === 'completed', 10_000, 'the job to finish');
+      expect((await deliveryQueue.getJob(deliveryJobId(id)))!.returnvalue).toEqual({ skipped: 'attempts_used' });
+      expect(await rowOf(endpointId)).toMatchObject({ status: 'failed', attempts: 5, last_error: 'HTTP 500' });
+      expect(rx.on(path)).toHaveLength(1);
+      const [{ consecutive_failed_deliveries }] = await t.db.query<{ consecutive_failed_deliveries: number }>(
+        `SELECT consecutive_failed_deliveries FROM webhook_endpoints WHERE id = $1`,
+        [endpointId],
+      );
+      expect(consecutive_failed_deliveries).toBe(1);
+    }, 60_000);
+
+    it('an endpoint disabled while an attempt is in flight: the second job waits for that attempt, whose success is recorded (not failed as "endpoint disabled")', async () => {
+      const path = rx.path(() => ({ status: 200, delayMs: 1500 }));
+      const endpointId = await endpointFor(path);
+      await emitTo('disabled-mid-send');
+      await rx.waitFor((r) => r.path === path, 1);
+      const [{ id }] = await t.db.query<{ id: string }>(`SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, [endpointId]);
+      await t.db.query(`UPDATE webhook_endpoints SET disabled_at = now(), disabled_reason = 'repeated_failures' WHERE id = $1`, [endpointId]);
+      await flushTestPrefix(redis);
+      await reconcile();
+      deliveryQueue ??= queue('webhook-delivery');
+      await eventually(async () => (await deliveryQueue!.getJobState(deliveryJobId(id))) === 'completed', 20_000, 'the re-added job to finish');
+      expect((await deliveryQueue.getJob(deliveryJobId(id)))!.returnvalue).toEqual({ skipped: 'already_delivered' });
+      expect(await rowOf(endpointId)).toMatchObject({ status: 'delivered', attempts: 1, last_error: null });
+      expect(rx.on(path)).toHaveLength(1);
+    }, 60_000);
+  });
 
   it('an event relayed but never fanned out (its job lost) reaches the endpoint once the reconciler runs', async () => {
     const path = rx.path();

@@ -24,12 +24,19 @@ interface DeliveryRow {
   /** a replaced secret still in its overlap (null once it expired) */
   previous_secret_enc: string | null;
   disabled_at: Date | null;
+  /** attempts made so far (by whichever job) */
+  attempts: number;
 }
 
 /** Margin past the attempt timeout before a lease runs out on its own (a worker that died sending). */
 const LEASE_MARGIN_MS = 5000;
 /** How long after a held lease runs out a waiting job looks again. */
 const LEASE_RECHECK_MS = 250;
+/**
+ * How early a job may take the lease before the row's next attempt: BullMQ schedules by the
+ * worker's clock, the row by the database's.
+ */
+const DUE_SLACK_MS = 1000;
 
 /** The lease of one attempt: it cannot still be running once the timeout and the margin have passed. */
 export function leaseMs(timeoutMs: number): number {
@@ -55,38 +62,61 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
   ) {}
 
   async execute(cmd: DeliverWebhookCommand): Promise<DeliverWebhookResult> {
+    const maxAttempts = this.config.WEBHOOK_MAX_ATTEMPTS;
     // read the delivery with its row locked and take the lease in the same statement: of two jobs
-    // of one delivery, the second sees the first's lease (FOR UPDATE reads the latest row version)
-    const [d] = await this.db.query<DeliveryRow & { leased: boolean; lease_left_ms: number | null }>(
+    // of one delivery, the second sees the first's lease (FOR UPDATE reads the latest row version).
+    // The row says where the delivery is, whichever job runs it: the lease is taken only when its
+    // next attempt is due and it has attempts left
+    const [d] = await this.db.query<DeliveryRow & { free: boolean; due: boolean; leased: boolean; lease_left_ms: number; due_in_ms: number }>(
       `WITH cur AS (
-         SELECT wd.id, wd.tenant_id, wd.endpoint_id, wd.message_id, wd.body, wd.status, wd.sending_until, e.url, e.secret_enc, e.disabled_at,
-                CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret_enc END AS previous_secret_enc
+         SELECT wd.id, wd.tenant_id, wd.endpoint_id, wd.message_id, wd.body, wd.status, wd.attempts, e.url, e.secret_enc, e.disabled_at,
+                CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret_enc END AS previous_secret_enc,
+                (wd.sending_until IS NULL OR wd.sending_until <= now()) AS free,
+                (wd.next_attempt_at IS NULL OR wd.next_attempt_at <= now() + make_interval(secs => $4::double precision / 1000)) AS due,
+                GREATEST(0, ceil(extract(epoch FROM wd.sending_until - now()) * 1000))::int AS lease_left_ms,
+                GREATEST(0, ceil(extract(epoch FROM wd.next_attempt_at - now()) * 1000))::int AS due_in_ms
            FROM webhook_deliveries wd JOIN webhook_endpoints e ON e.id = wd.endpoint_id WHERE wd.id = $1 FOR UPDATE OF wd
        ), lease AS (
          UPDATE webhook_deliveries w SET sending_until = now() + make_interval(secs => $2::double precision / 1000)
-           FROM cur WHERE w.id = cur.id AND cur.status = 'pending' AND cur.disabled_at IS NULL AND (cur.sending_until IS NULL OR cur.sending_until <= now())
+           FROM cur WHERE w.id = cur.id AND cur.status = 'pending' AND cur.free AND cur.due AND cur.disabled_at IS NULL AND cur.attempts < $3
          RETURNING w.id
        )
-       SELECT cur.id, cur.tenant_id, cur.endpoint_id, cur.message_id, cur.body, cur.status, cur.url, cur.secret_enc, cur.previous_secret_enc, cur.disabled_at,
-              EXISTS (SELECT 1 FROM lease) AS leased, GREATEST(0, ceil(extract(epoch FROM cur.sending_until - now()) * 1000))::int AS lease_left_ms
-         FROM cur`,
-      [cmd.deliveryId, leaseMs(this.config.WEBHOOK_TIMEOUT_MS)],
+       SELECT cur.*, EXISTS (SELECT 1 FROM lease) AS leased FROM cur`,
+      [cmd.deliveryId, leaseMs(this.config.WEBHOOK_TIMEOUT_MS), maxAttempts, DUE_SLACK_MS],
       'webhook_delivery_lease',
     );
     // the endpoint was deleted (its deliveries with it), or a re-run after the outcome was recorded
     if (!d) return { skipped: 'endpoint_deleted' };
     if (d.status !== 'pending') return { skipped: d.status === 'delivered' ? 'already_delivered' : 'already_failed' };
+    // another job of this delivery is sending: come back when its lease runs out (by then it has
+    // recorded the outcome, or died). Before anything below ends the delivery: that attempt's
+    // outcome is the one to record
+    if (!d.free) return { in_flight: true, retry_in_ms: d.lease_left_ms + LEASE_RECHECK_MS };
+    // a job early for the row's next attempt (a second job of the delivery, after the other one's
+    // failed attempt): it waits for the backoff like the row says
+    if (!d.due) return { not_due: true, retry_in_ms: d.due_in_ms };
     if (d.disabled_at) {
+      // unless another job took the lease since (the endpoint enabled again in between)
       await this.db.query(
         `UPDATE webhook_deliveries SET status = 'failed', failed_at = now(), next_attempt_at = NULL, last_error = 'endpoint disabled'
-          WHERE id = $1 AND status = 'pending'`,
+          WHERE id = $1 AND status = 'pending' AND (sending_until IS NULL OR sending_until <= now())`,
         [d.id],
       );
       return { skipped: 'endpoint_disabled' };
     }
-    // another job of this delivery is sending: come back when its lease runs out (by then it has
-    // recorded the outcome, or died)
-    if (!d.leased) return { in_flight: true, retry_in_ms: (d.lease_left_ms ?? 0) + LEASE_RECHECK_MS };
+    // due, free and enabled, yet not leased: the row used every attempt (WEBHOOK_MAX_ATTEMPTS was
+    // lowered since): it failed, and counts against its endpoint like any delivery that did
+    if (!d.leased) {
+      await this.db.tx(async (tx) => {
+        const [failed] = await tx.query(
+          `UPDATE webhook_deliveries SET status = 'failed', failed_at = now(), next_attempt_at = NULL
+            WHERE id = $1 AND status = 'pending' AND (sending_until IS NULL OR sending_until <= now()) RETURNING id`,
+          [d.id],
+        );
+        if (failed) await this.countFailedDelivery(tx, d);
+      });
+      return { skipped: 'attempts_used' };
+    }
 
     // the current secret, and one a rotation replaced while its overlap lasts (signed with both)
     const secrets = [d.secret_enc, d.previous_secret_enc].filter((s): s is string => Boolean(s)).map((enc) => openWebhookSecret(this.cipher, d.endpoint_id, enc));
@@ -108,6 +138,10 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
       return { delivered: true, status_code: result.statusCode! };
     }
 
+    // numbered by the row (the lease keeps anyone else from counting meanwhile): the last attempt
+    // and the retry step are the delivery's, not those of the job that happens to run it
+    const attempt = d.attempts + 1;
+    const retryInMs = attempt >= maxAttempts ? null : retryDelayMs(attempt, this.config.WEBHOOK_BACKOFF_BASE_MS);
     const error = result.error ?? 'request failed';
     await this.db.tx(async (tx) => {
       const [failed] = await tx.query<{ status: string }>(
@@ -117,11 +151,11 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
                 next_attempt_at = CASE WHEN $4 THEN NULL ELSE now() + make_interval(secs => $5::double precision / 1000) END,
                 sending_until = NULL
           WHERE id = $1 AND status = 'pending' RETURNING status`,
-        [d.id, result.statusCode, error, cmd.final, retryDelayMs(cmd.attempt, this.config.WEBHOOK_BACKOFF_BASE_MS)],
+        [d.id, result.statusCode, error, retryInMs === null, retryInMs],
       );
       if (failed?.status === 'failed') await this.countFailedDelivery(tx, d);
     });
-    throw new WebhookAttemptFailed(error);
+    throw new WebhookAttemptFailed(error, attempt, retryInMs);
   }
 
   /** A delivery gave up: one more against the endpoint, which is disabled at the threshold. */

@@ -5,12 +5,6 @@ export interface DeliveryJobData {
   deliveryId: string;
   /** the delivery's tenant (WEBHOOK_CONCURRENCY_PER_TENANT); read from the row for a job without it */
   tenantId?: string;
-  /**
-   * Attempts the delivery had made before this job existed (a job re-added by the queue
-   * reconciler after Redis lost the first one): attempt numbers and the retry schedule go on
-   * from there instead of starting over.
-   */
-  attemptOffset?: number;
 }
 
 /**
@@ -36,23 +30,20 @@ export interface PendingDelivery {
 
 /**
  * The BullMQ job of a delivery with `attempts` attempts left (the fan-out: WEBHOOK_MAX_ATTEMPTS;
- * the queue reconciler re-adding a lost job: what the delivery row has not used yet, resumed at
- * the row's attempt count and its scheduled next attempt).
+ * the queue reconciler re-adding a lost job: what the delivery row has not used yet, delayed
+ * until its scheduled next attempt). The row keeps the count: the job's own attempts only bound
+ * how often it runs (DeliverWebhookHandler numbers the attempts and ends the delivery).
  */
-export function deliveryJob(
-  d: PendingDelivery,
-  attempts: number,
-  resume: { attemptOffset: number; delayMs: number } = { attemptOffset: 0, delayMs: 0 },
-): { name: string; data: DeliveryJobData; opts: JobsOptions } {
+export function deliveryJob(d: PendingDelivery, attempts: number, delayMs = 0): { name: string; data: DeliveryJobData; opts: JobsOptions } {
   return {
     name: d.event_type,
-    data: { deliveryId: d.id, ...(d.tenant_id ? { tenantId: d.tenant_id } : {}), ...(resume.attemptOffset ? { attemptOffset: resume.attemptOffset } : {}) },
+    data: { deliveryId: d.id, ...(d.tenant_id ? { tenantId: d.tenant_id } : {}) },
     opts: {
       ...KEEP,
       jobId: deliveryJobId(d.id),
       attempts: Math.max(1, attempts),
       backoff: { type: 'webhook' },
-      ...(resume.delayMs > 0 ? { delay: resume.delayMs } : {}),
+      ...(delayMs > 0 ? { delay: delayMs } : {}),
     },
   };
 }

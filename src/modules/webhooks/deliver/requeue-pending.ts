@@ -13,8 +13,8 @@ const BATCH = 500;
  * The queue reconciler's step for webhooks: every delivery still pending (created at least the
  * grace period ago) gets its job re-added under its fixed id. A job Redis still holds (waiting,
  * delayed for its next retry, running) is left alone; one Redis lost resumes where the delivery
- * row is (the attempts it has not used, its retry schedule and next attempt time), with the same
- * webhook-id and body.
+ * row is (the attempts it has not used, its next attempt time; the handler numbers the attempts
+ * and schedules the retries from the row), with the same webhook-id and body.
  */
 @Injectable()
 export class RequeuePendingDeliveries implements OnModuleInit {
@@ -42,8 +42,8 @@ export class RequeuePendingDeliveries implements OnModuleInit {
         [after, graceSeconds, BATCH],
       );
       if (!rows.length) return total;
-      // resumed where the row is: its attempt count, and its next attempt when it had one scheduled
-      await this.deliveries.addBulk(rows.map((r) => deliveryJob(r, this.config.WEBHOOK_MAX_ATTEMPTS - r.attempts, { attemptOffset: r.attempts, delayMs: r.delay_ms ?? 0 })));
+      // resumed where the row is: the attempts it has left, and its next attempt when it had one scheduled
+      await this.deliveries.addBulk(rows.map((r) => deliveryJob(r, this.config.WEBHOOK_MAX_ATTEMPTS - r.attempts, r.delay_ms ?? 0)));
       total += rows.length;
       after = rows[rows.length - 1].id;
     }

@@ -1,13 +1,13 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
-import { DelayedError, Job, Worker } from 'bullmq';
+import { DelayedError, Job, UnrecoverableError, Worker } from 'bullmq';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { Db } from '../../../shared/db/db.service';
 import { bullConnection, bullPrefix } from '../../../shared/outbox/bull-options';
 import { outageLog } from '../../../shared/redis/outage-log';
 import { retryDelayMs, retrySpanMs } from '../backoff';
 import { WEBHOOK_DELIVERY_QUEUE } from '../webhook-events';
-import { DeliverWebhookCommand, DeliverWebhookResult } from './deliver-webhook.command';
+import { DeliverWebhookCommand, DeliverWebhookResult, WebhookAttemptFailed } from './deliver-webhook.command';
 import { DeliveryJobData } from './delivery-job';
 import { WebhookTenantSlots } from './tenant-slots';
 import { closeWorker } from '../../../shared/outbox/close-worker';
@@ -20,8 +20,9 @@ const MAX_STALLED = 5;
  * options come from the configuration: the retry schedule (WEBHOOK_BACKOFF_BASE_MS, see
  * backoff.ts) and the job lock (WEBHOOK_LOCK_MS): a worker that dies mid-delivery leaves its
  * job locked until the lock expires, then another worker's stalled check runs it again
- * (at least once, same webhook-id). Closed before the database pool on shutdown, waiting for
- * the attempts in flight.
+ * (at least once, same webhook-id). The delivery row counts the attempts and schedules the next
+ * one (DeliverWebhookHandler); the job follows it. Closed before the database pool on shutdown,
+ * waiting for the attempts in flight.
  */
 @Injectable()
 export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -47,8 +48,13 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
       lockDuration: c.WEBHOOK_LOCK_MS,
       stalledInterval: c.WEBHOOK_LOCK_MS,
       maxStalledCount: MAX_STALLED,
-      // a job re-added after a Redis loss goes on with the schedule where its delivery was
-      settings: { backoffStrategy: (attemptsMade, _type, _err, job) => retryDelayMs(attemptsMade + attemptOffset(job?.data), c.WEBHOOK_BACKOFF_BASE_MS) },
+      // a failed attempt: when the delivery row says its next one is due. Anything else that
+      // failed the job (the database away) used no attempt of the row: it looks again later, and
+      // waits there for the row's next attempt if that is not due yet
+      settings: {
+        backoffStrategy: (attemptsMade, _type, err) =>
+          err instanceof WebhookAttemptFailed && err.retryInMs !== null ? err.retryInMs : retryDelayMs(attemptsMade, c.WEBHOOK_BACKOFF_BASE_MS),
+      },
     });
     this.worker.on('failed', (job, err) => void this.onFailed(job, err));
     this.worker.on('error', outageLog(this.log, 'webhook delivery worker'));
@@ -69,11 +75,16 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
       await this.postpone(job, waitMs, token);
     }
     try {
-      const made = job.attemptsMade + 1;
-      const result = await this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId, made + attemptOffset(job.data), made >= (job.opts.attempts ?? 1)));
-      // another job of the delivery holds its lease: wait for it without using an attempt
-      if ('in_flight' in result) await this.postpone(job, result.retry_in_ms, token);
-      return result as DeliverWebhookResult;
+      const result = await this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId));
+      // another job of the delivery holds its lease, or the delivery's next attempt is not due
+      // yet: wait for it without using an attempt
+      if ('retry_in_ms' in result) await this.postpone(job, result.retry_in_ms, token);
+      return result;
+    } catch (err) {
+      // the delivery's last attempt failed (the row counts them, not this job): no retry of the
+      // job, whatever attempts it has left
+      if (err instanceof WebhookAttemptFailed && err.retryInMs === null) throw new UnrecoverableError(`last attempt (${err.attempt}): ${err.message}`);
+      throw err;
     } finally {
       if (tenantId) await this.slots.release(tenantId, jobId);
     }
@@ -86,12 +97,13 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
 
   /**
    * The delivery log's next_attempt_at follows a job waiting for a tenant slot. Not while another
-   * job of the delivery holds its lease: that one records the outcome and the next attempt.
+   * job of the delivery holds its lease: that one records the outcome and the next attempt; and
+   * never earlier than the row's own next attempt (a second job of the delivery, early for it).
    */
   private async showNextAttempt(deliveryId: string, inMs: number): Promise<void> {
     await this.db
       .query(
-        `UPDATE webhook_deliveries SET next_attempt_at = now() + make_interval(secs => $2::double precision / 1000)
+        `UPDATE webhook_deliveries SET next_attempt_at = GREATEST(next_attempt_at, now() + make_interval(secs => $2::double precision / 1000))
           WHERE id = $1 AND status = 'pending' AND (sending_until IS NULL OR sending_until <= now())`,
         [deliveryId, inMs],
       )
@@ -107,8 +119,9 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
   /** Logs the attempt; a job BullMQ gave up on outside the handler (stalled too often) is marked failed. */
   private async onFailed(job: Job<DeliveryJobData> | undefined, err: Error): Promise<void> {
     if (!job) return;
-    const final = job.attemptsMade >= (job.opts.attempts ?? 1) || /stalled/i.test(err.message);
-    this.log.warn(`webhook delivery ${job.data.deliveryId} attempt ${job.attemptsMade + attemptOffset(job.data)} failed${final ? ', giving up' : ''}: ${err.message}`);
+    const final = err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1) || /stalled/i.test(err.message);
+    const attempt = err instanceof WebhookAttemptFailed ? ` attempt ${err.attempt}` : '';
+    this.log.warn(`webhook delivery ${job.data.deliveryId}${attempt} failed${final ? ', giving up' : ''}: ${err.message}`);
     if (!final) return;
     await this.db
       .query(
@@ -118,10 +131,4 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
       )
       .catch((e: Error) => this.log.error(`marking webhook delivery ${job.data.deliveryId} failed: ${e.message}`));
   }
-}
-
-/** Attempts made before the job existed (DeliveryJobData.attemptOffset), 0 for a job of the fan-out. */
-function attemptOffset(data: unknown): number {
-  const n = (data as Partial<DeliveryJobData> | undefined)?.attemptOffset;
-  return typeof n === 'number' && n > 0 ? n : 0;
 }

@@ -10,12 +10,15 @@ import { deliveryJob, DeliveryJobData } from '../deliver/delivery-job';
 import { FanOutWebhookEventCommand } from './fan-out-event.command';
 
 /**
- * One delivery row and one BullMQ job per matching endpoint: enabled, subscribed to the event
- * type (or `*`), with no agent filter or the payload's agent_client_id (spec 6), and registered
- * when the event happened. Idempotent: a re-relayed or retried event finds its rows (unique per
- * (outbox id, endpoint)) and re-adds the jobs of the pending ones under the same job ids. The
- * same statement settles the outbox row: from here on the pending delivery rows are what the
- * queue reconciler re-queues should Redis lose the jobs.
+ * One delivery row and one BullMQ job per matching endpoint: subscribed to the event type (or
+ * `*`), with no agent filter or the payload's agent_client_id (spec 6), registered and enabled
+ * when the event happened (judged at the event's time, not the fan-out's: an event of a disabled
+ * period is not sent even if an owner enabled the endpoint again before its fan-out ran; one that
+ * happened before an automatic disable gets its row, which its job then ends as `endpoint
+ * disabled`, so the delivery log shows it). Idempotent: a re-relayed or retried event finds its
+ * rows (unique per (outbox id, endpoint)) and re-adds the jobs of the pending ones under the same
+ * job ids. The same statement settles the outbox row: from here on the pending delivery rows are
+ * what the queue reconciler re-queues should Redis lose the jobs.
  */
 @CommandHandler(FanOutWebhookEventCommand)
 export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookEventCommand> {
@@ -34,10 +37,13 @@ export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookE
     // Standard Webhooks payload; the same bytes on every attempt
     const body = JSON.stringify({ type: event.eventType, timestamp: event.createdAt, data: event.payload ?? {} });
     const rows = await this.db.query<{ id: string; endpoint_id: string }>(
-      `WITH targets AS (
-         SELECT id FROM webhook_endpoints
-          WHERE tenant_id = $1 AND disabled_at IS NULL
-            AND created_at <= COALESCE((SELECT created_at FROM outbox WHERE id = $5), $2::timestamptz + interval '1 millisecond')
+      `WITH ev AS (
+         -- the outbox row's own time (the payload's timestamp is rounded to the millisecond)
+         SELECT COALESCE((SELECT created_at FROM outbox WHERE id = $5), $2::timestamptz + interval '1 millisecond') AS at
+       ), targets AS (
+         SELECT e.id FROM webhook_endpoints e, ev
+          WHERE e.tenant_id = $1 AND e.created_at <= ev.at
+            AND e.enabled_at <= ev.at AND (e.disabled_at IS NULL OR e.disabled_at > ev.at)
             AND ($3 = ANY (events) OR '*' = ANY (events))
             AND (agent_client_id IS NULL OR agent_client_id::text = $4::text)
        ), settled AS (${SETTLE_OUTBOX_SQL('$5')}
