@@ -65,15 +65,18 @@ describe('a passwordless sign-in racing a change of the password', () => {
     return res;
   }
 
+  const magicLinkWithChangeBetween = (userId: string, token: string) =>
+    changeBetween(
+      userId,
+      () => Promise.resolve(post(w.t, '/v1/auth/magic-link/verify', tenant.apiKey, { token })),
+      async () => (await w.t.db.query(`SELECT 1 FROM account_tokens WHERE user_id = $1 AND kind = 'magic_link' AND used_at IS NOT NULL`, [userId])).length > 0,
+    );
+
   it('magic link: the link was good and is spent, the change commits before the session starts: 400 token/invalid (a dead link) and no session', async () => {
     const u = await verifiedUser();
     const token = await magicLink(u.email);
     const before = await liveSessions(u.id);
-    const res = await changeBetween(
-      u.id,
-      () => Promise.resolve(post(w.t, '/v1/auth/magic-link/verify', tenant.apiKey, { token })),
-      async () => (await w.t.db.query(`SELECT 1 FROM account_tokens WHERE user_id = $1 AND kind = 'magic_link' AND used_at IS NOT NULL`, [u.id])).length > 0,
-    );
+    const res = await magicLinkWithChangeBetween(u.id, token);
     expect(res.status).toBe(400);
     expect(res.body.code).toBe('token/invalid');
     expect(await liveSessions(u.id)).toBe(before);
@@ -99,11 +102,7 @@ describe('a passwordless sign-in racing a change of the password', () => {
     const setup = await bearerPost(w.t, '/v1/auth/mfa/totp/setup', u.access, {}).expect(200);
     await bearerPost(w.t, '/v1/auth/mfa/totp/verify-setup', u.access, { code: authenticator.generate(setup.body.secret) }).expect(200);
     const token = await magicLink(u.email);
-    const res = await changeBetween(
-      u.id,
-      () => Promise.resolve(post(w.t, '/v1/auth/magic-link/verify', tenant.apiKey, { token })),
-      async () => (await w.t.db.query(`SELECT 1 FROM account_tokens WHERE user_id = $1 AND kind = 'magic_link' AND used_at IS NOT NULL`, [u.id])).length > 0,
-    );
+    const res = await magicLinkWithChangeBetween(u.id, token);
     expect(res.status).toBe(400);
     expect(res.body.code).toBe('token/invalid');
     expect(await w.t.db.query(`SELECT 1 FROM mfa_challenges WHERE user_id = $1 AND kind = 'login'`, [u.id])).toHaveLength(0);

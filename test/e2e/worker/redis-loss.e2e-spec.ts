@@ -236,6 +236,24 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
         )
       )[0];
 
+    /** The row once attempt `n` is recorded (its lease released). */
+    const recorded = (endpointId: string, n: number) =>
+      eventually(async () => {
+        const r = await rowOf(endpointId);
+        return r.attempts === n && !r.sending_until ? r : undefined;
+      }, 10_000, `attempt ${n} to be recorded`);
+
+    /** Attempt 2, brought forward: the row numbers it, and its retry waits the schedule's second step (6 x base), not the first. */
+    async function secondAttemptTakesStepTwo(id: string, endpointId: string, path: string): Promise<void> {
+      await dueNow(id);
+      await rx.waitFor((r) => r.path === path, 2, 15_000);
+      expect((await recorded(endpointId, 2)).wait_s).toBeCloseTo(360, 0);
+    }
+
+    /** The deliveries that gave up counted against the endpoint (its automatic-disable count). */
+    const failedDeliveriesOf = async (endpointId: string) =>
+      (await t.db.query<{ n: number }>(`SELECT consecutive_failed_deliveries AS n FROM webhook_endpoints WHERE id = $1`, [endpointId]))[0].n;
+
     async function endpointFor(path: string): Promise<string> {
       const res = await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/webhooks`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ url: rx.url(path), events: ['*'] });
       expect(res.status).toBe(201);
@@ -253,10 +271,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
      * job does not send then, but waits for the attempt the row schedules a minute later.
      */
     async function expectWaitingForTheBackoff(endpointId: string, path: string, firstAt: number): Promise<Row> {
-      const row = await eventually(async () => {
-        const r = await rowOf(endpointId);
-        return r.attempts === 1 && !r.sending_until ? r : undefined;
-      }, 10_000, 'attempt 1 to be recorded');
+      const row = await recorded(endpointId, 1);
       expect(row).toMatchObject({ status: 'pending', last_error: 'HTTP 500' });
       expect(row.wait_s).toBeCloseTo(60, 0);
       await sleep(Math.max(0, firstAt + 9_000 - Date.now()));
@@ -277,13 +292,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
       const { id } = await expectWaitingForTheBackoff(endpointId, path, first.at);
 
       // attempt 2 when its time comes; the next wait is the second step (6 x base), not the first
-      await dueNow(id);
-      await rx.waitFor((r) => r.path === path, 2, 15_000);
-      const second = await eventually(async () => {
-        const r = await rowOf(endpointId);
-        return r.attempts === 2 && !r.sending_until ? r : undefined;
-      }, 10_000, 'attempt 2 to be recorded');
-      expect(second.wait_s).toBeCloseTo(360, 0);
+      await secondAttemptTakesStepTwo(id, endpointId, path);
 
       // attempts 3 to 5: the fifth is the last (WEBHOOK_MAX_ATTEMPTS), although this job was made
       // with every attempt left when the row had used none
@@ -297,11 +306,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
       await reconcile();
       await sleep(1000);
       expect(rx.on(path)).toHaveLength(5);
-      const [{ consecutive_failed_deliveries }] = await t.db.query<{ consecutive_failed_deliveries: number }>(
-        `SELECT consecutive_failed_deliveries FROM webhook_endpoints WHERE id = $1`,
-        [endpointId],
-      );
-      expect(consecutive_failed_deliveries).toBe(1);
+      expect(await failedDeliveriesOf(endpointId)).toBe(1);
     }, 90_000);
 
     it('recovered by BullMQ as stalled while its worker is still sending (the lock lost)', async () => {
@@ -322,13 +327,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
       await expectWaitingForTheBackoff(endpointId, path, first.at);
 
       // attempt 2 is numbered by the row (the job itself had made none): the second step follows
-      await dueNow(id);
-      await rx.waitFor((r) => r.path === path, 2, 15_000);
-      const second = await eventually(async () => {
-        const r = await rowOf(endpointId);
-        return r.attempts === 2 && !r.sending_until ? r : undefined;
-      }, 10_000, 'attempt 2 to be recorded');
-      expect(second.wait_s).toBeCloseTo(360, 0);
+      await secondAttemptTakesStepTwo(id, endpointId, path);
       await eventually(async () => (await deliveryQueue!.getJobState(deliveryJobId(id))) === 'delayed', 10_000, 'the job to wait for attempt 3');
       await dueNow(id);
       await rx.waitFor((r) => r.path === path, 3, 15_000);
@@ -342,10 +341,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
       const endpointId = await endpointFor(path);
       await emitTo('no-attempt-left');
       await rx.waitFor((r) => r.path === path, 1);
-      const { id } = await eventually(async () => {
-        const r = await rowOf(endpointId);
-        return r.attempts === 1 && !r.sending_until ? r : undefined;
-      }, 10_000, 'attempt 1 to be recorded');
+      const { id } = await recorded(endpointId, 1);
       // Redis loses the job; meanwhile the row made its every attempt (as under a larger
       // WEBHOOK_MAX_ATTEMPTS before a restart lowered it), and its next one is due
       await flushTestPrefix(redis);
@@ -356,11 +352,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
       expect((await deliveryQueue.getJob(deliveryJobId(id)))!.returnvalue).toEqual({ skipped: 'attempts_used' });
       expect(await rowOf(endpointId)).toMatchObject({ status: 'failed', attempts: 5, last_error: 'HTTP 500' });
       expect(rx.on(path)).toHaveLength(1);
-      const [{ consecutive_failed_deliveries }] = await t.db.query<{ consecutive_failed_deliveries: number }>(
-        `SELECT consecutive_failed_deliveries FROM webhook_endpoints WHERE id = $1`,
-        [endpointId],
-      );
-      expect(consecutive_failed_deliveries).toBe(1);
+      expect(await failedDeliveriesOf(endpointId)).toBe(1);
     }, 60_000);
 
     it('an endpoint disabled while an attempt is in flight: the second job waits for that attempt, whose success is recorded (not failed as "endpoint disabled")', async () => {
