@@ -43,13 +43,15 @@ export function expiredRowRules(
     // outbox rows whose job settled (sent, delivered or given up) OUTBOX_RETENTION_DAYS ago (settling
     // already dropped their encrypted link tokens and codes). Far past the queue reconciler's 20-hour window,
     // so no row it could still re-queue; created_at (BRIN) bounds the scan. A row handed to the
-    // queue and never settled (its consumer could not record it, or Redis lost its job after the
-    // reconciler's window) goes too once that old: nothing will ever send it, and its link has long
-    // expired. A row never handed to the queue stays whatever its age: the relay still sends it
-    // (a worker back from a long outage sweeps and relays at once; the events must not go first)
+    // queue that long ago and never settled (its consumer could not record it, or Redis lost its
+    // job after the reconciler's window) goes too: nothing will ever send it, and its link has long
+    // expired. A row not handed to the queue yet, or only lately, stays whatever its age: the relay
+    // still sends it (a worker back from a long outage sweeps and relays at once; the events must
+    // not go before they are sent)
     {
       table: 'outbox',
-      expired: `created_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)}) AND dispatched_at IS NOT NULL AND (processed_at IS NULL OR processed_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)}))`,
+      expired: `created_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)})
+                AND COALESCE(processed_at, dispatched_at) < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)})`,
     },
     // who was counted in a month's active users: needed only while that month's count can still
     // grow (the race guard of the first activity), so months before the previous one go

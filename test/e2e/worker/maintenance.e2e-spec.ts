@@ -133,13 +133,15 @@ describe('worker maintenance: expired one-time rows', () => {
   it('deletes settled outbox rows (their encrypted secrets with them) past OUTBOX_RETENTION_DAYS and finished webhook deliveries past WEBHOOK_DELIVERY_RETENTION_DAYS', async () => {
     const db = w.t.db;
     const tenant = await createTenant(db);
-    const outbox = async (createdDaysAgo: number, processedDaysAgo: number | null, dispatched = true) =>
+    /** `dispatchedDaysAgo`: when the relay handed it to the queue (null: not yet; default: when it was created) */
+    const outbox = async (createdDaysAgo: number, processedDaysAgo: number | null, dispatchedDaysAgo: number | null = createdDaysAgo) =>
       (
         await db.query<{ id: string }>(
           `INSERT INTO outbox (tenant_id, topic, event_type, payload, secret_enc, created_at, dispatched_at, processed_at)
-           VALUES ($1, 'retention-test', 'retention.test', '{}', 'enc:secret', now() - make_interval(days => $2), CASE WHEN $4 THEN now() - make_interval(days => $2) END,
+           VALUES ($1, 'retention-test', 'retention.test', '{}', 'enc:secret', now() - make_interval(days => $2),
+                   CASE WHEN $4::int IS NULL THEN NULL ELSE now() - make_interval(days => $4::int) END,
                    CASE WHEN $3::int IS NULL THEN NULL ELSE now() - make_interval(days => $3::int) END) RETURNING id::text AS id`,
-          [tenant.id, createdDaysAgo, processedDaysAgo, dispatched],
+          [tenant.id, createdDaysAgo, processedDaysAgo, dispatchedDaysAgo],
         )
       )[0].id;
     const oldSettled = await outbox(8, 8);
@@ -148,9 +150,10 @@ describe('worker maintenance: expired one-time rows', () => {
     // reconciler's window): nothing will send it any more once this old, so it goes too
     const oldUnsettled = await outbox(8, null);
     const recentUnsettled = await outbox(2, null);
-    // never handed to the queue (the worker was down longer than the retention): the relay still
-    // sends it, so it stays (review: a worker back from a long outage swept unsent events)
-    const oldUndispatched = await outbox(8, null, false);
+    // not handed to the queue yet, or only now (the worker was down longer than the retention): the
+    // relay still sends it, so it stays (review: a worker back from a long outage swept unsent events)
+    const oldUndispatched = await outbox(8, null, null);
+    const oldJustDispatched = await outbox(8, null, 0);
     const [ep] = await db.query<{ id: string }>(`INSERT INTO webhook_endpoints (tenant_id, url, events, secret_enc) VALUES ($1, 'https://hooks.example.com/x', '{user.created}', 'enc') RETURNING id`, [tenant.id]);
     const delivery = async (status: string, daysAgo: number) =>
       (
@@ -169,9 +172,9 @@ describe('worker maintenance: expired one-time rows', () => {
     expect(r.outbox).toBeGreaterThanOrEqual(1);
     expect(r.webhook_deliveries).toBeGreaterThanOrEqual(2);
     const outboxLeft = (
-      await db.query<{ id: string }>(`SELECT id::text AS id FROM outbox WHERE id = ANY($1::bigint[])`, [[oldSettled, recentSettled, oldUnsettled, recentUnsettled, oldUndispatched]])
+      await db.query<{ id: string }>(`SELECT id::text AS id FROM outbox WHERE id = ANY($1::bigint[])`, [[oldSettled, recentSettled, oldUnsettled, recentUnsettled, oldUndispatched, oldJustDispatched]])
     ).map((x) => x.id);
-    expect(outboxLeft.sort()).toEqual([recentSettled, recentUnsettled, oldUndispatched].sort());
+    expect(outboxLeft.sort()).toEqual([recentSettled, recentUnsettled, oldUndispatched, oldJustDispatched].sort());
     const deliveriesLeft = (await db.query<{ id: string }>(`SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.id])).map((x) => x.id);
     expect(deliveriesLeft.sort()).toEqual([oldPending, recentDelivered].sort());
     expect(deliveriesLeft).not.toContain(oldDelivered);
