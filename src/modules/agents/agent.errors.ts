@@ -16,7 +16,7 @@ const ALLOWED = new Set<string>(AGENT_GRANT_TYPES);
 export function checkAgentFields(f: { grant_types?: string[]; redirect_uris?: unknown[] }): void {
   const bad = (f.grant_types ?? []).filter((g) => !ALLOWED.has(g));
   if (bad.length)
-    throw new AppError('agent/invalid_grant_type', `Grant types outside the agent allowlist: ${bad.join(', ')}`, {
+    throw new AppError('agent/invalid_grant_type', `Grant types outside the agent allowlist: ${bad.map(shown).join(', ')}`, {
       errors: bad.map(() => ({ field: 'grant_types', message: `grant_types must each be one of ${AGENT_GRANT_TYPES.join(', ')}` })),
     });
   if (f.redirect_uris && f.redirect_uris.length > 0)
@@ -24,6 +24,9 @@ export function checkAgentFields(f: { grant_types?: string[]; redirect_uris?: un
       errors: [{ field: 'redirect_uris', message: 'redirect_uris must be empty' }],
     });
 }
+
+/** A refused value as the error names it: JSON-quoted, cut at 64 characters (a value can be as long as the body allows). */
+const shown = (v: string): string => JSON.stringify(v.length > 64 ? `${v.slice(0, 64)}…` : v);
 
 /** The tenant's agent, or 404 (also for another tenant's id). */
 export async function findTenantAgent(q: Queryable, tenantId: string, agentId: string): Promise<AgentRow> {

@@ -109,7 +109,8 @@ export class AgentFieldsDto {
     description: 'each from the spec 7.4 allowlist, else 422 agent/invalid_grant_type; at least one (disable is the one way to clear them)',
   })
   @Present() @IsArray() @ArrayMinSize(1, { message: 'grant_types needs at least one grant type; to stop an agent exchanging tokens, use its disable action' })
-  @ArrayMaxSize(10) @ArrayUnique() @IsString({ each: true }) @MaxLength(200, { each: true })
+  // no length bound of its own: a value outside the allowlist, however long, is 422 (spec 7.4)
+  @ArrayMaxSize(10) @ArrayUnique() @IsString({ each: true })
   grant_types?: string[];
 
   @ApiPropertyOptional({ type: 'integer', minimum: 60, maximum: 900, default: 900 }) @Present() @IsInt() @Min(60) @Max(900) agent_token_max_ttl_sec?: number;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'crypto';
 import { createTestApp, TestApp } from '../../setup/app';
 import { expectedClientHash, plainSha256Prefix } from '../../setup/client-hash';
 import { addMember, agentsUrl, as, endUser, EndUser, insertAction, registerAgent, Session, tenantOnTier } from './agents.helpers';
@@ -150,6 +151,10 @@ describe('agent activity timeline (spec 4.4, 2.10 AgentActionResponse)', () => {
     expect((await as(t, owner).get(agentsUrl(owner, `/${theirs.id}/activity`)).expect(404)).body.code).toBe('agent/not_found');
     expect((await as(t, other).get(agentsUrl(other, `/${agent.id}/activity`)).expect(404)).body.code).toBe('agent/not_found');
     expect((await as(t, other).get(agentsUrl(other, `/${theirs.id}/activity`)).expect(200)).body.data).toHaveLength(1);
+    // a member filtering by a user: 404 too, never the owner-only 403 (spec 1: cross-tenant is 404, never 403)
+    for (const id of [theirs.id, randomUUID()]) {
+      expect((await as(t, member).get(agentsUrl(owner, `/${id}/activity?actor_user_id=${alice.userId}`)).expect(404)).body.code).toBe('agent/not_found');
+    }
   });
 
   it('stays readable after the agent is revoked', async () => {

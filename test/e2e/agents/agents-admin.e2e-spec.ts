@@ -97,7 +97,7 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
     it('accepts every grant type of the 7.4 allowlist, and refuses any other with 422 agent/invalid_grant_type', async () => {
       const ok = await registerAgent(t, owner, { grant_types: [TOKEN_EXCHANGE, CIBA, DEVICE_CODE, CLIENT_CREDENTIALS] });
       expect(ok.grant_types).toEqual([TOKEN_EXCHANGE, CIBA, DEVICE_CODE, CLIENT_CREDENTIALS]);
-      for (const g of ['authorization_code', 'password', 'refresh_token', 'implicit', 'urn:ietf:params:oauth:grant-type:jwt-bearer', 'TOKEN-EXCHANGE', '']) {
+      for (const g of ['authorization_code', 'password', 'refresh_token', 'implicit', 'urn:ietf:params:oauth:grant-type:jwt-bearer', 'TOKEN-EXCHANGE', '', 'g'.repeat(201)]) {
         const res = await as(t, owner).post(agentsUrl(owner), { name: 'bad', grant_types: [TOKEN_EXCHANGE, g] }).expect(422);
         expect(res.body).toMatchObject({ status: 422, code: 'agent/invalid_grant_type' });
       }

@@ -113,6 +113,15 @@ describe('agent revocation, denylist and kill-tokens (spec 3.2, 5 rule 1, 6)', (
       await as(t, owner).delete(agentsUrl(owner, `/${a.id}`)).expect(200);
       const patch = await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { name: 'back' }).expect(409);
       expect(patch.body).toMatchObject({ status: 409, code: 'agent/already_revoked' });
+      // whatever the PATCH carries: a grant type outside the allowlist or redirect URIs are no 422 here
+      for (const body of [{ grant_types: ['password'] }, { redirect_uris: ['https://x.example/cb'] }]) {
+        expect((await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), body).expect(409)).body.code).toBe('agent/already_revoked');
+      }
+      // another tenant's agent: 404 for those too
+      const stranger = await tenantOnTier(t, 'pro');
+      for (const body of [{ name: 'x' }, { grant_types: ['password'] }]) {
+        expect((await as(t, stranger).patch(agentsUrl(stranger, `/${a.id}`), body).expect(404)).body.code).toBe('agent/not_found');
+      }
       expect((await as(t, owner).post(agentsUrl(owner, `/${a.id}/rotate-secret`)).expect(409)).body.code).toBe('agent/already_revoked');
       expect((await as(t, owner).post(agentsUrl(owner, `/${a.id}/disable`)).expect(409)).body.code).toBe('agent/already_revoked');
       expect((await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(409)).body.code).toBe('agent/already_revoked');

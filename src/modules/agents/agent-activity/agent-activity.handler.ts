@@ -49,13 +49,14 @@ export class AgentActivityHandler implements IQueryHandler<AgentActivityQuery> {
 
   async execute(q: AgentActivityQuery): Promise<Page<AgentActionResponse>> {
     const owner = q.role === 'owner';
-    if (!owner && q.filters.actorUserId) throw new AppError('auth/forbidden', "Only tenant owners may read other users' actions");
     // in UTC: an offset PostgreSQL cannot read (beyond ±15:59, valid RFC 3339) is no 400
     const [since, until] = [q.filters.since, q.filters.until].map((v) => (v ? utcInstant(v) : undefined));
     if (since && until && Date.parse(since) > Date.parse(until)) {
       throw new AppError('request/invalid', 'since must not be after until', { errors: [{ field: 'since', message: 'since must not be after until' }] });
     }
+    // the agent first: an unknown or another tenant's agent is 404 whoever asks (spec 1, 7.4)
     await findTenantAgent(this.db, q.tenantId, q.agentId);
+    if (!owner && q.filters.actorUserId) throw new AppError('auth/forbidden', "Only tenant owners may read other users' actions");
     const list = `agent_activity:${q.tenantId}:${q.agentId}`;
     const pos = keysetPosition(q.cursor, list);
     const rows = await this.db

@@ -26,7 +26,6 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
   async execute(cmd: UpdateAgentCommand): Promise<AgentResponse> {
     const tenantId = cmd.actor.tenant!.id;
     const b = cmd.body;
-    checkAgentFields(b);
     // column names come from this list only; values are parameters
     const sets: string[] = [];
     const params: unknown[] = [cmd.agentId, tenantId];
@@ -50,6 +49,11 @@ export class UpdateAgentHandler implements ICommandHandler<UpdateAgentCommand> {
     const changed = Object.keys(b).filter((k) => (b as Record<string, unknown>)[k] !== undefined);
 
     const result = await this.db.tx(async (tx) => {
+      // the agent before the body's values (spec 3.2, 7.4): an unknown or another tenant's agent is
+      // 404 and a revoked one 409 whatever the PATCH carries; then the allowlist's 422
+      const [live] = await tx.query(`SELECT 1 FROM agent_clients WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL FOR UPDATE`, [cmd.agentId, tenantId]);
+      if (!live) return notUpdatable(tx, tenantId, cmd.agentId);
+      checkAgentFields(b);
       // spec 3.2: conditional on revoked_at IS NULL; spec 9: each PATCH increments agent_metadata_version
       const [row] = await tx.query<AgentRow>(
         `UPDATE agent_clients SET ${[...sets, 'agent_metadata_version = agent_metadata_version + 1', 'updated_at = now()'].join(', ')}
