@@ -27,6 +27,23 @@ describe('loadConfig', () => {
     ).not.toThrow();
   });
 
+  it('production refuses the development key in any spelling that decodes to it (review: unpadded, a trailing newline, a leading space, URL-safe started)', () => {
+    const prod = { NODE_ENV: 'production', DATABASE_URL: 'postgres://x/y', REDIS_URL: 'redis://x', SMTP_URL: 'smtp://mail', PUBLIC_BASE_URL: 'https://auth.example', ACCOUNTS_URL: 'https://app.example', EMAIL_FROM: 'no-reply@example.com' };
+    const dev = Buffer.from(DEV_KEY_ENCRYPTION_KEY, 'base64');
+    const spellings = [DEV_KEY_ENCRYPTION_KEY, DEV_KEY_ENCRYPTION_KEY.replace(/=+$/, ''), `${DEV_KEY_ENCRYPTION_KEY}\n`, ` ${DEV_KEY_ENCRYPTION_KEY}`, dev.toString('base64url')];
+    for (const spelling of spellings) {
+      expect(() => loadConfig({ ...prod, KEY_ENCRYPTION_KEY: spelling })).toThrow(/KEY_ENCRYPTION_KEY: must be set to a secret of your own/);
+      // development reads every spelling as the same key
+      expect(loadConfig({ KEY_ENCRYPTION_KEY: spelling }).keyEncryptionKey).toEqual(dev);
+    }
+    // a key of one's own with a trailing newline is that key
+    expect(loadConfig({ ...prod, KEY_ENCRYPTION_KEY: `${kek}\n` }).keyEncryptionKey).toEqual(Buffer.from(kek, 'base64'));
+    // characters outside the alphabet are refused (Buffer.from would skip them: a typo decoding to another key), never shown
+    const typo = `${kek.slice(0, 10)}!${kek.slice(10)}`;
+    expect(() => loadConfig({ KEY_ENCRYPTION_KEY: typo })).toThrow(/KEY_ENCRYPTION_KEY: is not base64 \(the value is not shown\)/);
+    expect(() => loadConfig({ KEY_ENCRYPTION_KEY: Buffer.alloc(16, 1).toString('base64') })).toThrow(/KEY_ENCRYPTION_KEY: must be base64 of exactly 32 bytes \(it decodes to 16\)/);
+  });
+
   it('production refuses the development URLs and sender, set or copied from .env.example (loopback hosts, @localhost)', () => {
     const prod = { NODE_ENV: 'production', KEY_ENCRYPTION_KEY: kek, DATABASE_URL: 'postgres://x/y', REDIS_URL: 'redis://x', SMTP_URL: 'smtp://mail', PUBLIC_BASE_URL: 'https://auth.example', ACCOUNTS_URL: 'https://app.example', EMAIL_FROM: 'no-reply@example.com' };
     for (const [name, value] of [

@@ -308,6 +308,20 @@ export function parseDnsServers(raw: string): { servers: string[]; problems: str
  * before it, and in production not be the development key. A problem names the entry by its
  * position (1 = first), never by its value. Empty entries (a trailing comma) are skipped.
  */
+/**
+ * A key-encryption key as configured: standard or URL-safe base64, padded or not, surrounding
+ * spaces ignored (a mounted secret ends in a newline), of exactly 32 bytes. Checked against the
+ * alphabet first: Buffer.from alone skips characters outside it, so a typo would decode to
+ * another key, and many spellings would decode to one (the development key among them).
+ */
+export function decodeKek(raw: string): { key: Buffer } | { problem: string } {
+  const value = raw.trim();
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) return { problem: 'is not base64 (the value is not shown)' };
+  const key = Buffer.from(value, 'base64');
+  if (key.length !== 32) return { problem: `must be base64 of exactly 32 bytes (it decodes to ${key.length})` };
+  return { key };
+}
+
 export function parsePreviousKeys(raw: string, current: Buffer, production: boolean): { keys: Buffer[]; problems: string[] } {
   const keys: Buffer[] = [];
   const problems: string[] = [];
@@ -317,11 +331,9 @@ export function parsePreviousKeys(raw: string, current: Buffer, production: bool
     const value = entries[i].trim();
     if (!value) continue;
     const problem = ((): string | undefined => {
-      // standard or URL-safe base64, padded or not (as KEY_ENCRYPTION_KEY is read); Buffer.from
-      // alone skips characters outside the alphabet, so a typo would decode to another key
-      if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) return 'is not base64 (the value is not shown)';
-      const key = Buffer.from(value, 'base64');
-      if (key.length !== 32) return `must be base64 of exactly 32 bytes (it decodes to ${key.length})`;
+      const decoded = decodeKek(value);
+      if ('problem' in decoded) return decoded.problem;
+      const { key } = decoded;
       if (key.equals(current)) return 'is KEY_ENCRYPTION_KEY itself: the current key goes only in KEY_ENCRYPTION_KEY';
       if (keys.some((k) => k.equals(key))) return 'repeats an earlier entry of KEY_ENCRYPTION_KEY_PREVIOUS';
       if (production && key.equals(devKey)) return 'is the development key, refused in production';
@@ -498,14 +510,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   const errors = validateSync(parsed, { whitelist: false });
   const problems = errors.map((e) => `${e.property}: ${Object.values(e.constraints ?? {}).join(', ')}`);
 
-  const kek = Buffer.from(parsed.KEY_ENCRYPTION_KEY ?? '', 'base64');
-  if (kek.length !== 32) problems.push('KEY_ENCRYPTION_KEY: must be base64 of exactly 32 bytes');
+  const current = decodeKek(parsed.KEY_ENCRYPTION_KEY ?? '');
+  if ('problem' in current) problems.push(`KEY_ENCRYPTION_KEY: ${current.problem}`);
+  const kek = 'key' in current ? current.key : Buffer.alloc(0);
   const previousKeks = parsePreviousKeys(parsed.KEY_ENCRYPTION_KEY_PREVIOUS ?? '', kek, parsed.NODE_ENV === 'production');
   problems.push(...previousKeks.problems);
   if (parsed.NODE_ENV === 'production') {
     // `raw`: a value of only spaces (a mounted secret holding a newline) is unset here too
     const env = raw as Record<string, string | undefined>;
-    if (!env.KEY_ENCRYPTION_KEY || parsed.KEY_ENCRYPTION_KEY === DEV_KEY_ENCRYPTION_KEY)
+    // compared as bytes: any spelling of the development key (unpadded, URL-safe, a newline) is it
+    if (!env.KEY_ENCRYPTION_KEY || kek.equals(Buffer.from(DEV_KEY_ENCRYPTION_KEY, 'base64')))
       problems.push('KEY_ENCRYPTION_KEY: must be set to a secret of your own in production (openssl rand -base64 32)');
     if (!env.DATABASE_URL) problems.push('DATABASE_URL: must be set in production');
     if (!env.REDIS_URL) problems.push('REDIS_URL: must be set in production');
