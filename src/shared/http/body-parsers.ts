@@ -6,6 +6,13 @@ import { OAuthError } from '../errors/oauth-error';
 import { isOAuthPath } from '../errors/problem';
 
 /** The most distinct parameters an OAuth form body may carry (a real request has about ten). */
+/** Headers a request may carry once (lower-case name, name as answered). */
+const ONCE_HEADERS = [
+  ['authorization', 'Authorization'],
+  ['content-type', 'Content-Type'],
+  ['host', 'Host'],
+] as const;
+
 export const MAX_FORM_PARAMETERS = 100;
 
 /** querystring's percent-decoder to bytes (public, but missing from @types/node). */
@@ -208,10 +215,10 @@ export function installBodyParsers(fastify: FastifyInstance, bodyLimit: number):
     // one set of credentials per request: with two Authorization headers, this service would read
     // the first and a proxy or log the last (RFC 9110 section 5.3: it is not a list header)
     // the same for the body's media type: two Content-Type headers would be read as the first here
-    // and perhaps as the last by a proxy or firewall that inspected the body
-    for (const name of ['authorization', 'content-type'] as const) {
+    // and perhaps as the last by a proxy or firewall that inspected the body; and a request naming
+    // two hosts is refused as RFC 9112 section 3.2 requires (Node's own check is off: requireHostHeader)
+    for (const [name, label] of ONCE_HEADERS) {
       if ((req.raw.headersDistinct?.[name]?.length ?? 0) > 1) {
-        const label = name === 'authorization' ? 'Authorization' : 'Content-Type';
         return done(isOAuthPath(req.url) ? new OAuthError('invalid_request', `${label} must be sent once`) : new AppError('request/invalid', `${label} must be sent once`));
       }
     }

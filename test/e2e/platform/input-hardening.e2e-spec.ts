@@ -188,10 +188,17 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(missing).toMatch(/access-control-allow-origin: \*/i);
   });
 
-  it('a second Content-Type header is refused (a proxy could read the other one); CONNECT is 405 in the envelope, never a dropped connection', async () => {
+  it('a second Content-Type or Host header is refused (a proxy could read the other one); CONNECT is 405 in the envelope, never a dropped connection', async () => {
     const twice = await sendRaw('POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}');
     expect(twice).toMatch(/^HTTP\/1\.1 400 /);
     expect(twice).toContain('Content-Type must be sent once');
+    // two Host headers: 400 (RFC 9112 section 3.2), on any route (review: /health answered 200)
+    for (const path of ['/health', '/v1/auth/me']) {
+      const hosts = await sendRaw(`GET ${path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nHost: other.example\r\n\r\n`);
+      expect(hosts).toMatch(/^HTTP\/1\.1 400 /);
+      expect(hosts).toMatch(/content-type: application\/problem\+json/i);
+      expect(hosts).toContain('Host must be sent once');
+    }
     const tunnel = await sendRaw('CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n');
     expect(tunnel).toMatch(/^HTTP\/1\.1 405 /);
     expect(tunnel).toMatch(/content-type: application\/problem\+json/i);
