@@ -303,12 +303,6 @@ export function parseDnsServers(raw: string): { servers: string[]; problems: str
 }
 
 /**
- * KEY_ENCRYPTION_KEY_PREVIOUS decoded, or the problems found: each comma-separated entry must be
- * base64 of exactly 32 bytes, differ from KEY_ENCRYPTION_KEY (`current`) and from the entries
- * before it, and in production not be the development key. A problem names the entry by its
- * position (1 = first), never by its value. Empty entries (a trailing comma) are skipped.
- */
-/**
  * A key-encryption key as configured: standard or URL-safe base64, padded or not, surrounding
  * spaces ignored (a mounted secret ends in a newline), of exactly 32 bytes. Checked against the
  * alphabet first: Buffer.from alone skips characters outside it, so a typo would decode to
@@ -322,6 +316,12 @@ export function decodeKek(raw: string): { key: Buffer } | { problem: string } {
   return { key };
 }
 
+/**
+ * KEY_ENCRYPTION_KEY_PREVIOUS decoded, or the problems found: each comma-separated entry must be
+ * base64 of exactly 32 bytes, differ from KEY_ENCRYPTION_KEY (`current`) and from the entries
+ * before it, and in production not be the development key. A problem names the entry by its
+ * position (1 = first), never by its value. Empty entries (a trailing comma) are skipped.
+ */
 export function parsePreviousKeys(raw: string, current: Buffer, production: boolean): { keys: Buffer[]; problems: string[] } {
   const keys: Buffer[] = [];
   const problems: string[] = [];

@@ -5,7 +5,6 @@ import { AppError } from '../errors/app-error';
 import { OAuthError } from '../errors/oauth-error';
 import { isOAuthPath } from '../errors/problem';
 
-/** The most distinct parameters an OAuth form body may carry (a real request has about ten). */
 /** Headers a request may carry once (lower-case name, name as answered). */
 const ONCE_HEADERS = [
   ['authorization', 'Authorization'],
@@ -13,6 +12,7 @@ const ONCE_HEADERS = [
   ['host', 'Host'],
 ] as const;
 
+/** The most distinct parameters an OAuth form body may carry (a real request has about ten). */
 export const MAX_FORM_PARAMETERS = 100;
 
 /** querystring's percent-decoder to bytes (public, but missing from @types/node). */

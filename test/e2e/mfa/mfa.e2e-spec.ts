@@ -143,12 +143,12 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
         expect(await mfaNotices(u.userId)).toEqual(['enabled']);
       });
 
-      it('a fresh sign-in enrolls right away (registration and login alike), and one 290 s old still does', async () => {
+      it('a fresh sign-in enrolls right away (registration and login alike), and one 240 s old still does', async () => {
         const u = await api.register();
         await api.setup(u.accessToken).expect(200);
         const login = await api.login(u.email).expect(200);
         await api.setup(login.body.access_token).expect(200);
-        await api.backdateSignIn(login.body.access_token, 290);
+        await api.backdateSignIn(login.body.access_token, 240);
         const refreshed = await api.refresh(login.body.refresh_token).expect(200);
         const setup = await api.setup(refreshed.body.access_token).expect(200);
         await api.verifySetup(refreshed.body.access_token, { code: codeAt(setup.body.secret, currentStep()) }).expect(200);
