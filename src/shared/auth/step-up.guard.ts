@@ -28,9 +28,15 @@ export class StepUpGuard implements CanActivate {
     const { maxAge, orSignIn } = this.reflector.get<StepUpRule>(STEP_UP, ctx.getHandler()) ?? { maxAge: 300, orSignIn: false };
     const claims = authOf(ctx.switchToHttp().getRequest<FastifyRequest>()).user?.claims;
     const proofs = claims ? [claims.step_up_at, ...(orSignIn ? [claims.auth_time] : [])].map(Number) : [];
-    if (!proofs.some((at) => Number.isFinite(at) && Date.now() / 1000 - at <= maxAge)) {
-      const how = orSignIn ? 'Sign in or re-verify (step-up)' : 'Re-verify (step-up)';
-      throw new AppError('auth/step_up_required', `${how} within the last ${maxAge} seconds first`);
+    // an enrollment-only token (spec 2.8) is minted with the proof it records (a sign-in, a
+    // step-up): it counts for its whole lifetime, as long as or longer than the route's limit. One
+    // minted on a refresh records its session's sign-in, and only a recent one counts
+    const enrollmentOnly = orSignIn && claims?.mfa_enrollment_only === true;
+    const limit = enrollmentOnly ? Math.max(maxAge, Number(claims.exp) - Number(claims.iat) || 0) : maxAge;
+    if (!proofs.some((at) => Number.isFinite(at) && Date.now() / 1000 - at <= limit)) {
+      // an enrollment-only token cannot step up: its holder signs in again (a new one comes with it)
+      const how = enrollmentOnly ? 'Sign in again: this enrollment-only token was not granted on a sign-in' : orSignIn ? 'Sign in or re-verify (step-up)' : 'Re-verify (step-up)';
+      throw new AppError('auth/step_up_required', `${how} within the last ${limit} seconds first`);
     }
     return true;
   }

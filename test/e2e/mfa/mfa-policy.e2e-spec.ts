@@ -1,5 +1,6 @@
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { EnrollmentTokenService } from '../../../src/modules/mfa/enrollment-token.service';
 import { claimsOf, mfaApi, TotpDevice } from './mfa.helpers';
 
 const DAY = 86_400;
@@ -235,12 +236,25 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
       expect(claimsOf(fromRefresh).step_up_at).toBeUndefined();
       const refused = await api.setup(fromRefresh).expect(403);
       expect(refused.body.code).toBe('auth/step_up_required');
+      expect(refused.body.detail).toMatch(/^Sign in again/);
       expect(await t.db.query(`SELECT 1 FROM user_mfa_factors WHERE user_id = $1`, [u.userId])).toHaveLength(0);
       // the user signs in with the password again and enrolls; the session's refresh token then goes on
       const token = await enrollmentToken(u.email);
       const device = new TotpDevice((await api.setup(token).expect(200)).body.secret);
       await api.verifySetup(token, { code: await device.next() }).expect(200);
       await refresh(signedIn.body.refresh_token).expect(200);
+    });
+
+    it("a sign-in's enrollment-only token starts enrollment for its whole lifetime (600 s), longer than the 300 s a regular token's sign-in counts (review)", async () => {
+      const u = await lockedOut();
+      const issue = async (signedInSecondsAgo: number) => {
+        const user = { id: u.userId, tenant_id: tenant.id, email: u.email, email_verified: false, is_anonymous: false, role: 'user', created_at: new Date() };
+        return (await t.app.get(EnrollmentTokenService).issue(user, { auth_time: Math.floor(Date.now() / 1000) - signedInSecondsAgo })).token;
+      };
+      // the sign-in was 400 s ago: past a regular token's 300 s, within the token's own 600 s
+      await api.setup(await issue(400)).expect(200);
+      const stale = await api.setup(await issue(700)).expect(403);
+      expect(stale.body).toMatchObject({ code: 'auth/step_up_required', detail: expect.stringMatching(/^Sign in again/) });
     });
 
     it('step-up follows it as well: within the grace its token says so with the deadline of now; after the deadline it answers the 403, so step-ups cannot keep a session going', async () => {
