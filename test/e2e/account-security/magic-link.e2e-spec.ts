@@ -364,5 +364,12 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
     const ok = await mfaVerify(t2.apiKey, byPassword, u.recovery[0]).expect(200);
     expect(claims(ok.body.access_token)).toMatchObject({ aal: 'AAL2', amr: expect.arrayContaining(['pwd']) });
     await mfaVerify(tenant.apiKey, elsewhere, v.recovery[0]).expect(200);
+
+    // a challenge the sign-in made just after the switch's void (the race the void cannot see):
+    // refused while magic links are off, whatever its row says
+    const late = await challengeByLink(u.email, t2.apiKey);
+    await w.t.db.query(`UPDATE tenants SET magic_link_enabled = false WHERE id = $1`, [t2.tenantId]);
+    expect((await mfaVerify(t2.apiKey, late, u.recovery[1]).expect(401)).body.code).toBe('mfa/invalid_challenge');
+    expect(await w.t.db.query(`SELECT 1 FROM mfa_challenges WHERE token_hash = $1 AND used_at IS NULL`, [sha256Hex(late)])).toHaveLength(1);
   });
 });

@@ -240,8 +240,15 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       const decision = await t.app.get(MfaLoginPolicy).decide(row, { amr: ['email'] });
       const token = decision?.challenge?.mfa_challenge_token;
       expect(token).toEqual(expect.any(String));
-      const ok = await api.verify({ mfa_challenge_token: token!, code: await u.device.next() }).expect(200);
-      expect(claimsOf(ok.body.access_token)).toMatchObject({ aal: 'AAL2', amr: ['email', 'otp'] });
+      // a magic link's challenge completes only while the tenant has magic links on
+      expect((await api.verify({ mfa_challenge_token: token!, code: '000000' }).expect(401)).body.code).toBe('mfa/invalid_challenge');
+      await t.db.query(`UPDATE tenants SET magic_link_enabled = true WHERE id = $1`, [tenant.id]);
+      try {
+        const ok = await api.verify({ mfa_challenge_token: token!, code: await u.device.next() }).expect(200);
+        expect(claimsOf(ok.body.access_token)).toMatchObject({ aal: 'AAL2', amr: ['email', 'otp'] });
+      } finally {
+        await t.db.query(`UPDATE tenants SET magic_link_enabled = false WHERE id = $1`, [tenant.id]);
+      }
     });
 
     it('a TOTP code already used in its time step is rejected (replay), also on a new challenge', async () => {

@@ -10,6 +10,7 @@ import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { REDIS } from '../../../shared/redis/redis.module';
+import { AMR_EMAIL_OTP, AMR_MAGIC_LINK } from '../../account-security/account-security.constants';
 import { activityCtes } from '../../sessions/activity.sql';
 import { SessionsService, SessionUser } from '../../sessions/sessions.service';
 import { MfaFactorsService } from '../mfa-factors.service';
@@ -49,10 +50,13 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
   async execute(cmd: VerifyMfaLoginCommand): Promise<MfaVerifyResponse> {
     const tenantId = cmd.apiKey.tenantId;
     const tokenHash = sha256Hex(cmd.challengeToken);
+    // a challenge opened by a magic link or an email code is dead once the tenant switched that
+    // method off (the switch voids those pending then; this covers one a sign-in made just after)
     const [challenge] = await this.db.query<{ id: string; user_id: string; first_factor_amr: string[]; oauth_params: Record<string, string> | null }>(
-      `SELECT id, user_id, first_factor_amr, oauth_params FROM mfa_challenges
-        WHERE token_hash = $1 AND tenant_id = $2 AND kind = 'login' AND used_at IS NULL AND expires_at > now() AND attempts < $3`,
-      [tokenHash, tenantId, MFA_CHALLENGE_MAX_ATTEMPTS],
+      `SELECT c.id, c.user_id, c.first_factor_amr, c.oauth_params FROM mfa_challenges c JOIN tenants t ON t.id = c.tenant_id
+        WHERE c.token_hash = $1 AND c.tenant_id = $2 AND c.kind = 'login' AND c.used_at IS NULL AND c.expires_at > now() AND c.attempts < $3
+          AND (t.magic_link_enabled OR c.first_factor_amr <> $4::text[]) AND (t.email_otp_enabled OR c.first_factor_amr <> $5::text[])`,
+      [tokenHash, tenantId, MFA_CHALLENGE_MAX_ATTEMPTS, AMR_MAGIC_LINK, AMR_EMAIL_OTP],
       'mfa_challenge_find',
     );
     if (!challenge) throw new AppError('mfa/invalid_challenge');
