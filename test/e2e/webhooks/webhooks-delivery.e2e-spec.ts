@@ -238,7 +238,7 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
     expect((await deliveries(other, theirs.id)).data).toEqual([]);
   });
 
-  it('an endpoint gets the events of the time it was enabled: not one from its disabled period, even enabled again before the fan-out ran; one from before the disable is logged as failed (endpoint disabled)', async () => {
+  it('an endpoint gets the events of the time it was enabled: not one from its disabled period, even enabled again before the fan-out ran; one from before the disable is logged as failed (endpoint disabled) while the disable holds, and sent once it is enabled again', async () => {
     const d = await signupTenant(t);
     const [path, okPath] = [rx.path(), rx.path()];
     const ep = await createEndpoint(d, { url: rx.url(path), events: ['*'] });
@@ -283,6 +283,19 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
     await rx.waitFor((x) => x.path === okPath, 3);
     await sleep(500);
     expect(rx.on(path).map((r) => JSON.parse(r.body).data.n)).toEqual(['after-enable']);
+
+    // an event while it is enabled, then an automatic disable and an owner's enable, all before
+    // its fan-out: it was enabled when the event happened, so it is sent (review of the first fix)
+    await relay.stop();
+    try {
+      await emit(d.tenantId, 'agent.revoked', { n: 'across-a-disable' });
+      await disable();
+      await enable();
+    } finally {
+      relay.start();
+    }
+    await rx.waitFor((x) => x.path === path, 2);
+    expect(rx.on(path).map((r) => JSON.parse(r.body).data.n)).toEqual(['after-enable', 'across-a-disable']);
   });
 
   it('after PostgreSQL went back in time, an event given an old outbox id again is still delivered (Redis holds the finished jobs of that id)', async () => {

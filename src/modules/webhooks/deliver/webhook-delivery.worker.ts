@@ -49,8 +49,9 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
       stalledInterval: c.WEBHOOK_LOCK_MS,
       maxStalledCount: MAX_STALLED,
       // a failed attempt: when the delivery row says its next one is due. Anything else that
-      // failed the job (the database away) used no attempt of the row: it looks again later, and
-      // waits there for the row's next attempt if that is not due yet
+      // failed the job (the database away) used no attempt of the row but one of the job's: it
+      // looks again later (and waits there for the row's next attempt if that is not due yet);
+      // a job whose attempts such failures used up ends the delivery as failed (onFailed)
       settings: {
         backoffStrategy: (attemptsMade, _type, err) =>
           err instanceof WebhookAttemptFailed && err.retryInMs !== null ? err.retryInMs : retryDelayMs(attemptsMade, c.WEBHOOK_BACKOFF_BASE_MS),

@@ -8,8 +8,8 @@ import { EnableWebhookCommand } from './enable-webhook.command';
 
 /**
  * Conditional on disabled_at IS NOT NULL: enabling an enabled endpoint changes nothing, no event.
- * `enabled_at` records when: the fan-out sends the endpoint no event that happened before it (one
- * from the disabled period whose fan-out runs only now).
+ * The disabled period it ends is recorded (`last_disabled_at` to `enabled_at`): the fan-out sends
+ * the endpoint no event of that period, even one whose fan-out runs only now.
  */
 @CommandHandler(EnableWebhookCommand)
 export class EnableWebhookHandler implements ICommandHandler<EnableWebhookCommand> {
@@ -22,7 +22,7 @@ export class EnableWebhookHandler implements ICommandHandler<EnableWebhookComman
     const tenantId = cmd.actor.tenant!.id;
     return this.db.tx(async (tx) => {
       const [enabled] = await tx.query<WebhookEndpointRow>(
-        `UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL, consecutive_failed_deliveries = 0, enabled_at = now()
+        `UPDATE webhook_endpoints SET last_disabled_at = disabled_at, enabled_at = now(), disabled_at = NULL, disabled_reason = NULL, consecutive_failed_deliveries = 0
           WHERE id = $1 AND tenant_id = $2 AND disabled_at IS NOT NULL RETURNING ${ENDPOINT_COLUMNS}`,
         [cmd.endpointId, tenantId],
       );

@@ -12,10 +12,11 @@ import { FanOutWebhookEventCommand } from './fan-out-event.command';
 /**
  * One delivery row and one BullMQ job per matching endpoint: subscribed to the event type (or
  * `*`), with no agent filter or the payload's agent_client_id (spec 6), registered and enabled
- * when the event happened (judged at the event's time, not the fan-out's: an event of a disabled
- * period is not sent even if an owner enabled the endpoint again before its fan-out ran; one that
- * happened before an automatic disable gets its row, which its job then ends as `endpoint
- * disabled`, so the delivery log shows it). Idempotent: a re-relayed or retried event finds its
+ * when the event happened (judged at the event's time, not the fan-out's: an event of the
+ * endpoint's last disabled period is not sent even if an owner enabled the endpoint again before
+ * its fan-out ran, and one from before that period is; one that happened before an automatic
+ * disable still in force gets its row, which its job then ends as `endpoint disabled`, so the
+ * delivery log shows it). Idempotent: a re-relayed or retried event finds its
  * rows (unique per (outbox id, endpoint)) and re-adds the jobs of the pending ones under the same
  * job ids. The same statement settles the outbox row: from here on the pending delivery rows are
  * what the queue reconciler re-queues should Redis lose the jobs.
@@ -43,7 +44,8 @@ export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookE
        ), targets AS (
          SELECT e.id FROM webhook_endpoints e, ev
           WHERE e.tenant_id = $1 AND e.created_at <= ev.at
-            AND e.enabled_at <= ev.at AND (e.disabled_at IS NULL OR e.disabled_at > ev.at)
+            AND (e.disabled_at IS NULL OR e.disabled_at > ev.at)
+            AND NOT (e.last_disabled_at IS NOT NULL AND ev.at >= e.last_disabled_at AND ev.at < e.enabled_at)
             AND ($3 = ANY (events) OR '*' = ANY (events))
             AND (agent_client_id IS NULL OR agent_client_id::text = $4::text)
        ), settled AS (${SETTLE_OUTBOX_SQL('$5')}
