@@ -412,14 +412,15 @@ export class SessionsService {
     return out;
   }
 
-  private enrollmentRefusal?: (user: SessionUser) => Promise<Error>;
+  private enrollmentRefusal?: (user: SessionUser & { auth_time: number }) => Promise<Error>;
 
   /**
    * What a refresh answers once the user's MFA enrollment grace is over (spec 2.8): the MFA
    * module registers the same 403 `mfa/enrollment_required` with an enrollment-only token that
-   * sign-in answers, so a session started before the deadline cannot outlive the policy.
+   * sign-in answers, so a session started before the deadline cannot outlive the policy. The user
+   * comes with the session's `auth_time` (its sign-in, which the token records).
    */
-  onEnrollmentEnforced(refusal: (user: SessionUser) => Promise<Error>): void {
+  onEnrollmentEnforced(refusal: (user: SessionUser & { auth_time: number }) => Promise<Error>): void {
     this.enrollmentRefusal = refusal;
   }
 
