@@ -145,6 +145,35 @@ describe('onboarding signup (spec 2.1)', () => {
     expect(await t.db.query(`SELECT 1 FROM dashboard_users WHERE email_normalized = ANY($1)`, [[body.email, plain.email]])).toHaveLength(0);
   });
 
+  it('a replay after the first session ended (logout, absolute timeout) opens a live session with its own csrf_token (review: a dead cookie with 201)', async () => {
+    const body = { ...valid(), idempotency_key: randomUUID() };
+    const a = await signup(body).expect(201);
+    const first = sessionCookie(a.headers['set-cookie']);
+    // the same answer while the session lives
+    const same = await signup(body).expect(201);
+    expect(sessionCookie(same.headers['set-cookie'])).toBe(first);
+    expect(same.body).toEqual(a.body);
+    await t.http().post('/v1/auth/dashboard/logout').set('Cookie', first).set('X-CSRF-Token', a.body.csrf_token).expect(204);
+    const b = await signup(body).expect(201);
+    const second = sessionCookie(b.headers['set-cookie']);
+    expect(second).not.toBe(first);
+    expect(b.body).toEqual({ ...a.body, csrf_token: expect.any(String) });
+    expect(b.body.csrf_token).not.toBe(a.body.csrf_token);
+    const me = await t.http().get('/v1/auth/dashboard/me').set('Cookie', second).expect(200);
+    expect(me.body.user.id).toBe(a.body.user.id);
+    // the csrf_token answered is the live session's
+    await t.http().post('/v1/auth/dashboard/logout').set('Cookie', second).set('X-CSRF-Token', b.body.csrf_token).expect(204);
+    // the absolute timeout: the same
+    const c = await signup(body).expect(201);
+    await t.db.query(`UPDATE dashboard_sessions SET absolute_expires_at = now() - interval '1 second' WHERE user_id = $1 AND revoked_at IS NULL`, [a.body.user.id]);
+    const d = await signup(body).expect(201);
+    expect(sessionCookie(d.headers['set-cookie'])).not.toBe(sessionCookie(c.headers['set-cookie']));
+    await t.http().get('/v1/auth/dashboard/me').set('Cookie', sessionCookie(d.headers['set-cookie'])).expect(200);
+    // still nothing created twice
+    expect(await t.db.query(`SELECT 1 FROM tenants WHERE id = $1`, [a.body.tenant.id])).toHaveLength(1);
+    expect(await t.db.query(`SELECT 1 FROM dashboard_users WHERE id = $1`, [a.body.user.id])).toHaveLength(1);
+  });
+
   it('replays the same answer for the same idempotency_key and creates nothing twice', async () => {
     const body = { ...valid(), idempotency_key: randomUUID() };
     const a = await signup(body).expect(201);

@@ -57,9 +57,17 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     // A replay hands out the owner's session again: only to a request that proves the password
     // (checked against the stored argon2 hash; the key alone is not a credential). A wrong one
     // is the same 409 as any other request that differs from the first.
-    if (r.replayed) await this.proveReplay(body.email, client.ip, () => this.passwordMatches(r.body.user.id, body.password));
-    else await this.signedIn(body.email, client.ip);
-    return { body: r.body, sessionToken: r.secret?.session };
+    if (!r.replayed) {
+      await this.signedIn(body.email, client.ip);
+      return { body: r.body, sessionToken: r.secret?.session };
+    }
+    await this.proveReplay(body.email, client.ip, () => this.passwordMatches(r.body.user.id, body.password));
+    // the session handed out first may have ended since (a logout, a password reset, its absolute
+    // timeout, which comes before the key's): the proven password opens a new one, as a sign-in
+    // would, rather than a cookie that cannot work (its csrf_token is the new session's)
+    if (r.secret?.session && (await this.sessions.find(r.secret.session))) return { body: r.body, sessionToken: r.secret.session };
+    const fresh = await this.db.tx((tx) => this.sessions.create(tx, r.body.user.id));
+    return { body: { ...r.body, csrf_token: fresh.csrfToken }, sessionToken: fresh.token };
   }
 
   /**
