@@ -15,6 +15,8 @@ export interface CodeRow {
   binding_hash: string | null;
   oauth_params: Record<string, string> | null;
   attempts: number;
+  /** the hash of the code that matched: `consume` uses that code only, not one issued since in the same row */
+  code_hash: string;
 }
 
 /** Which live code an attempt is for: an address's sign-in code, or a session's step-up code. */
@@ -196,13 +198,21 @@ export class EmailCodes {
       return undefined;
     }
     if (!/^\d{6}$/.test(code) || !this.matches(row.salt, code, row.code_hash)) return undefined;
-    const { code_hash: _h, salt: _s, ...rest } = row;
+    const { salt: _s, ...rest } = row;
     return rest;
   }
 
-  /** Uses a matched code: of parallel correct attempts exactly one wins. */
-  async consume(tx: Queryable, id: string): Promise<boolean> {
-    const { rowCount } = await tx.exec(`UPDATE email_otp_codes SET consumed_at = now() WHERE id = $1 AND consumed_at IS NULL`, [id], 'email_otp_consume');
+  /**
+   * Uses a matched code: of parallel correct attempts exactly one wins. The row is reused when a
+   * new code is sent (consumed_at cleared), so the match is bound to its code: a request that
+   * matched the earlier code cannot use the row again once a new code replaced it.
+   */
+  async consume(tx: Queryable, matched: Pick<CodeRow, 'id' | 'code_hash'>): Promise<boolean> {
+    const { rowCount } = await tx.exec(
+      `UPDATE email_otp_codes SET consumed_at = now() WHERE id = $1 AND code_hash = $2 AND consumed_at IS NULL`,
+      [matched.id, matched.code_hash],
+      'email_otp_consume',
+    );
     return rowCount === 1;
   }
 }

@@ -1,6 +1,7 @@
 import { createServer, Server } from 'http';
 import { AddressInfo } from 'net';
 import { authenticator } from 'otplib';
+import { EmailCodes } from '../../../src/modules/account-security/email-codes.service';
 import { randomIp, STRONG_PASSWORD, uniqueEmail } from '../../setup/app';
 import {
   bearerPost,
@@ -172,6 +173,20 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
     expect(rows.n).toBe(1);
     expect((await codeRow(u.email)).attempts).toBe(0);
     await verify({ email: u.email, code: first }).expect(401);
+    await verify({ email: u.email, code: second }).expect(200);
+  });
+
+  it('a match of the replaced code cannot use the row the new code took over (review: the row is reused, so a request that matched the old code just before the resend could still consume it)', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const codes = w.t.app.get(EmailCodes);
+    const target = { purpose: 'login', tenantId: tenant.tenantId, emailNormalized: u.email.toLowerCase() } as const;
+    const first = await requestCode(u.email);
+    const matched = await codes.attempt(target, first, randomIp());
+    expect(matched).toBeDefined();
+    let second = await requestCode(u.email);
+    while (second === first) second = await requestCode(u.email); // 1 in a million
+    // the request that matched the first code goes on to use it: refused, the new code stays live
+    expect(await w.t.db.tx((tx) => codes.consume(tx, matched!))).toBe(false);
     await verify({ email: u.email, code: second }).expect(200);
   });
 

@@ -38,7 +38,7 @@ export class VerifyEmailOtpHandler implements ICommandHandler<VerifyEmailOtpComm
     // an account is created here: the tenant's address policy of now applies (it may have changed since the request)
     if (!row.user_id) await this.policy.assertAllowed(tenantId, row.email_normalized);
     const user = await this.db.tx(async (tx): Promise<ProvenUser> => {
-      if (!(await this.codes.consume(tx, row.id))) throw new AppError('otp/invalid');
+      if (!(await this.codes.consume(tx, row))) throw new AppError('otp/invalid');
       const u = row.user_id
         ? await this.signIn.proveEmail(tx, tenantId, row.user_id, row.email_normalized, 'email_otp')
         : row.mode === 'login_or_create'

@@ -44,7 +44,7 @@ export class CompleteStepUpHandler implements ICommandHandler<CompleteStepUpComm
     const target = { purpose: 'step_up', tenantId: s.tenantId, userId: s.userId, sessionId: s.sessionId } as const;
     const row = await this.codes.attempt(target, cmd.secret, cmd.client.ip);
     if (!row) throw new AppError('otp/invalid');
-    if (!(await this.db.tx((tx) => this.codes.consume(tx, row.id)))) throw new AppError('otp/invalid');
+    if (!(await this.db.tx((tx) => this.codes.consume(tx, row)))) throw new AppError('otp/invalid');
     await this.codes.signedIn(target, cmd.client.ip);
     return this.stepUpTokens.issue(cmd.user, AMR_EMAIL_OTP[0]);
   }
