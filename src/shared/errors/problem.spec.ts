@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { DatabaseError } from 'pg';
 import { AppError } from './app-error';
 import { OAuthError } from './oauth-error';
 import { isOAuthPath, renderError } from './problem';
@@ -67,6 +68,31 @@ describe('renderError: client errors of plugins, and what a server error logs', 
     expect(logged).toHaveBeenCalledTimes(1);
     expect(JSON.stringify(logged.mock.calls[0][0], (_k, v) => (v instanceof Error ? v.message : v))).not.toContain('QSECRET123');
     expect(logged.mock.calls[0][0]).toMatchObject({ path: '/v1/auth/register', request_id: 'rid' });
+  });
+
+  it("a database error is logged without the values its statement repeats (a unique violation's detail names the email), with what a fix needs", () => {
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const pgError = Object.assign(new DatabaseError('duplicate key value violates unique constraint "users_email_uq"', 0, 'error'), {
+      severity: 'ERROR',
+      code: '23505',
+      detail: 'Key (tenant_id, email_normalized)=(t1, ada@example.com) already exists.',
+      where: 'SQL statement "INSERT ... ada@example.com"',
+      constraint: 'users_email_uq',
+      table: 'users',
+    });
+    const typeorm = Object.assign(new Error(pgError.message), { name: 'QueryFailedError', query: 'INSERT INTO users ...', parameters: ['ada@example.com', 'argon2-hash'], driverError: pgError });
+    for (const err of [pgError, typeorm]) {
+      logged.mockClear();
+      expect(renderError(err, '/v1/auth/register', 'rid').status).toBe(500);
+      const line = logged.mock.calls[0][0] as { err: Record<string, unknown> };
+      const text = JSON.stringify(line.err, (_k, v) => (v instanceof Error ? { ...v, message: v.message } : v));
+      expect(text).not.toContain('ada@example.com');
+      expect(text).not.toContain('argon2-hash');
+      expect(text).toContain('users_email_uq');
+      expect(line.err).toBeInstanceOf(Error);
+    }
+    // the error itself is untouched (only the logged copy drops them)
+    expect(pgError.detail).toContain('ada@example.com');
   });
 
   it('an OAuth 5xx (temporarily_unavailable) logs one server error line with its cause; the response is unchanged; an OAuth 4xx logs nothing', () => {

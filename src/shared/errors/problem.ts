@@ -24,6 +24,23 @@ export interface RenderedError {
 
 const logger = new Logger('Errors');
 
+/** What a database error may carry that repeats the request's values (a unique violation's `detail` names the key). */
+const DATABASE_ERROR_VALUES = ['detail', 'where', 'parameters', 'query', 'driverError'] as const;
+
+/**
+ * An error as logged: a PostgreSQL (node-postgres) or TypeORM error without the fields that
+ * repeat the values of the statement (emails, hashes, tokens a request sent); its SQLSTATE,
+ * constraint, table and column stay, which is what a fix needs. Anything else as it is.
+ */
+export function loggableError(err: unknown): unknown {
+  if (!(err instanceof Error) || !('severity' in err || 'driverError' in err)) return err;
+  const safe = Object.assign(Object.create(Object.getPrototypeOf(err) as object) as Error, err, { message: err.message, stack: err.stack });
+  for (const key of DATABASE_ERROR_VALUES) delete (safe as unknown as Record<string, unknown>)[key];
+  const driver = (err as { driverError?: unknown }).driverError;
+  if (driver instanceof Error) (safe as unknown as Record<string, unknown>).cause = loggableError(driver);
+  return safe;
+}
+
 /** The OAuth endpoints (RFC 6749): form bodies, and errors in the RFC 6749 envelope instead of problem+json. */
 export const OAUTH_PATH_PREFIX = '/oauth/';
 /** Whether a request URL names an OAuth endpoint, as the router reads it (percent-decoded: `/%6fauth/token` is `/oauth/token`). */
@@ -159,7 +176,7 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
   if (err instanceof OAuthError) {
     // a 5xx in the RFC 6749 envelope (temporarily_unavailable) is a server error as any other:
     // one error line with the request id and its cause (the dependency failure behind it)
-    if (err.status >= 500) logger.error({ err, request_id: requestId, path }, 'server error');
+    if (err.status >= 500) logger.error({ err: loggableError(err), request_id: requestId, path }, 'server error');
     return {
       status: err.status,
       contentType: 'application/json; charset=utf-8',
@@ -182,10 +199,10 @@ export function renderError(err: unknown, url: string, requestId?: string): Rend
     appErr = fromFrameworkError(err as { statusCode?: number; code?: string });
   }
   if (!appErr) {
-    logger.error({ err, request_id: requestId, path }, 'unhandled error');
+    logger.error({ err: loggableError(err), request_id: requestId, path }, 'unhandled error');
     appErr = new AppError('server/error', 'An unexpected error occurred; quote the request id to support');
   } else if (appErr.status >= 500 && !appErr.options.logged) {
-    logger.error({ err, request_id: requestId, path }, 'server error');
+    logger.error({ err: loggableError(err), request_id: requestId, path }, 'server error');
   }
   if (isOAuth) {
     const error =
