@@ -7,6 +7,8 @@ import { authOf } from './auth-context';
 import { BearerGuard } from './guards';
 
 const STEP_UP = 'authp:step-up';
+/** How far apart a token's issue time and the proof it records may be for it to count as minted with that proof. */
+const PROOF_MINT_SLACK_SECONDS = 5;
 
 /** What a route requires of the bearer's latest proof of the account. */
 interface StepUpRule {
@@ -28,15 +30,18 @@ export class StepUpGuard implements CanActivate {
     const { maxAge, orSignIn } = this.reflector.get<StepUpRule>(STEP_UP, ctx.getHandler()) ?? { maxAge: 300, orSignIn: false };
     const claims = authOf(ctx.switchToHttp().getRequest<FastifyRequest>()).user?.claims;
     const proofs = claims ? [claims.step_up_at, ...(orSignIn ? [claims.auth_time] : [])].map(Number) : [];
-    // an enrollment-only token (spec 2.8) is minted with the proof it records (a sign-in, a
-    // step-up): it counts for its whole lifetime, as long as or longer than the route's limit. One
-    // minted on a refresh records its session's sign-in, and only a recent one counts
+    // an enrollment-only token (spec 2.8) minted with the proof it records (a sign-in, a step-up:
+    // the proof's time is its issue time) is that proof: it counts for its whole lifetime, as long
+    // as or longer than the route's limit. One minted later (on a refresh: its session's sign-in)
+    // has the route's limit
     const enrollmentOnly = orSignIn && claims?.mfa_enrollment_only === true;
-    const limit = enrollmentOnly ? Math.max(maxAge, Number(claims.exp) - Number(claims.iat) || 0) : maxAge;
+    const iat = Number(claims?.iat);
+    const mintedWithProof = enrollmentOnly && proofs.some((at) => Math.abs(iat - at) <= PROOF_MINT_SLACK_SECONDS);
+    const limit = mintedWithProof ? Math.max(maxAge, Number(claims?.exp) - iat || 0) : maxAge;
     if (!proofs.some((at) => Number.isFinite(at) && Date.now() / 1000 - at <= limit)) {
       // an enrollment-only token cannot step up: its holder signs in again (a new one comes with it)
-      const how = enrollmentOnly ? 'Sign in again: this enrollment-only token was not granted on a sign-in' : orSignIn ? 'Sign in or re-verify (step-up)' : 'Re-verify (step-up)';
-      throw new AppError('auth/step_up_required', `${how} within the last ${limit} seconds first`);
+      const how = enrollmentOnly ? 'Sign in again: this enrollment-only token' : orSignIn ? 'Sign in or re-verify (step-up)' : 'Re-verify (step-up)';
+      throw new AppError('auth/step_up_required', enrollmentOnly ? `${how} was not granted on a sign-in of the last ${limit} seconds` : `${how} within the last ${limit} seconds first`);
     }
     return true;
   }

@@ -370,6 +370,8 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
     const late = await challengeByLink(u.email, t2.apiKey);
     await w.t.db.query(`UPDATE tenants SET magic_link_enabled = false WHERE id = $1`, [t2.tenantId]);
     expect((await mfaVerify(t2.apiKey, late, u.recovery[1]).expect(401)).body.code).toBe('mfa/invalid_challenge');
-    expect(await w.t.db.query(`SELECT 1 FROM mfa_challenges WHERE token_hash = $1 AND used_at IS NULL`, [sha256Hex(late)])).toHaveLength(1);
+    // and for good: switched on again, it stays refused
+    await w.t.db.query(`UPDATE tenants SET magic_link_enabled = true WHERE id = $1`, [t2.tenantId]);
+    expect((await mfaVerify(t2.apiKey, late, u.recovery[1]).expect(401)).body.code).toBe('mfa/invalid_challenge');
   });
 });

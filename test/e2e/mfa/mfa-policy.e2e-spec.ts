@@ -245,16 +245,26 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
       await refresh(signedIn.body.refresh_token).expect(200);
     });
 
-    it("a sign-in's enrollment-only token starts enrollment for its whole lifetime (600 s), longer than the 300 s a regular token's sign-in counts (review)", async () => {
+    it("a sign-in's enrollment-only token starts enrollment for its whole lifetime (600 s), longer than the 300 s a regular token's sign-in counts (review); one minted later than its proof has the 300 s", async () => {
       const u = await lockedOut();
-      const issue = async (signedInSecondsAgo: number) => {
-        const user = { id: u.userId, tenant_id: tenant.id, email: u.email, email_verified: false, is_anonymous: false, role: 'user', created_at: new Date() };
-        return (await t.app.get(EnrollmentTokenService).issue(user, { auth_time: Math.floor(Date.now() / 1000) - signedInSecondsAgo })).token;
+      const user = { id: u.userId, tenant_id: tenant.id, email: u.email, email_verified: false, is_anonymous: false, role: 'user', created_at: new Date() };
+      /** A token minted at a sign-in `mintedSecondsAgo` (its clock moved back), recording a sign-in `signedInSecondsAgo`. */
+      const issue = async (mintedSecondsAgo: number, signedInSecondsAgo: number) => {
+        const now = Date.now();
+        const clock = jest.spyOn(Date, 'now').mockReturnValue(now - mintedSecondsAgo * 1000);
+        try {
+          return (await t.app.get(EnrollmentTokenService).issue(user, { auth_time: Math.floor(now / 1000) - signedInSecondsAgo })).token;
+        } finally {
+          clock.mockRestore();
+        }
       };
-      // the sign-in was 400 s ago: past a regular token's 300 s, within the token's own 600 s
-      await api.setup(await issue(400)).expect(200);
-      const stale = await api.setup(await issue(700)).expect(403);
-      expect(stale.body).toMatchObject({ code: 'auth/step_up_required', detail: expect.stringMatching(/^Sign in again/) });
+      // minted at the sign-in, 400 s ago: past a regular token's 300 s, within the token's own 600 s
+      await api.setup(await issue(400, 400)).expect(200);
+      // minted now on a sign-in of 400 s ago (as a refresh mints it): the route's 300 s
+      const late = await api.setup(await issue(0, 400)).expect(403);
+      expect(late.body).toMatchObject({ code: 'auth/step_up_required', detail: expect.stringMatching(/^Sign in again/) });
+      // minted at a sign-in 590 s ago: still within its lifetime
+      await api.setup(await issue(590, 590)).expect(200);
     });
 
     it('step-up follows it as well: within the grace its token says so with the deadline of now; after the deadline it answers the 403, so step-ups cannot keep a session going', async () => {

@@ -19,6 +19,7 @@ import { StepUpResponseDto } from '../mfa.response.dto';
 const NOT_CARRIED = new Set([
   'iss', 'sub', 'aud', 'exp', 'iat', 'nbf', 'jti', 'tenant_id', 'sid', 'scope', 'amr', 'aal', 'role',
   'is_anonymous', 'email', 'email_verified', 'act', 'auth_time', 'step_up_at', 'mfa_enrollment_required', 'mfa_enrollment_deadline',
+  'mfa_enrollment_only',
 ]);
 
 /**

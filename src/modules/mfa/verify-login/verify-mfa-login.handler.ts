@@ -50,16 +50,22 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
   async execute(cmd: VerifyMfaLoginCommand): Promise<MfaVerifyResponse> {
     const tenantId = cmd.apiKey.tenantId;
     const tokenHash = sha256Hex(cmd.challengeToken);
-    // a challenge opened by a magic link or an email code is dead once the tenant switched that
-    // method off (the switch voids those pending then; this covers one a sign-in made just after)
-    const [challenge] = await this.db.query<{ id: string; user_id: string; first_factor_amr: string[]; oauth_params: Record<string, string> | null }>(
-      `SELECT c.id, c.user_id, c.first_factor_amr, c.oauth_params FROM mfa_challenges c JOIN tenants t ON t.id = c.tenant_id
-        WHERE c.token_hash = $1 AND c.tenant_id = $2 AND c.kind = 'login' AND c.used_at IS NULL AND c.expires_at > now() AND c.attempts < $3
-          AND (t.magic_link_enabled OR c.first_factor_amr <> $4::text[]) AND (t.email_otp_enabled OR c.first_factor_amr <> $5::text[])`,
+    const [challenge] = await this.db.query<{ id: string; user_id: string; first_factor_amr: string[]; oauth_params: Record<string, string> | null; method_off: boolean }>(
+      `SELECT c.id, c.user_id, c.first_factor_amr, c.oauth_params,
+              (c.first_factor_amr = $4::text[] AND NOT t.magic_link_enabled) OR (c.first_factor_amr = $5::text[] AND NOT t.email_otp_enabled) AS method_off
+         FROM mfa_challenges c JOIN tenants t ON t.id = c.tenant_id
+        WHERE c.token_hash = $1 AND c.tenant_id = $2 AND c.kind = 'login' AND c.used_at IS NULL AND c.expires_at > now() AND c.attempts < $3`,
       [tokenHash, tenantId, MFA_CHALLENGE_MAX_ATTEMPTS, AMR_MAGIC_LINK, AMR_EMAIL_OTP],
       'mfa_challenge_find',
     );
     if (!challenge) throw new AppError('mfa/invalid_challenge');
+    // a challenge opened by a magic link or an email code dies once the tenant switched that method
+    // off (the switch voids those pending then; this one a sign-in made just after): used up here,
+    // so switching the method on again does not bring it back
+    if (challenge.method_off) {
+      await this.db.query(`UPDATE mfa_challenges SET used_at = now() WHERE id = $1 AND used_at IS NULL`, [challenge.id]);
+      throw new AppError('mfa/invalid_challenge');
+    }
     // one of the challenge's attempts first: of parallel guesses on one challenge, only the 5 that
     // took one go on (the others: used or ended meanwhile, nothing counted), then the throttle
     const [claimed] = await this.db.query<{ attempts: number }>(
