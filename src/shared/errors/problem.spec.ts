@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { DatabaseError } from 'pg';
+import { QueryFailedError } from 'typeorm';
 import { AppError } from './app-error';
 import { OAuthError } from './oauth-error';
 import { isOAuthPath, renderError } from './problem';
@@ -80,7 +81,7 @@ describe('renderError: client errors of plugins, and what a server error logs', 
       constraint: 'users_email_uq',
       table: 'users',
     });
-    const typeorm = Object.assign(new Error(pgError.message), { name: 'QueryFailedError', query: 'INSERT INTO users ...', parameters: ['ada@example.com', 'argon2-hash'], driverError: pgError });
+    const typeorm = new QueryFailedError('INSERT INTO users ...', ['ada@example.com', 'argon2-hash'], pgError);
     for (const err of [pgError, typeorm]) {
       logged.mockClear();
       expect(renderError(err, '/v1/auth/register', 'rid').status).toBe(500);
@@ -93,6 +94,11 @@ describe('renderError: client errors of plugins, and what a server error logs', 
     }
     // the error itself is untouched (only the logged copy drops them)
     expect(pgError.detail).toContain('ada@example.com');
+    // any other error is logged as it is (its cause, its own fields), even one with a severity
+    const other = Object.assign(new Error('outer', { cause: new Error('root cause') }), { severity: 'high', detail: 'kept' });
+    logged.mockClear();
+    renderError(other, '/v1/auth/register', 'rid');
+    expect((logged.mock.calls[0][0] as { err: unknown }).err).toBe(other);
   });
 
   it('an OAuth 5xx (temporarily_unavailable) logs one server error line with its cause; the response is unchanged; an OAuth 4xx logs nothing', () => {

@@ -1,6 +1,8 @@
 import { HttpException, Logger, ValidationError } from '@nestjs/common';
 import { errorCodes } from 'fastify';
 import type { FastifyReply } from 'fastify';
+import { DatabaseError } from 'pg';
+import { QueryFailedError } from 'typeorm';
 import { AppError, FieldError } from './app-error';
 import { ERROR_CATALOG, ErrorCode } from './error-codes';
 import { OAuthError } from './oauth-error';
@@ -33,11 +35,11 @@ const DATABASE_ERROR_VALUES = ['detail', 'where', 'parameters', 'query', 'driver
  * constraint, table and column stay, which is what a fix needs. Anything else as it is.
  */
 export function loggableError(err: unknown): unknown {
-  if (!(err instanceof Error) || !('severity' in err || 'driverError' in err)) return err;
+  if (!(err instanceof DatabaseError || err instanceof QueryFailedError)) return err;
   const safe = Object.assign(Object.create(Object.getPrototypeOf(err) as object) as Error, err, { message: err.message, stack: err.stack });
   for (const key of DATABASE_ERROR_VALUES) delete (safe as unknown as Record<string, unknown>)[key];
-  const driver = (err as { driverError?: unknown }).driverError;
-  if (driver instanceof Error) (safe as unknown as Record<string, unknown>).cause = loggableError(driver);
+  const cause = err instanceof QueryFailedError ? (err as { driverError?: unknown }).driverError : err.cause;
+  if (cause !== undefined) Object.defineProperty(safe, 'cause', { value: loggableError(cause), enumerable: false, configurable: true, writable: true });
   return safe;
 }
 
