@@ -34,5 +34,7 @@ import { ChangeMemberRoleHandler, ListMembersHandler, RemoveMemberHandler } from
     DashboardMembershipsService,
     DashboardAudit,
   ],
+  // onboarding's signup replay signs its owner in again (dashboard.signed_in)
+  exports: [DashboardAudit],
 })
 export class DashboardAuthModule {}

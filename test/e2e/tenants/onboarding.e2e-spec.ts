@@ -161,6 +161,9 @@ describe('onboarding signup (spec 2.1)', () => {
     expect(b.body.csrf_token).not.toBe(a.body.csrf_token);
     const me = await t.http().get('/v1/auth/dashboard/me').set('Cookie', second).expect(200);
     expect(me.body.user.id).toBe(a.body.user.id);
+    // a sign-in as a login is: audited, last_login_at set
+    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'dashboard.signed_in' AND target_id = $1`, [a.body.user.id])).toHaveLength(1);
+    expect((await t.db.query<{ set: boolean }>(`SELECT last_login_at IS NOT NULL AS set FROM dashboard_users WHERE id = $1`, [a.body.user.id]))[0].set).toBe(true);
     // the csrf_token answered is the live session's
     await t.http().post('/v1/auth/dashboard/logout').set('Cookie', second).set('X-CSRF-Token', b.body.csrf_token).expect(204);
     // the absolute timeout: the same

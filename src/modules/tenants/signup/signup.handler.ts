@@ -13,6 +13,8 @@ import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { REDIS } from '../../../shared/redis/redis.module';
+import { DashboardAudit } from '../../dashboard-auth/dashboard-audit.service';
+import { lockAccountWithPassword } from '../../dashboard-auth/password-still';
 import { mailboxSpelling, normalizeEmail } from '../../users/email';
 import { slugify, suffixedSlug } from '../slug';
 import { TurnstileService } from '../turnstile.service';
@@ -31,6 +33,7 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     @Inject(REDIS) private readonly redis: Redis,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly clientHasher: ClientHasher,
+    private readonly audit: DashboardAudit,
   ) {}
 
   async execute({ body, client }: SignupCommand): Promise<SignupResult> {
@@ -61,12 +64,23 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
       await this.signedIn(body.email, client.ip);
       return { body: r.body, sessionToken: r.secret?.session };
     }
-    await this.proveReplay(body.email, client.ip, () => this.passwordMatches(r.body.user.id, body.password));
+    let judgedHash: string | undefined;
+    await this.proveReplay(body.email, client.ip, async () => {
+      const [u] = await this.db.query<{ password_hash: string | null }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [r.body.user.id]);
+      judgedHash = u?.password_hash ?? undefined;
+      return this.hasher.verifyOrDummy(u?.password_hash, body.password);
+    });
     // the session handed out first may have ended since (a logout, a password reset, its absolute
-    // timeout, which comes before the key's): the proven password opens a new one, as a sign-in
-    // would, rather than a cookie that cannot work (its csrf_token is the new session's)
+    // timeout, which comes before the key's): the proven password opens a new one as a dashboard
+    // login does (the account locked and its password checked again: a reset committed since the
+    // check ends what the old password opened), rather than a cookie that cannot work
     if (r.secret?.session && (await this.sessions.find(r.secret.session))) return { body: r.body, sessionToken: r.secret.session };
-    const fresh = await this.db.tx((tx) => this.sessions.create(tx, r.body.user.id));
+    const fresh = await this.db.tx(async (tx) => {
+      await lockAccountWithPassword(tx, this.hasher, r.body.user.id, judgedHash!, body.password);
+      await tx.query(`UPDATE dashboard_users SET last_login_at = now() WHERE id = $1`, [r.body.user.id]);
+      await this.audit.signedIn(tx, r.body.user.id, client);
+      return this.sessions.create(tx, r.body.user.id);
+    });
     return { body: { ...r.body, csrf_token: fresh.csrfToken }, sessionToken: fresh.token };
   }
 
@@ -131,11 +145,6 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
   /** The owner signed in from this address: it is known to the failed-login throttle (LoginThrottleService). */
   private signedIn(email: string, ip: string): Promise<void> {
     return this.throttle.trustAddress('dashboard', normalizeEmail(email.trim()), ip);
-  }
-
-  private async passwordMatches(userId: string, password: string): Promise<boolean> {
-    const [u] = await this.db.query<{ password_hash: string | null }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [userId]);
-    return this.hasher.verifyOrDummy(u?.password_hash, password);
   }
 
   private async create(tx: Queryable, body: SignupCommand['body'], passwordHash: string) {
