@@ -36,6 +36,8 @@ const HTTP_URL = { require_tld: false, require_protocol: true, protocols: ['http
 
 /** The development default of KEY_ENCRYPTION_KEY; refused in production. */
 export const DEV_KEY_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
+/** The development key's bytes: every spelling of it is compared by these. */
+const DEV_KEK = Buffer.from(DEV_KEY_ENCRYPTION_KEY, 'base64');
 
 /** Environment schema: every variable the service reads, validated once at boot. */
 export class EnvSchema {
@@ -325,7 +327,6 @@ export function decodeKek(raw: string): { key: Buffer } | { problem: string } {
 export function parsePreviousKeys(raw: string, current: Buffer, production: boolean): { keys: Buffer[]; problems: string[] } {
   const keys: Buffer[] = [];
   const problems: string[] = [];
-  const devKey = Buffer.from(DEV_KEY_ENCRYPTION_KEY, 'base64');
   const entries = raw.split(',');
   for (let i = 0; i < entries.length; i++) {
     const value = entries[i].trim();
@@ -336,7 +337,7 @@ export function parsePreviousKeys(raw: string, current: Buffer, production: bool
       const { key } = decoded;
       if (key.equals(current)) return 'is KEY_ENCRYPTION_KEY itself: the current key goes only in KEY_ENCRYPTION_KEY';
       if (keys.some((k) => k.equals(key))) return 'repeats an earlier entry of KEY_ENCRYPTION_KEY_PREVIOUS';
-      if (production && key.equals(devKey)) return 'is the development key, refused in production';
+      if (production && key.equals(DEV_KEK)) return 'is the development key, refused in production';
       keys.push(key);
       return undefined;
     })();
@@ -519,7 +520,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     // `raw`: a value of only spaces (a mounted secret holding a newline) is unset here too
     const env = raw as Record<string, string | undefined>;
     // compared as bytes: any spelling of the development key (unpadded, URL-safe, a newline) is it
-    if (!env.KEY_ENCRYPTION_KEY || kek.equals(Buffer.from(DEV_KEY_ENCRYPTION_KEY, 'base64')))
+    if (!env.KEY_ENCRYPTION_KEY || kek.equals(DEV_KEK))
       problems.push('KEY_ENCRYPTION_KEY: must be set to a secret of your own in production (openssl rand -base64 32)');
     if (!env.DATABASE_URL) problems.push('DATABASE_URL: must be set in production');
     if (!env.REDIS_URL) problems.push('REDIS_URL: must be set in production');

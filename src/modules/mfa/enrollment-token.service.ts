@@ -3,6 +3,7 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { AccessClaims, JwtService } from '../../shared/crypto/jwt.service';
 import { sha256Hex } from '../../shared/crypto/tokens';
 import { Db, Queryable } from '../../shared/db/db.service';
+import type { ProofRule } from '../../shared/auth/step-up.guard';
 import { SessionUser } from '../sessions/sessions.service';
 import { enrollmentAudience } from './enrollment-audience';
 
@@ -102,6 +103,24 @@ export class EnrollmentTokenService {
     }
   }
 }
+
+/** How far apart a token's issue time and the proof it records may be for it to count as minted with that proof. */
+const PROOF_MINT_SLACK_SECONDS = 5;
+
+/**
+ * TOTP setup's rule for an enrollment-only token (RequireStepUp's ProofRule): one minted with the
+ * proof it records (a sign-in, a step-up: the proof's time is its issue time) is that proof, and
+ * counts for its whole lifetime, as long as or longer than the route's limit; one minted later (on
+ * a refresh: its session's sign-in) has the route's limit. It cannot step up: its holder signs in
+ * again (a new one comes with the sign-in).
+ */
+export const enrollmentProofRule: ProofRule = (claims, maxAge) => {
+  if (claims.mfa_enrollment_only !== true) return undefined;
+  const proofs = [claims.auth_time, claims.step_up_at].map(Number);
+  const mintedWithProof = proofs.some((at) => Math.abs(claims.iat - at) <= PROOF_MINT_SLACK_SECONDS);
+  const limit = mintedWithProof ? Math.max(maxAge, claims.exp - claims.iat || 0) : maxAge;
+  return { maxAge: limit, refusal: `Sign in again: this enrollment-only token was not granted on a sign-in of the last ${limit} seconds` };
+};
 
 /** The mfa_challenges key of an enrollment-only token (never a login challenge's: those hash a random secret). */
 const grantKey = (jti: string): string => sha256Hex(`enrollment:${jti}`);

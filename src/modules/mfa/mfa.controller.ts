@@ -10,6 +10,7 @@ import { PasswordlessTokenResponseDto } from '../sessions/sessions.response.dto'
 import { TokenResponse } from '../sessions/sessions.service';
 import { DisableMfaCommand } from './disable-mfa/disable-mfa.command';
 import { MfaDisableRequestDto } from './disable-mfa/disable-mfa.request.dto';
+import { enrollmentProofRule } from './enrollment-token.service';
 import { MfaEnrollmentAuth, MfaEnrollmentGuard } from './mfa-enrollment.guard';
 import { RecoveryCodesResponseDto, StepUpResponseDto, TotpSetupResponseDto } from './mfa.response.dto';
 import { RegenerateRecoveryCodesCommand } from './regenerate-recovery-codes/regenerate-recovery-codes.command';
@@ -38,7 +39,7 @@ export class MfaController {
 
   @Post('mfa/totp/setup')
   @HttpCode(200)
-  @RequireStepUp(MFA_ENROLL_PROOF_MAX_AGE, { orSignIn: true, auth: MfaEnrollmentGuard })
+  @RequireStepUp(MFA_ENROLL_PROOF_MAX_AGE, { orSignIn: true, auth: MfaEnrollmentGuard, proofRule: enrollmentProofRule })
   @ApiOperation({
     summary: 'Start TOTP enrollment: a new seed and its otpauth URL; 403 auth/step_up_required without a sign-in or step-up in the last 5 minutes',
     description:
