@@ -291,9 +291,10 @@ export class SessionsService {
     const refuseEnrollment = async () => (await this.enrollmentRefusal?.({ ...row, id: row.user_id })) ?? new AppError('mfa/enrollment_required');
     if (!row.rotated_at) {
       if (enforced) throw await refuseEnrollment();
-      // lost a race with a parallel rotation of the same token: the grace rule decides
-      if (this.config.REFRESH_REUSE_GRACE_SECONDS > 0) return this.refresh(tenantId, presented);
-      throw new AppError('auth/invalid_refresh_token');
+      // lost a race with a parallel rotation of the same token: read it again, so the grace rule
+      // decides as for a token presented just after the rotation (with the grace off, that is
+      // reuse: the session ends whichever of the two arrived first, as in one rotate batch)
+      return this.refresh(tenantId, presented);
     }
     if (!graceful) return this.reuseDetected(row.session_id);
     if (enforced) throw await refuseEnrollment();

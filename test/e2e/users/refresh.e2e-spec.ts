@@ -129,7 +129,11 @@ describe('refresh without a grace period: parallel refreshes of one token have o
   });
   afterAll(() => t.close());
 
-  it('exactly one of 8 parallel refreshes succeeds', async () => {
+  const sessionEnd = async (refreshToken: string) =>
+    (await t.db.query<{ revoked_reason: string | null }>(`SELECT s.revoked_reason FROM user_sessions s JOIN refresh_tokens r ON r.session_id = s.id WHERE r.id = $1`, [refreshToken.split(':')[0]]))[0]
+      .revoked_reason;
+
+  it('exactly one of 8 parallel refreshes rotates the token, and the others are reuse: the session ends', async () => {
     const u = await registerUser(t, tenant);
     const results = await Promise.all(Array.from({ length: 8 }, () => t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).send({ refresh_token: u.refresh_token })));
     const ok = results.filter((r) => r.status === 200);
@@ -137,6 +141,26 @@ describe('refresh without a grace period: parallel refreshes of one token have o
     for (const r of results) expect([200, 401]).toContain(r.status);
     const children = await t.db.query(`SELECT 1 FROM refresh_tokens WHERE parent_id = $1`, [u.refresh_token.split(':')[0]]);
     expect(children).toHaveLength(1);
+    expect(await sessionEnd(u.refresh_token)).toBe('refresh_token_reuse');
+  });
+
+  it('two presentations of one token end the session however close together they arrive (a lost race is reuse too, not only a later replay)', async () => {
+    // in one rotate batch the duplicate is retried and detected; racing on the session lock the
+    // loser read the token before the rotation committed: both ways now end the session, as the
+    // same token presented after the first answer does
+    const outcomes = await Promise.all(
+      Array.from({ length: 12 }, async () => {
+        const u = await registerUser(t, tenant);
+        const send = () => t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).send({ refresh_token: u.refresh_token });
+        const statuses = (await Promise.all([send(), send()])).map((r) => r.status).sort();
+        return { statuses, end: await sessionEnd(u.refresh_token) };
+      }),
+    );
+    for (const o of outcomes) expect(o).toEqual({ statuses: [200, 401], end: 'refresh_token_reuse' });
+    const u = await registerUser(t, tenant);
+    await t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).send({ refresh_token: u.refresh_token }).expect(200);
+    await t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).send({ refresh_token: u.refresh_token }).expect(401);
+    expect(await sessionEnd(u.refresh_token)).toBe('refresh_token_reuse');
   });
 });
 
