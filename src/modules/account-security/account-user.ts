@@ -20,3 +20,19 @@ export async function findAccountUser(
       );
   return user;
 }
+
+/**
+ * The user found before the transaction, if it still exists, its row locked (FOR KEY SHARE) until
+ * the caller's transaction ends: an erasure of the user (DELETE .../users/{id}) committing in the
+ * meantime has either removed the row already (undefined: the caller takes the unknown-address
+ * path, writing nothing that names the user, where its insert would have failed on the foreign
+ * key) or waits for the caller. Runs its one statement for an unknown address too (comparable work).
+ */
+export async function lockAccountUser<T extends { id: string }>(tx: Queryable, tenantId: string, user: T | undefined): Promise<T | undefined> {
+  const rows = await tx.query<{ id: string }>(
+    `SELECT id FROM users WHERE id = $1 AND tenant_id = $2 FOR KEY SHARE`,
+    [user?.id ?? null, tenantId],
+    'account_security_user_lock',
+  );
+  return rows.length ? user : undefined;
+}

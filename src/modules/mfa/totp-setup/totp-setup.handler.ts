@@ -1,6 +1,6 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
-import { AppError } from '../../../shared/errors/app-error';
+import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { MfaFactorsService } from '../mfa-factors.service';
 import { TotpSetupResponseDto } from '../mfa.response.dto';
@@ -18,12 +18,16 @@ export class TotpSetupHandler implements ICommandHandler<TotpSetupCommand, TotpS
 
   async execute({ user }: TotpSetupCommand): Promise<TotpSetupResponseDto> {
     return this.db.tx(async (tx) => {
-      const [u] = await tx.query<{ email: string | null; tenant_name: string }>(
-        `SELECT u.email, t.name AS tenant_name FROM users u JOIN tenants t ON t.id = u.tenant_id
-          WHERE u.id = $1 AND u.tenant_id = $2 AND NOT u.is_anonymous`,
+      const [u] = await tx.query<{ email: string | null; is_anonymous: boolean; tenant_name: string }>(
+        `SELECT u.email, u.is_anonymous, t.name AS tenant_name FROM users u JOIN tenants t ON t.id = u.tenant_id
+          WHERE u.id = $1 AND u.tenant_id = $2
+          FOR KEY SHARE OF u`,
         [user.userId, user.tenantId],
       );
-      if (!u?.email) throw new AppError('auth/forbidden', 'Only registered users with an email can enroll in MFA');
+      // the row locked until the factor is stored: an erasure committed since the token was issued
+      // leaves no row (the token's user is gone), one in flight waits
+      if (!u) throw new InvalidTokenError('invalid_token', 'The user no longer exists');
+      if (u.is_anonymous || !u.email) throw new AppError('auth/forbidden', 'Only registered users with an email can enroll in MFA');
       const secret = await this.factors.startSetup(tx, user.tenantId, user.userId);
       if (!secret) throw new AppError('mfa/already_enabled', 'Disable MFA first to enroll a new authenticator');
       await this.events.audit(tx, {

@@ -1,0 +1,84 @@
+import { createApiKey, signupTenant, DashboardFixture } from '../../factories/dashboard.factory';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+
+/**
+ * An owner erases an end user (DELETE .../users/{id}) while a request of that user writes a row
+ * that references the user (a TOTP seed, a reset, verification or magic link, a sign-in code). The
+ * request locks the user's row first: an erasure arriving meanwhile waits for it and then removes
+ * what it wrote; an erasure committed first leaves the request the unknown-address answer (202,
+ * nothing written) or, for a bearer, 401. Never a 5xx from the dangling reference (contract: "5xx
+ * means a fault of ours"), and no 202 that differs for an address with an account.
+ */
+describe('user erasure racing the user\'s own writes', () => {
+  let t: TestApp;
+  let owner: DashboardFixture;
+  let key: string;
+  beforeAll(async () => {
+    t = await createTestApp();
+    owner = await signupTenant(t);
+    key = (await createApiKey(t, owner)).key;
+    await t.db.query(`UPDATE tenants SET email_otp_enabled = true, magic_link_enabled = true WHERE id = $1`, [owner.tenantId]);
+  });
+  afterAll(() => t.close());
+
+  const register = async () => {
+    const email = uniqueEmail('erase');
+    const res = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    return { id: res.body.user.id as string, email, access: res.body.access_token as string };
+  };
+  const erase = (userId: string) =>
+    t.http().delete(`/v1/auth/dashboard/tenants/${owner.slug}/users/${userId}`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf);
+  const rowsNaming = async (userId: string) =>
+    (
+      await t.db.query<{ n: number }>(
+        `SELECT (SELECT count(*) FROM user_mfa_factors WHERE user_id = $1) + (SELECT count(*) FROM account_tokens WHERE user_id = $1)
+              + (SELECT count(*) FROM email_otp_codes WHERE user_id = $1) + (SELECT count(*) FROM users WHERE id = $1) AS n`,
+        [userId],
+      )
+    )[0].n;
+
+  /** Holds this user's inserts into `table` for `ms` inside the request's statement (the race window). */
+  async function slowInsert(table: string, userId: string, ms: number): Promise<() => Promise<void>> {
+    const fn = `slow_${table}_${userId.replace(/-/g, '')}`;
+    await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(${ms / 1000}); RETURN NEW; END $$`);
+    await t.db.query(`CREATE TRIGGER ${fn} BEFORE INSERT ON ${table} FOR EACH ROW WHEN (NEW.user_id = '${userId}') EXECUTE FUNCTION ${fn}()`);
+    return async () => {
+      await t.db.query(`DROP TRIGGER ${fn} ON ${table}`);
+      await t.db.query(`DROP FUNCTION ${fn}()`);
+    };
+  }
+
+  const cases: { name: string; table: string; send: (u: { email: string; access: string }) => Promise<{ status: number }>; status: number }[] = [
+    { name: 'TOTP setup', table: 'user_mfa_factors', status: 200, send: (u) => t.http().post('/v1/auth/mfa/totp/setup').set('Authorization', `Bearer ${u.access}`).set('X-Forwarded-For', randomIp()).then((r) => r) },
+    { name: 'forgot-password', table: 'account_tokens', status: 202, send: (u) => t.http().post('/v1/auth/password/forgot').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: u.email }).then((r) => r) },
+    { name: 'verification resend', table: 'account_tokens', status: 202, send: (u) => t.http().post('/v1/auth/verify-email/resend').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: u.email }).then((r) => r) },
+    { name: 'magic link', table: 'account_tokens', status: 202, send: (u) => t.http().post('/v1/auth/magic-link').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: u.email }).then((r) => r) },
+    { name: 'email sign-in code', table: 'email_otp_codes', status: 202, send: (u) => t.http().post('/v1/auth/email-otp').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: u.email }).then((r) => r) },
+  ];
+
+  it.each(cases.map((c) => [c.name, c] as const))('%s in flight when the erasure arrives: the erasure waits for it, then removes what it wrote (never 5xx)', async (_name, c) => {
+    const u = await register();
+    const drop = await slowInsert(c.table, u.id, 600);
+    try {
+      const pending = c.send(u);
+      await new Promise((r) => setTimeout(r, 200));
+      await erase(u.id).expect(204);
+      expect((await pending).status).toBe(c.status);
+      expect(Number(await rowsNaming(u.id))).toBe(0);
+    } finally {
+      await drop();
+    }
+  });
+
+  it('after the erasure committed, the same requests answer as for an unknown address (202, nothing written, no mail) or 401 for the bearer', async () => {
+    const u = await register();
+    await erase(u.id).expect(204);
+    const mails = async () => Number((await t.db.query<{ n: string }>(`SELECT count(*) AS n FROM outbox WHERE topic = 'email' AND payload->>'to' = $1`, [u.email]))[0]?.n ?? 0);
+    const before = await mails();
+    const setup = await cases[0].send(u);
+    expect(setup.status).toBe(401);
+    for (const c of cases.slice(1)) expect((await c.send(u)).status).toBe(202);
+    expect(Number(await rowsNaming(u.id))).toBe(0);
+    expect(await mails()).toBe(before);
+  });
+});
