@@ -130,7 +130,7 @@ export class SessionsService {
    */
   async endTooOld(sessionId: string): Promise<never> {
     await this.revokeSession(sessionId, 'max_age');
-    throw new InvalidTokenError('The session has reached its maximum age; sign in again');
+    throw new InvalidTokenError('invalid_token', 'The session has reached its maximum age; sign in again');
   }
 
   /**

@@ -97,8 +97,9 @@ describe('sessions: absolute lifetime (SESSION_MAX_AGE_SECONDS)', () => {
       const reg = await post(t, '/v1/auth/register', { email, password: STRONG_PASSWORD, consent: true }).expect(201);
       return { email, access: reg.body.access_token as string, refresh: reg.body.refresh_token as string };
     };
-    const expectEnded = async (u: { access: string; refresh: string }, res: { body: { code: string } }) => {
-      expect(res.body.code).toBe('auth/invalid_token');
+    const expectEnded = async (u: { access: string; refresh: string }, res: { body: { code: string; detail?: string }; headers: Record<string, string> }) => {
+      // the reason in the problem's detail; the challenge carries the RFC 6750 error code only
+      expect([res.body.code, res.body.detail, res.headers['www-authenticate']]).toEqual(['auth/invalid_token', expect.stringMatching(/maximum age/), 'Bearer error="invalid_token"']);
       expect(await sessionRow(u.access)).toMatchObject({ revoked_at: expect.any(Date), revoked_reason: 'max_age' });
       await refresh(t, u.refresh).expect(401);
     };
