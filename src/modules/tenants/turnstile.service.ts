@@ -1,12 +1,24 @@
+import { setTimeout as sleep } from 'timers/promises';
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
+import { sha256Hex } from '../../shared/crypto/tokens';
 import { AppError } from '../../shared/errors/app-error';
+import { REDIS } from '../../shared/redis/redis.module';
+
+/** How long identical requests wait for the one verifying their token (siteverify's 5 s timeout, and margin). */
+const SHARED_PENDING_MS = 10_000;
+/** How long a verdict is shared: a Turnstile token is valid for 300 s. */
+const SHARED_VERDICT_MS = 300_000;
 
 /** Verifies a bot-challenge token against the siteverify URL (Cloudflare Turnstile protocol). */
 @Injectable()
 export class TurnstileService {
   private readonly logger = new Logger(TurnstileService.name);
-  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(REDIS) private readonly redis: Redis,
+  ) {}
 
   get enabled(): boolean {
     return Boolean(this.config.TURNSTILE_SECRET);
@@ -17,9 +29,43 @@ export class TurnstileService {
    * Tenant sign-up passes TURNSTILE_HOSTNAMES (the platform's pages); a tenant's email-code captcha
    * is solved on the tenant's own site, so it passes none.
    */
-  async verify(token: string | undefined, ip: string, hostnames: readonly string[] = []): Promise<void> {
+  async verify(token: string | undefined, ip: string, hostnames: readonly string[] = [], opts: { sharedBy?: string } = {}): Promise<void> {
     if (!this.enabled) return;
     if (!token) throw new AppError('onboarding/bot_check_failed', 'turnstile_token is required');
+    if (opts.sharedBy) return this.verifyShared(token, ip, hostnames, sha256Hex(opts.sharedBy));
+    return this.siteverify(token, ip, hostnames);
+  }
+
+  /**
+   * Identical requests (`sharedBy`: an idempotent resend, the same key and request) share one
+   * verification of their single-use token: the first sends it to siteverify, the others wait for
+   * its verdict (siteverify would refuse the spent token as timeout-or-duplicate while the first
+   * request is still running) and pass if it passed. Any other request presenting the token, or
+   * one whose wait ran out or whose verdict failed, is verified as any request is.
+   */
+  private async verifyShared(token: string, ip: string, hostnames: readonly string[], binding: string): Promise<void> {
+    const key = `turnstile-verdict:${sha256Hex(token)}`;
+    if (await this.redis.set(key, `pending:${binding}`, 'PX', SHARED_PENDING_MS, 'NX')) {
+      try {
+        await this.siteverify(token, ip, hostnames);
+      } catch (e) {
+        await this.redis.del(key);
+        throw e;
+      }
+      await this.redis.set(key, `ok:${binding}`, 'PX', SHARED_VERDICT_MS);
+      return;
+    }
+    const deadline = Date.now() + SHARED_PENDING_MS;
+    for (;;) {
+      const verdict = await this.redis.get(key);
+      if (verdict === `ok:${binding}`) return;
+      if (verdict !== `pending:${binding}` || Date.now() >= deadline) break;
+      await sleep(50);
+    }
+    return this.siteverify(token, ip, hostnames);
+  }
+
+  private async siteverify(token: string, ip: string, hostnames: readonly string[]): Promise<void> {
     let ok = false;
     try {
       const res = await fetch(this.config.TURNSTILE_SITEVERIFY_URL, {

@@ -335,6 +335,31 @@ describe('onboarding signup with a bot challenge (TURNSTILE_SECRET set)', () => 
     expect(reuse.body.code).toBe('onboarding/bot_check_failed');
   });
 
+  it('two parallel calls with one idempotency_key and one single-use token: both get the one answer (they share one verification), one tenant', async () => {
+    for (let round = 0; round < 3; round++) {
+      const ip = randomIp();
+      const body = { ...valid(), idempotency_key: randomUUID(), turnstile_token: `once-${randomUUID()}` };
+      const calls = seen.length;
+      const [a, b] = await Promise.all([0, 1].map(() => t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', ip).send(body)));
+      expect([a.status, b.status, a.body.code, b.body.code]).toEqual([201, 201, undefined, undefined]);
+      expect(b.body).toEqual(a.body);
+      expect(seen.length).toBe(calls + 1); // the token went to siteverify once
+      expect(await t.db.query(`SELECT 1 FROM tenants WHERE name = $1`, [body.tenant_name])).toHaveLength(1);
+      // the verdict is not shared with another request presenting the token (the same key included)
+      const other = { ...body, tenant_name: `${body.tenant_name} 2`, email: uniqueEmail('other') };
+      const c = await t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', ip).send(other);
+      expect([c.status, c.body.code]).toEqual([400, 'onboarding/bot_check_failed']);
+    }
+  });
+
+  it('a token presented by two different requests at once: siteverify decides for each (one passes, the other is refused)', async () => {
+    const token = `once-${randomUUID()}`;
+    const bodies = [0, 1].map(() => ({ ...valid(), idempotency_key: randomUUID(), turnstile_token: token }));
+    const rs = await Promise.all(bodies.map((b) => t.http().post('/v1/onboarding/signup').set('X-Forwarded-For', randomIp()).send(b)));
+    expect(rs.map((r) => r.status).sort()).toEqual([201, 400]);
+    expect(rs.find((r) => r.status === 400)!.body.code).toBe('onboarding/bot_check_failed');
+  });
+
   it('a resend whose key expired between the check and the replay is refused, never created without the bot challenge (replayOnly)', async () => {
     const idempotency = t.app.get(IdempotencyService);
     const key = randomUUID();

@@ -40,8 +40,11 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     // A resent request (same idempotency_key, same request) passed the bot challenge the first
     // time; its token is single-use (siteverify answers timeout-or-duplicate), so checking it again
     // would refuse the very retry the key exists for. The replay proves the password instead.
+    // One still running has not committed its answer: the two share one verification of the token
+    // (the second waits for the first's verdict), then the idempotency record replays the answer.
     const resent = this.turnstile.enabled && body.idempotency_key ? await this.idempotency.holds('signup', body.idempotency_key, signupHash(body)) : false;
-    if (!resent) await this.turnstile.verify(body.turnstile_token, client.ip, this.config.turnstileHostnames);
+    const sharedBy = body.idempotency_key ? `signup:${body.idempotency_key}:${signupHash(body)}` : undefined;
+    if (!resent) await this.turnstile.verify(body.turnstile_token, client.ip, this.config.turnstileHostnames, { sharedBy });
     if (body.website && body.website.trim() !== '') return this.decoy(body, client.ip, resent);
     if (!body.idempotency_key) {
       const passwordHash = await this.hasher.hash(body.password);
