@@ -240,6 +240,24 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       expect(claims(res.body.access_token).aud).toEqual(['https://a.example', 'https://b.example']);
       expect(await oauthFailure(exchange(config, await subject(), { audience: 'not a uri' }))).toMatchObject({ status: 400, error: 'invalid_target' });
     });
+
+    it.each([
+      ['a fragment (an absolute URI has none)', 'https://api.example.com/#frag'],
+      ['a malformed percent-encoding', 'https://api.example.com/%ZZ'],
+      ['a zero-width space (not ASCII: an IRI, not a URI)', 'https://api\u200b.example.com/'],
+      ['a right-to-left override', 'https://api.example.com/\u202egnp.exe'],
+      ['a control character', 'https://api.example.com/\u0001'],
+      ['a backslash (WHATWG URL parsers read the host as example.com)', 'https://example.com\\@evil.example/'],
+      ['no scheme', '//api.example.com/'],
+    ])('an audience with %s is invalid_target', async (_what, audience) => {
+      expect(await oauthFailure(exchange(config, await subject(), { audience }))).toMatchObject({ status: 400, error: 'invalid_target' });
+    });
+
+    it('accepts absolute URIs of the RFC 3986 grammar: a query, percent-encodings, an IP literal, a URN', async () => {
+      for (const audience of ['https://api.example.com/v1?tenant=a&x=%2F', 'https://[::1]:8443/api', 'urn:example:orders-api', "https://user@api.example.com/a;b=c/(d)!$'*+,~"]) {
+        expect(claims((await exchange(config, await subject(), { audience })).access_token).aud).toBe(audience);
+      }
+    });
   });
 
   describe('subject token rejections (spec 4.3): invalid_grant, generic description, precise reason only in the audit record', () => {

@@ -30,8 +30,13 @@ import { SubjectInvalidReason, SubjectTokenRejected, SubjectTokenValidator, unve
 
 /** RFC 6749 section 3.3 scope-token: %x21 / %x23-5B / %x5D-7E. */
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
-/** An absolute URI (RFC 3986 section 4.3) for `audience`. */
-const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s]+$/;
+/**
+ * An absolute URI (RFC 3986 section 4.3: scheme ":" hier-part [ "?" query ], no fragment) for
+ * `audience`, by its characters: ASCII unreserved, sub-delims, ":", "@", "/", "?", the brackets of
+ * an IP literal and well-formed percent-encodings only (no fragment, no backslash, no controls, no
+ * invisible or other non-ASCII characters: it is copied into the signed token and the audit trail).
+ */
+const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?[\]]|%[0-9A-Fa-f]{2})+$/;
 const MAX_AUDIENCES = 5;
 /** $1-$8 of the issuing statement: agents, grant type, sessions, users, tenants, client secret hashes, iats, session max age */
 const GUARD_PARAMS = 8;
