@@ -1,6 +1,7 @@
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
+import { holdWrites } from '../../setup/hold-writes';
 
 const claims = (token: string) => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString());
 
@@ -273,9 +274,7 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
       it('leaves exactly one live refresh token, the claim\'s; a token the refresh handed out no longer works, and never ends the claimed session', async () => {
         const g = await anon().expect(201);
         const sid = claims(g.body.access_token).sid as string;
-        const fn = `slow_rt_${sid.replace(/-/g, '')}`;
-        await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.4); RETURN NEW; END $$`);
-        await t.db.query(`CREATE TRIGGER ${fn} BEFORE INSERT ON refresh_tokens FOR EACH ROW WHEN (NEW.session_id = '${sid}') EXECUTE FUNCTION ${fn}()`);
+        const release = await holdWrites(t.db, 'refresh_tokens', 'INSERT', `NEW.session_id = '${sid}'`, 0.4);
         try {
           const doRefresh = () => refresh(g.body.refresh_token).then((r) => r);
           const doClaim = () => register(g.body.access_token, uniqueEmail('race')).then((r) => r);
@@ -302,8 +301,7 @@ describe('guest sign-in (spec 2.3, 3.1, 7.2)', () => {
           await me(claim.body.access_token).expect(200);
           await refresh(claim.body.refresh_token).expect(200);
         } finally {
-          await t.db.query(`DROP TRIGGER ${fn} ON refresh_tokens`);
-          await t.db.query(`DROP FUNCTION ${fn}()`);
+          await release();
         }
       });
     });

@@ -1,4 +1,5 @@
 import { createTestApp, randomIp, TestApp } from '../../setup/app';
+import { holdWrites } from '../../setup/hold-writes';
 import { endUser, registerAgent, Session, tenantOnTier } from '../agents/agents.helpers';
 import { exchangeBody, postToken } from './oauth-helpers';
 
@@ -19,22 +20,13 @@ describe('token exchange racing the end of its subject token\'s session', () => 
   });
   afterAll(() => t.close());
 
-  async function hold(table: string, timing: 'BEFORE INSERT' | 'BEFORE UPDATE', when: string): Promise<() => Promise<void>> {
-    const fn = `hold_${table}_${Math.random().toString(36).slice(2, 10)}`;
-    await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.6); RETURN NEW; END $$`);
-    await t.db.query(`CREATE TRIGGER ${fn} ${timing} ON ${table} FOR EACH ROW WHEN (${when}) EXECUTE FUNCTION ${fn}()`);
-    return async () => {
-      await t.db.query(`DROP TRIGGER ${fn} ON ${table}`);
-      await t.db.query(`DROP FUNCTION ${fn}()`);
-    };
-  }
   const exchangeFor = (agent: Record<string, any>, accessToken: string) =>
     postToken(t, { id: agent.id, secret: agent.client_secret }, exchangeBody(accessToken, { scope: 'openid' })).set('X-Forwarded-For', randomIp()).then((r) => r);
 
   it('an issuance under way when the user is erased: the erasure waits for it, then no row names the user (the exchange, first, got its token)', async () => {
     const agent = await registerAgent(t, owner);
     const u = await endUser(t, owner);
-    const release = await hold('agent_actions', 'BEFORE INSERT', `NEW.actor_user_id = '${u.userId}'`);
+    const release = await holdWrites(t.db, 'agent_actions', 'INSERT', `NEW.actor_user_id = '${u.userId}'`);
     try {
       const exchange = exchangeFor(agent, u.accessToken);
       await new Promise((r) => setTimeout(r, 200));
@@ -55,7 +47,7 @@ describe('token exchange racing the end of its subject token\'s session', () => 
   it('a logout under way when the exchange arrives: the exchange waits and is refused (invalid_grant), nothing recorded as issued', async () => {
     const agent = await registerAgent(t, owner);
     const u = await endUser(t, owner);
-    const release = await hold('user_sessions', 'BEFORE UPDATE', `NEW.user_id = '${u.userId}' AND NEW.revoked_at IS NOT NULL`);
+    const release = await holdWrites(t.db, 'user_sessions', 'UPDATE', `NEW.user_id = '${u.userId}' AND NEW.revoked_at IS NOT NULL`);
     try {
       const logout = t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${u.accessToken}`).then((r) => r);
       await new Promise((r) => setTimeout(r, 200));

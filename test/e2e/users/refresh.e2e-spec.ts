@@ -1,5 +1,6 @@
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { holdWrites } from '../../setup/hold-writes';
 
 async function registerUser(t: TestApp, tenant: TenantFixture) {
   const res = await t
@@ -78,9 +79,7 @@ describe('refresh: rotation, reuse detection and the grace rule (contract "Token
     const u = await registerUser(t, tenant);
     const sid = JSON.parse(Buffer.from(u.access_token.split('.')[1], 'base64url').toString()).sid as string;
     // the refresh is held inside its statement (session locked, child being inserted) when the logout arrives
-    const fn = `slow_rt_${sid.replace(/-/g, '')}`;
-    await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.4); RETURN NEW; END $$`);
-    await t.db.query(`CREATE TRIGGER ${fn} BEFORE INSERT ON refresh_tokens FOR EACH ROW WHEN (NEW.session_id = '${sid}') EXECUTE FUNCTION ${fn}()`);
+    const release = await holdWrites(t.db, 'refresh_tokens', 'INSERT', `NEW.session_id = '${sid}'`, 0.4);
     try {
       const ref = refresh(u.refresh_token).then((r) => r);
       await new Promise((r) => setTimeout(r, 150));
@@ -91,8 +90,7 @@ describe('refresh: rotation, reuse detection and the grace rule (contract "Token
       expect(live).toHaveLength(0);
       expect((await refresh(r.body.refresh_token).expect(401)).body.code).toBe('auth/invalid_refresh_token');
     } finally {
-      await t.db.query(`DROP TRIGGER ${fn} ON refresh_tokens`);
-      await t.db.query(`DROP FUNCTION ${fn}()`);
+      await release();
     }
   });
 

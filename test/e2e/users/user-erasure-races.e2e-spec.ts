@@ -1,5 +1,6 @@
 import { createApiKey, signupTenant, DashboardFixture } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { holdWrites } from '../../setup/hold-writes';
 
 /**
  * An owner erases an end user (DELETE .../users/{id}) while a request of that user writes a row
@@ -37,17 +38,6 @@ describe('user erasure racing the user\'s own writes', () => {
       )
     )[0].n;
 
-  /** Holds this user's inserts into `table` for `ms` inside the request's statement (the race window). */
-  async function slowInsert(table: string, userId: string, ms: number): Promise<() => Promise<void>> {
-    const fn = `slow_${table}_${userId.replace(/-/g, '')}`;
-    await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(${ms / 1000}); RETURN NEW; END $$`);
-    await t.db.query(`CREATE TRIGGER ${fn} BEFORE INSERT ON ${table} FOR EACH ROW WHEN (NEW.user_id = '${userId}') EXECUTE FUNCTION ${fn}()`);
-    return async () => {
-      await t.db.query(`DROP TRIGGER ${fn} ON ${table}`);
-      await t.db.query(`DROP FUNCTION ${fn}()`);
-    };
-  }
-
   const cases: { name: string; table: string; send: (u: { email: string; access: string }) => Promise<{ status: number }>; status: number }[] = [
     { name: 'TOTP setup', table: 'user_mfa_factors', status: 200, send: (u) => t.http().post('/v1/auth/mfa/totp/setup').set('Authorization', `Bearer ${u.access}`).set('X-Forwarded-For', randomIp()).then((r) => r) },
     { name: 'forgot-password', table: 'account_tokens', status: 202, send: (u) => t.http().post('/v1/auth/password/forgot').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: u.email }).then((r) => r) },
@@ -58,7 +48,7 @@ describe('user erasure racing the user\'s own writes', () => {
 
   it.each(cases.map((c) => [c.name, c] as const))('%s in flight when the erasure arrives: the erasure waits for it, then removes what it wrote (never 5xx)', async (_name, c) => {
     const u = await register();
-    const drop = await slowInsert(c.table, u.id, 600);
+    const release = await holdWrites(t.db, c.table, 'INSERT', `NEW.user_id = '${u.id}'`);
     try {
       const pending = c.send(u);
       await new Promise((r) => setTimeout(r, 200));
@@ -66,7 +56,7 @@ describe('user erasure racing the user\'s own writes', () => {
       expect((await pending).status).toBe(c.status);
       expect(Number(await rowsNaming(u.id))).toBe(0);
     } finally {
-      await drop();
+      await release();
     }
   });
 
