@@ -71,6 +71,23 @@ describe('dashboard invitations: one pending invitation per address, mail limits
     ]);
   });
 
+  it('re-inviting keeps the invitation\'s place in the list: a client paging through the pending invitations meanwhile sees each one once', async () => {
+    const owner = await signupTenant(t);
+    const emails = Array.from({ length: 6 }, (_, i) => uniqueEmail(`paged${i}`));
+    for (const email of emails) await invite(t, owner, email).expect(201);
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 10; page++) {
+      const res = await t.http().get(`/v1/auth/dashboard/tenants/${owner.slug}/invites?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`).set('Cookie', owner.cookie).expect(200);
+      seen.push(...res.body.data.map((x: { email: string }) => x.email));
+      // after the first page (the newest two), the oldest invitation is sent again
+      if (page === 0) await invite(t, owner, emails[0], 'owner').expect(201);
+      if (!res.body.pagination.has_more) break;
+      cursor = res.body.pagination.next_cursor;
+    }
+    expect(seen.sort()).toEqual([...emails].sort());
+  });
+
   it('an expired invitation is renewed by a new one; invitations of other tenants for the address stay apart', async () => {
     const [a, b] = [await signupTenant(t), await signupTenant(t)];
     const email = uniqueEmail('expired');

@@ -120,8 +120,14 @@ describe('dashboard members: list, change role, remove', () => {
       const planted = await as(t, rogue).post(url(owner), { email: `alt-${action}-${Date.now()}@example.com`, role: 'owner' }).expect(201);
       if (action === 'remove') await as(t, owner).delete(url(owner, `/${rogue.userId}`)).expect(204);
       else await as(t, owner).patch(url(owner, `/${rogue.userId}`), { role: 'member' }).expect(200);
-      // withdrawn with the change (the pending row is gone); acceptance refuses it in any case
+      // withdrawn with the change (the pending row is gone, its withdrawal audited as the changing
+      // owner's, with the reason); acceptance refuses it in any case
       expect(await t.db.query(`SELECT 1 FROM dashboard_invites WHERE tenant_id = $1 AND invited_by = $2 AND accepted_at IS NULL`, [owner.tenantId, rogue.userId])).toHaveLength(0);
+      const withdrawn = await t.db.query<{ actor_id: string; metadata: unknown }>(
+        `SELECT actor_id, metadata FROM audit_events WHERE tenant_id = $1 AND type = 'dashboard.invite_revoked'`,
+        [owner.tenantId],
+      );
+      expect(withdrawn).toEqual([{ actor_id: owner.userId, metadata: { role: 'owner', reason: 'inviter_no_longer_owner' } }]);
       const accepted = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: planted.body.invite_token, password: 'correct horse battery staple' });
       expect([accepted.status, accepted.body.code]).toEqual([400, 'invite/invalid']);
       expect((await as(t, owner).get(url(owner)).expect(200)).body.data.map((m: { role: string }) => m.role).filter((r: string) => r === 'owner')).toHaveLength(1);

@@ -60,13 +60,15 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
       await this.countMail(tenant.id, email);
       const [t] = await tx.query<{ name: string }>(`SELECT name FROM tenants WHERE id = $1`, [tenant.id]);
       // the pending invitation of this address, if any, is replaced in place (one winner under
-      // concurrent invitations: the row lock of ON CONFLICT); xmax = 0 only on a fresh row
+      // concurrent invitations: the row lock of ON CONFLICT); xmax = 0 only on a fresh row. Its
+      // created_at stays: it is the list's order, so a client paging through the invitations
+      // meanwhile sees it once (its new expiry and the audit trail tell when it was sent again)
       const [inv] = await tx.query<{ id: string; created: boolean }>(
         `INSERT INTO dashboard_invites (tenant_id, email, email_normalized, role, token_hash, invited_by, expires_at)
          VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
          ON CONFLICT (tenant_id, email_normalized) WHERE accepted_at IS NULL DO UPDATE
             SET email = EXCLUDED.email, role = EXCLUDED.role, token_hash = EXCLUDED.token_hash, invited_by = EXCLUDED.invited_by,
-                created_at = now(), expires_at = EXCLUDED.expires_at
+                expires_at = EXCLUDED.expires_at
          RETURNING id, xmax = 0 AS created`,
         [tenant.id, mailboxSpelling(cmd.email), email, cmd.role, sha256Hex(token), cmd.actor.userId, this.config.INVITE_TTL_SECONDS],
       );

@@ -67,10 +67,27 @@ const LAST_OWNER = 'A tenant keeps at least one owner: make another member an ow
 
 /**
  * An owner who is removed or demoted takes back the invitations they sent and that are still
- * pending (acceptance also refuses them: see AcceptInviteHandler).
+ * pending (acceptance also refuses them: see AcceptInviteHandler). Each withdrawal is audited as
+ * an owner's withdrawal is (dashboard.invite_revoked), by the owner who made the change, with the
+ * reason.
  */
-async function withdrawInvitations(tx: Queryable, tenantId: string, userId: string): Promise<void> {
-  await tx.query(`DELETE FROM dashboard_invites WHERE tenant_id = $1 AND invited_by = $2 AND accepted_at IS NULL`, [tenantId, userId]);
+async function withdrawInvitations(events: EventsService, tx: Queryable, actor: DashboardPrincipal, userId: string): Promise<void> {
+  const tenantId = actor.tenant!.id;
+  const gone = await tx.query<{ id: string; role: string }>(
+    `DELETE FROM dashboard_invites WHERE tenant_id = $1 AND invited_by = $2 AND accepted_at IS NULL RETURNING id, role`,
+    [tenantId, userId],
+  );
+  for (const inv of gone) {
+    await events.audit(tx, {
+      tenantId,
+      type: 'dashboard.invite_revoked',
+      actorType: 'dashboard_user',
+      actorId: actor.userId,
+      targetType: 'invite',
+      targetId: inv.id,
+      metadata: { role: inv.role, reason: 'inviter_no_longer_owner' },
+    });
+  }
 }
 
 /** The audit event of a change of a member, by an owner of the tenant (medium severity). */
@@ -97,7 +114,7 @@ export class ChangeMemberRoleHandler implements ICommandHandler<ChangeMemberRole
       if (member.role === cmd.role) return toResponse(member);
       if (member.role === 'owner' && owners <= 1) throw new AppError('member/last_owner', LAST_OWNER);
       // the invitations first: an acceptance locks its invitation, then the inviter's membership
-      if (member.role === 'owner') await withdrawInvitations(tx, tenantId, cmd.userId);
+      if (member.role === 'owner') await withdrawInvitations(this.events, tx, cmd.actor, cmd.userId);
       await tx.query(`UPDATE tenant_members SET role = $3 WHERE tenant_id = $1 AND user_id = $2`, [tenantId, cmd.userId, cmd.role]);
       await memberChanged(this.events, tx, cmd.actor, cmd.userId, 'dashboard.member_role_changed', { from: member.role, to: cmd.role });
       return toResponse({ ...member, role: cmd.role });
@@ -126,7 +143,7 @@ export class RemoveMemberHandler implements ICommandHandler<RemoveMemberCommand>
       const { member, owners } = await lockMember(tx, cmd.actor, cmd.userId);
       if (member.role === 'owner' && owners <= 1) throw new AppError('member/last_owner', LAST_OWNER);
       // the invitations first: an acceptance locks its invitation, then the inviter's membership
-      await withdrawInvitations(tx, tenantId, cmd.userId);
+      await withdrawInvitations(this.events, tx, cmd.actor, cmd.userId);
       await tx.query(`DELETE FROM tenant_members WHERE tenant_id = $1 AND user_id = $2`, [tenantId, cmd.userId]);
       await memberChanged(this.events, tx, cmd.actor, cmd.userId, 'dashboard.member_removed', { role: member.role });
     });
