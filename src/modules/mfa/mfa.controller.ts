@@ -102,7 +102,7 @@ export class MfaController {
   @BearerAuth()
   @ApiOperation({ summary: 'Step-up by password (spec 2.5): a fresh access token with step_up_at and pwd in amr' })
   @ApiResponse({ status: 200, type: StepUpResponseDto })
-  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'auth/forbidden', 'auth/login_throttled', ...Problems.rateLimited)
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/invalid_credentials', 'auth/forbidden', 'mfa/enrollment_required', 'auth/login_throttled', ...Problems.rateLimited)
   stepUpPassword(@CurrentUser() user: UserPrincipal, @Body() body: StepUpPasswordRequestDto, @ClientInfo() client: ClientInfoValue): Promise<StepUpResponseDto> {
     return this.commandBus.execute(new StepUpPasswordCommand(user, body.password, client));
   }

@@ -199,6 +199,20 @@ describe('platform: the OpenAPI document', () => {
     expect(doc.paths['/v1/auth/me'].get.responses['401'].content?.[PROBLEM_JSON]).toBeDefined();
   });
 
+  it('documents 403 mfa/enrollment_required on every route that mints user tokens under the MFA policy (sign-in, refresh, passwordless, step-up)', () => {
+    const routes = [
+      '/v1/auth/login',
+      '/v1/auth/refresh',
+      '/v1/auth/magic-link/verify',
+      '/v1/auth/email-otp/verify',
+      '/v1/auth/step-up/password',
+      '/v1/auth/step-up/magic-link/verify',
+      '/v1/auth/step-up/email-otp/verify',
+    ];
+    const missing = routes.filter((path) => !Object.keys(doc.paths[path].post.responses['403']?.content?.[PROBLEM_JSON]?.examples ?? {}).includes('mfa/enrollment_required'));
+    expect(missing).toEqual([]);
+  });
+
   it('documents the anonymous settings: integer retention, PATCH 409 confirmation_required', () => {
     const path = doc.paths['/v1/auth/dashboard/tenants/{slug}/settings/anonymous'];
     for (const op of [path.get, path.patch]) {

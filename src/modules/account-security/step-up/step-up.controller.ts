@@ -38,7 +38,7 @@ export class StepUpController {
   @RateLimit(VERIFY_PER_IP)
   @ApiOkResponse({ type: StepUpResponse })
   @ApiOperation({ summary: 'Complete the step-up with the link token: a fresh access token (amr + "email", step_up_at)' })
-  @ApiProblems(...Problems.input, 'token/invalid', ...Problems.bearer, 'auth/forbidden', ...Problems.rateLimited, 'magic_link/disabled')
+  @ApiProblems(...Problems.input, 'token/invalid', ...Problems.bearer, 'auth/forbidden', 'mfa/enrollment_required', ...Problems.rateLimited, 'magic_link/disabled')
   verifyMagicLink(@CurrentUser() user: UserPrincipal, @Body() body: StepUpMagicLinkVerifyRequestDto, @ClientInfo() client: ClientInfoValue): Promise<StepUpResponse> {
     return this.commandBus.execute(new CompleteStepUpCommand('magic_link', user, body.token, client));
   }
@@ -59,7 +59,7 @@ export class StepUpController {
   @RateLimit(VERIFY_PER_IP)
   @ApiOkResponse({ type: StepUpResponse })
   @ApiOperation({ summary: 'Complete the step-up with the code: a fresh access token (amr + "otp", step_up_at)' })
-  @ApiProblems(...Problems.input, ...Problems.bearer, 'otp/invalid', 'auth/forbidden', 'auth/login_throttled', ...Problems.rateLimited, 'email_otp/disabled')
+  @ApiProblems(...Problems.input, ...Problems.bearer, 'otp/invalid', 'auth/forbidden', 'mfa/enrollment_required', 'auth/login_throttled', ...Problems.rateLimited, 'email_otp/disabled')
   verifyEmailOtp(@CurrentUser() user: UserPrincipal, @Body() body: StepUpEmailOtpVerifyRequestDto, @ClientInfo() client: ClientInfoValue): Promise<StepUpResponse> {
     return this.commandBus.execute(new CompleteStepUpCommand('email_otp', user, body.otp, client));
   }
