@@ -410,25 +410,14 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const rows = await this.db.query<IssueFlags & { ord: string }>(
       `WITH i AS (
          SELECT * FROM unnest($1::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::text[], $7::float8[]) WITH ORDINALITY AS i(agent_id, session_id, user_id, tenant_id, secret_hash, iat, ord)
-       ), l AS MATERIALIZED (
-         -- the live sessions, each row share-locked (in id order, as every locker of sessions takes
-         -- them) until the issuance commits: a session ending meanwhile (a logout, a password
-         -- reset, the erasure of its user: each updates or deletes the row) waits for this issuance
-         -- and then ends what it issued too; one that ended first is read as ended (the lock waits
-         -- for it and re-reads the row), so no agent token is issued, and no activity row written,
-         -- after the session's end has answered
-         SELECT s.id, s.user_id, s.tenant_id, ${SESSION_TOO_OLD_SQL('s', 'u', '$8')} AS too_old
-           FROM user_sessions s JOIN users u ON u.id = s.user_id
-          WHERE s.id = ANY ($3::uuid[]) AND s.revoked_at IS NULL
-          ORDER BY s.id
-            FOR SHARE OF s
        ), f AS (
          SELECT i.ord,
                 COALESCE(ac.revoked_at IS NULL AND ac.secret_hash = i.secret_hash, false) AS agent_active,
                 COALESCE(ac.disabled_at IS NULL AND $2 = ANY (ac.grant_types), false) AS grant_ok,
                 -- the live session's one row: past SESSION_MAX_AGE_SECONDS it issues nothing either
                 -- (NULL: ended or unknown)
-                (SELECT l.too_old FROM l WHERE l.id = i.session_id AND l.user_id = i.user_id AND l.tenant_id = i.tenant_id) AS session_too_old,
+                (SELECT ${SESSION_TOO_OLD_SQL('s', 'u', '$8')} FROM user_sessions s JOIN users u ON u.id = s.user_id
+                  WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL) AS session_too_old,
                 -- the pair's one revocation row (primary key), read once for both flags
                 COALESCE(v.revoked_at IS NULL AND NOT coalesce(v.restored_at >= to_timestamp(i.iat), false), true) AS pair_ok,
                 COALESCE(v.revoked_at IS NULL AND v.restored_at >= to_timestamp(i.iat), false) AS pair_restored_late
