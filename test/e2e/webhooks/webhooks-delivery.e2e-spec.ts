@@ -9,6 +9,7 @@ import { OutboxJobData } from '../../../src/shared/outbox/outbox-job';
 import { OutboxRelay } from '../../../src/shared/outbox/outbox-relay.service';
 import { DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, TestApp } from '../../setup/app';
+import { holdWrites } from '../../setup/hold-writes';
 import { startWorkerWith } from '../../setup/worker';
 import { addDashboardMember, createIsolatedDatabase, eventually, insertAgentClient, Receiver, sleep, verifyStandardWebhook } from './webhook-helpers';
 
@@ -184,6 +185,27 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
     expect(d).toMatchObject({ status: 'delivered', attempts: 4, last_status_code: 200, last_error: null, webhook_id: got[0].headers['webhook-id'] });
     // retries were spaced by the backoff (20 ms, 120 ms, 480 ms at the test's base)
     expect(got[3].at - got[0].at).toBeGreaterThanOrEqual(600);
+  });
+
+  it.each([
+    ['delivered', 200, 1],
+    ['failed for good (its last attempt, counted against the endpoint)', 500, Number(WORKER_ENV.WEBHOOK_MAX_ATTEMPTS)],
+  ] as const)('the owner deleting an endpoint while the worker records an attempt as %s gets 204: both lock the endpoint first (no deadlock, no 503)', async (_outcome, reply, attempts) => {
+    const path = rx.path(() => reply);
+    const ep = await createEndpoint(owner, { url: rx.url(path), events: ['agent.revoked'] });
+    // the worker's outcome transaction holds the delivery row (its final update waits 0.5 s in a
+    // trigger) when the DELETE arrives
+    const release = await holdWrites(t.db, 'webhook_deliveries', 'UPDATE', `NEW.endpoint_id = '${ep.id}' AND NEW.status <> 'pending'`, 0.5);
+    try {
+      await emit(owner.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-0000000000aa' });
+      await rx.waitFor((x) => x.path === path, attempts);
+      await sleep(150);
+      const del = await t.http().delete(`${base(owner.slug)}/${ep.id}`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf);
+      expect([del.status, del.body?.code]).toEqual([204, undefined]);
+      expect(await t.db.query(`SELECT 1 FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.id])).toHaveLength(0);
+    } finally {
+      await release();
+    }
   });
 
   it('sends an event only to endpoints whose agent_client_id filter matches the payload (events without one go to unfiltered endpoints only)', async () => {

@@ -108,6 +108,7 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
     // lowered since): it failed, and counts against its endpoint like any delivery that did
     if (!d.leased) {
       await this.db.tx(async (tx) => {
+        await lockEndpoint(tx, d.endpoint_id);
         const [failed] = await tx.query(
           `UPDATE webhook_deliveries SET status = 'failed', failed_at = now(), next_attempt_at = NULL
             WHERE id = $1 AND status = 'pending' AND (sending_until IS NULL OR sending_until <= now()) RETURNING id`,
@@ -127,6 +128,7 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
 
     if (result.ok) {
       await this.db.tx(async (tx) => {
+        await lockEndpoint(tx, d.endpoint_id);
         await tx.query(
           `UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, last_status_code = $2, last_error = NULL,
                   last_attempt_at = now(), next_attempt_at = NULL, delivered_at = now(), sending_until = NULL
@@ -144,6 +146,7 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
     const retryInMs = attempt >= maxAttempts ? null : retryDelayMs(attempt, this.config.WEBHOOK_BACKOFF_BASE_MS);
     const error = result.error ?? 'request failed';
     await this.db.tx(async (tx) => {
+      await lockEndpoint(tx, d.endpoint_id);
       const [failed] = await tx.query<{ status: string }>(
         `UPDATE webhook_deliveries SET attempts = attempts + 1, last_status_code = $2, last_error = $3, last_attempt_at = now(),
                 status = CASE WHEN $4 THEN 'failed' ELSE 'pending' END,
@@ -188,4 +191,14 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
     for (const o of owners) await this.mail.enqueue(tx, { tenantId: d.tenant_id, to: o.email, template: 'webhook_disabled', data: { url } });
     this.log.warn(`webhook endpoint ${d.endpoint_id} of tenant ${d.tenant_id} disabled after ${counted.consecutive_failed_deliveries} failed deliveries`);
   }
+}
+
+/**
+ * An attempt's outcome changes the delivery row and then its endpoint's counters: the endpoint row
+ * is locked first, as DELETE .../webhooks/{id} takes it (it removes the endpoint, then its
+ * deliveries by cascade). In the other order the two deadlocked and PostgreSQL aborted one (the
+ * owner's DELETE answered 503). A deleted endpoint leaves nothing to lock or update.
+ */
+async function lockEndpoint(tx: Queryable, endpointId: string): Promise<void> {
+  await tx.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR NO KEY UPDATE`, [endpointId]);
 }
