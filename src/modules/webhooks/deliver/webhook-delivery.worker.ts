@@ -3,6 +3,7 @@ import { CommandBus } from '@nestjs/cqrs';
 import { DelayedError, Job, UnrecoverableError, Worker } from 'bullmq';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { Db } from '../../../shared/db/db.service';
+import { isDependencyUnavailable } from '../../../shared/errors/problem';
 import { bullConnection, bullPrefix } from '../../../shared/outbox/bull-options';
 import { outageLog } from '../../../shared/redis/outage-log';
 import { retryDelayMs, retrySpanMs } from '../backoff';
@@ -85,6 +86,15 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
       // the delivery's last attempt failed (the row counts them, not this job): no retry of the
       // job, whatever attempts it has left
       if (err instanceof WebhookAttemptFailed && err.retryInMs === null) throw new UnrecoverableError(`last attempt (${err.attempt}): ${err.message}`);
+      // PostgreSQL (or Redis) away: the receiver did not fail, and the delivery row, which counts
+      // the attempts, recorded none; the job waits and runs again without using one of its own
+      // (else a short outage used them all, and a job given up while the row could not be marked
+      // left the delivery pending for good). An attempt sent but not recorded is sent again with
+      // the same webhook-id once its lease ends (at least once).
+      if (!(err instanceof WebhookAttemptFailed) && isDependencyUnavailable(err)) {
+        this.log.warn(`webhook delivery ${job.data.deliveryId}: a dependency is unavailable, trying again shortly: ${err instanceof Error ? err.message : String(err)}`);
+        await this.postpone(job, 2000 + Math.floor(Math.random() * 2000), token);
+      }
       throw err;
     } finally {
       if (tenantId) await this.slots.release(tenantId, jobId);
