@@ -3,7 +3,7 @@ import { DatabaseError } from 'pg';
 import { QueryFailedError } from 'typeorm';
 import { AppError } from './app-error';
 import { OAuthError } from './oauth-error';
-import { isOAuthPath, renderError } from './problem';
+import { isDependencyUnavailable, isOAuthPath, renderError } from './problem';
 
 describe('renderError', () => {
   it('a request the client aborted before its body arrived is a 400 client error, not an unhandled one', () => {
@@ -140,5 +140,17 @@ describe('isOAuthPath', () => {
     expect(isOAuthPath('/v1/%zz')).toBe(false);
     // an encoded slash stays one for the router: not /oauth/token
     expect(isOAuthPath('/oauth%2Ftoken')).toBe(false);
+  });
+});
+
+describe('isDependencyUnavailable (background jobs: an outage, not a failure of their work)', () => {
+  it('is true for PostgreSQL or Redis out of reach and for the 503 AppError made of it; false for anything else', () => {
+    expect(isDependencyUnavailable(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED', syscall: 'connect' }))).toBe(true);
+    expect(isDependencyUnavailable(new Error('Connection terminated unexpectedly'))).toBe(true);
+    expect(isDependencyUnavailable(new AppError('server/unavailable', 'Rate limiter unavailable'))).toBe(true);
+    expect(isDependencyUnavailable(new Error('duplicate key value violates unique constraint'))).toBe(false);
+    expect(isDependencyUnavailable(new AppError('request/invalid'))).toBe(false);
+    expect(isDependencyUnavailable(undefined)).toBe(false);
+    expect(isDependencyUnavailable('ECONNREFUSED')).toBe(false);
   });
 });
