@@ -13,7 +13,7 @@ import { bindingHash } from '../resume-binding';
 import { TenantFlags } from '../tenant-flags';
 import { RequestEmailOtpCommand } from './email-otp.commands';
 import { OtpCaptcha } from './otp-captcha';
-import { findAccountUser, lockAccountUser } from '../account-user';
+import { findAccountUser } from '../account-user';
 
 /**
  * Issue 5 item 4: off until the tenant enables it; limited per address and per client address
@@ -50,9 +50,8 @@ export class RequestEmailOtpHandler implements ICommandHandler<RequestEmailOtpCo
     const mode = body.mode ?? 'login';
     // the policy is about the address, so it is checked for every address under login_or_create
     if (mode === 'login_or_create') await this.policy.assertAllowed(tenantId, email);
-    const found = await findAccountUser(this.db, tenantId, email);
     await this.db.tx(async (tx) => {
-      const user = await lockAccountUser(tx, tenantId, found);
+      const user = await findAccountUser(tx, tenantId, email);
       if (!user && mode === 'login') {
         this.codes.newCode();
         return this.trail.nothingSent(tx, tenantId, 'user.email_otp_requested', email, cmd.client.ip);

@@ -10,7 +10,7 @@ import { OneTimeTokens } from '../one-time-tokens.service';
 import { RequestTrail } from '../../../shared/events/request-trail';
 import { VerificationMailer } from './verification-mailer';
 import { ResendVerificationCommand } from './verify-email.command';
-import { findAccountUser, lockAccountUser } from '../account-user';
+import { findAccountUser } from '../account-user';
 
 /**
  * Contract: 202 with the same body whether or not the address exists (or is already verified);
@@ -32,9 +32,8 @@ export class ResendVerificationHandler implements ICommandHandler<ResendVerifica
     const tenantId = cmd.apiKey.tenantId;
     const email = normalizeEmail(cmd.email);
     await this.limits.enforce('verify-resend', tenantId, email, cmd.client.ip);
-    const found = await findAccountUser(this.db, tenantId, email, { unverifiedOnly: true });
     await this.db.tx(async (tx) => {
-      const user = await lockAccountUser(tx, tenantId, found);
+      const user = await findAccountUser(tx, tenantId, email, { unverifiedOnly: true });
       if (!user) {
         // the statement a link costs, writing nothing, then the trail (comparable work)
         await this.tokens.issue(tx, { tenantId, userId: null, kind: 'email_verification', emailNormalized: email, ttlSeconds: this.config.EMAIL_VERIFICATION_TTL_SECONDS });

@@ -11,7 +11,7 @@ import { RequestTrail } from '../../../shared/events/request-trail';
 import { bindingHash } from '../resume-binding';
 import { TenantFlags } from '../tenant-flags';
 import { RequestMagicLinkCommand } from './magic-link.commands';
-import { findAccountUser, lockAccountUser } from '../account-user';
+import { findAccountUser } from '../account-user';
 
 /**
  * Issue 5 item 3: off until the tenant enables it; oauth_params checked first (an unregistered
@@ -38,9 +38,8 @@ export class RequestMagicLinkHandler implements ICommandHandler<RequestMagicLink
     const oauthParams = await this.oauth.check(tenantId, cmd.body.oauth_params);
     const email = normalizeEmail(cmd.body.email);
     await this.limits.enforce('magic-link', tenantId, email, cmd.client.ip);
-    const found = await findAccountUser(this.db, tenantId, email);
     await this.db.tx(async (tx) => {
-      const user = await lockAccountUser(tx, tenantId, found);
+      const user = await findAccountUser(tx, tenantId, email);
       const token = await this.tokens.issue(tx, {
         tenantId,
         userId: user?.id ?? null,

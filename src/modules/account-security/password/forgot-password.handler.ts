@@ -8,7 +8,7 @@ import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { RequestTrail } from '../../../shared/events/request-trail';
 import { ForgotPasswordCommand } from './password.commands';
-import { findAccountUser, lockAccountUser } from '../account-user';
+import { findAccountUser } from '../account-user';
 
 /**
  * OWASP Forgot Password: the same 202 body for every address, after comparable work (the token
@@ -31,9 +31,8 @@ export class ForgotPasswordHandler implements ICommandHandler<ForgotPasswordComm
     const tenantId = cmd.apiKey.tenantId;
     const email = normalizeEmail(cmd.email);
     await this.limits.enforce('forgot', tenantId, email, cmd.client.ip);
-    const found = await findAccountUser(this.db, tenantId, email);
     await this.db.tx(async (tx) => {
-      const user = await lockAccountUser(tx, tenantId, found);
+      const user = await findAccountUser(tx, tenantId, email);
       const token = await this.tokens.issue(tx, { tenantId, userId: user?.id ?? null, kind: 'password_reset', emailNormalized: email, ttlSeconds: PASSWORD_RESET_TTL_SECONDS });
       if (!user) return this.trail.nothingSent(tx, tenantId, 'user.password_reset_requested', email, cmd.client.ip);
       await this.mail.enqueue(tx, {
