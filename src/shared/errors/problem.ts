@@ -106,16 +106,6 @@ function fromDatabaseDataError(err: { code?: unknown; message?: string }): AppEr
  * starting), 57014 and 25P03 (DATABASE_STATEMENT_TIMEOUT_MS), the drivers' own connection and
  * timeout messages.
  */
-/**
- * Whether `err` is PostgreSQL or Redis out of reach (what requests answer 503 for; see below), or
- * the 503 AppError a caller already made of it: a background job meeting it failed for the
- * outage, not for its work, and is better tried again later than counted as failed.
- */
-export function isDependencyUnavailable(err: unknown): boolean {
-  if (err instanceof AppError) return err.code === 'server/unavailable';
-  return typeof err === 'object' && err !== null && fromDatabaseUnavailable(err as { code?: unknown; message?: string }) !== undefined;
-}
-
 function fromDatabaseUnavailable(err: { code?: unknown; message?: string; errors?: unknown }): AppError | undefined {
   // Node's AggregateError of a connect that tried every address of a name (localhost: ::1 and
   // 127.0.0.1): its code is the first failure's, and it has no syscall of its own
@@ -136,6 +126,16 @@ function fromDatabaseUnavailable(err: { code?: unknown; message?: string; errors
     (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'].includes(code) && 'syscall' in err) ||
     /^(Connection terminated( unexpectedly| due to connection timeout)?|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Query read timeout|Command timed out|Connection is closed\.|Reached the max retries per request limit.*)$/.test(message);
   return unavailable ? new AppError('server/unavailable', 'A dependency is unavailable; retry shortly') : undefined;
+}
+
+/**
+ * Whether `err` is PostgreSQL or Redis out of reach (what requests answer 503 for; see fromDatabaseUnavailable), or
+ * the 503 AppError a caller already made of it: a background job meeting it failed for the
+ * outage, not for its work, and is better tried again later than counted as failed.
+ */
+export function isDependencyUnavailable(err: unknown): boolean {
+  if (err instanceof AppError) return err.code === 'server/unavailable';
+  return typeof err === 'object' && err !== null && fromDatabaseUnavailable(err as { code?: unknown; message?: string }) !== undefined;
 }
 
 /**
