@@ -48,8 +48,16 @@ describe('closing a queue worker while Redis reconnects', () => {
     await closeWorker(r.worker, 1000);
     expect(r.blocking.status).toBe('end');
     expect(r.main.status).toBe('end');
-    // the main loop winds down on its own once its wait for a job times out (BullMQ's guard, ~6 s)
-    await eventually(async () => !r.worker.isRunning(), 20_000, 'the main loop to end');
+    // and they stay ended: nothing reconnects them (a reconnecting client would keep a closing
+    // process alive). Watched past BullMQ's guard on a blocking wait (its timeout + 1 s, ~6 s),
+    // which, when it fires while the close runs, leaves the main loop waiting on a connection that
+    // never comes back: a promise that never settles, holding no socket or timer.
+    const statuses = new Set<string>();
+    for (const until = Date.now() + 7000; Date.now() < until; ) {
+      statuses.add(`${r.blocking.status}/${r.main.status}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect([...statuses]).toEqual(['end/end']);
   }, 40_000);
 
   it('Redis back: the close waits for the connections, then for the job running, and ends them', async () => {
