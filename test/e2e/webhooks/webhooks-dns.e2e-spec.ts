@@ -49,10 +49,10 @@ describe('webhooks: host names whose DNS never answers', () => {
       DATABASE_URL: db.url,
       WEBHOOK_DNS_SERVERS: dns.address,
       OUTBOX_POLL_MS: '50',
-      WEBHOOK_LOCK_MS: '3000',
+      WEBHOOK_LOCK_MS: '8000',
       WEBHOOK_BACKOFF_BASE_MS: '20',
       WEBHOOK_MAX_ATTEMPTS: '2',
-      WEBHOOK_TIMEOUT_MS: '1000',
+      WEBHOOK_TIMEOUT_MS: '3000',
     });
     rx = await new Receiver().start();
   }, 60_000);
@@ -90,24 +90,24 @@ describe('webhooks: host names whose DNS never answers', () => {
     await emit(quiet.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-0000000000d2' });
     const [a] = await rx.waitFor((r) => r.path === okByDns, 1, 10_000);
     const [b] = await rx.waitFor((r) => r.path === okByHosts, 1, 10_000);
-    // within the relay's poll and a job pickup, not behind the hung lookups' 1 s deadlines
-    expect(a.at - sent).toBeLessThan(900);
-    expect(b.at - sent).toBeLessThan(900);
+    // within the relay's poll and a job pickup, not behind the hung lookups' 3 s deadlines
+    expect(a.at - sent).toBeLessThan(2500);
+    expect(b.at - sent).toBeLessThan(2500);
 
-    // each of the 6 deliveries: 2 attempts, each ended by its 1 s deadline; at most 3 at once (WEBHOOK_CONCURRENCY_PER_TENANT)
+    // each of the 6 deliveries: 2 attempts, each ended by its 3 s deadline; at most 3 at once (WEBHOOK_CONCURRENCY_PER_TENANT)
     const failed = await eventually(
       async () => {
         const all = (await Promise.all(hung.map((id) => deliveries(noisy, id)))).flat();
         return all.length === hung.length && all.every((d) => d.status === 'failed') ? all : undefined;
       },
-      30_000,
+      60_000,
       'the hung deliveries to fail',
     );
     for (const d of failed) {
-      expect(d).toMatchObject({ status: 'failed', attempts: 2, last_status_code: null, last_error: 'dns lookup timed out after 1000 ms', delivered_at: null });
+      expect(d).toMatchObject({ status: 'failed', attempts: 2, last_status_code: null, last_error: 'dns lookup timed out after 3000 ms', delivered_at: null });
     }
     expect(rx.on(hangPath)).toHaveLength(0);
-  }, 60_000);
+  }, 120_000);
 
   it('a registration of a host whose DNS hangs answers 400 within the 3 s limit; a tenant runs at most 2 such lookups at once, other tenants are not held up', async () => {
     const noisy = await signupTenant(t);
@@ -122,7 +122,8 @@ describe('webhooks: host names whose DNS never answers', () => {
     await sleep(200);
     const okStart = Date.now();
     const ok = await post(quiet, { url: `http://fine.example:9/x`, events: ['agent.revoked'] }).expect(201);
-    expect(Date.now() - okStart).toBeLessThan(1000);
+    // not queued behind the noisy tenant's lookups (3 s each)
+    expect(Date.now() - okStart).toBeLessThan(2000);
     expect(ok.body.url).toBe('http://fine.example:9/x');
 
     for (const { r, ms } of await slow) {
@@ -135,7 +136,7 @@ describe('webhooks: host names whose DNS never answers', () => {
     const first = (n: string) => dns.queries.slice(before).find((q) => q.name === n)?.at;
     const asked = names.map(first).filter((at): at is number => at !== undefined).sort((x, y) => x - y);
     expect(asked.length).toBeGreaterThanOrEqual(2);
-    expect(asked.slice(0, 2).every((at) => at - start < 1000)).toBe(true);
+    expect(asked.slice(0, 2).every((at) => at - start < 2000)).toBe(true);
     if (asked[2] !== undefined) expect(asked[2] - start).toBeGreaterThanOrEqual(2900);
     expect(await t.db.query(`SELECT 1 FROM webhook_endpoints WHERE tenant_id = $1`, [noisy.tenantId])).toHaveLength(0);
   }, 30_000);
