@@ -1,7 +1,9 @@
+import { randomInt } from 'crypto';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Queue } from 'bullmq';
 import Redis from 'ioredis';
+import { Client } from 'pg';
 import { APP_CONFIG, AppConfig } from '../../../src/config/config';
 import { resetConfigForTests } from '../../../src/config/config.module';
 import { GuestsWorkerModule } from '../../../src/modules/guests/guests.module';
@@ -11,8 +13,9 @@ import { CliIo, runCli } from '../../../src/cli';
 import { ExpiredRowsSweeper } from '../../../src/shared/maintenance/expired-rows.sweeper';
 import { RunLeaseLostError, RunLeaseResult, withRunLease } from '../../../src/shared/maintenance/run-lock';
 import { KernelModule } from '../../../src/shared/kernel.module';
-import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createIsolatedTestApp } from '../../setup/isolated-db';
+import { withEnv } from '../../setup/with-env';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 
 /** Inserts `n` guests of a tenant last active `daysAgo` days ago, each with a session and refresh token. */
@@ -29,14 +32,86 @@ async function staleGuests(t: TestApp, tenant: TenantFixture, n: number, daysAgo
   );
 }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The first int4 of every gate's advisory lock key (the second is the gate's own). */
+const GATE_CLASS = 0x70726765; // 'prge'
+
+/**
+ * A gate the test holds open or shut: a trigger body that runs `gate.wait` waits there (inside
+ * the purge's statement and transaction, with every lock taken so far) until `open()`. Shut from
+ * the start: an advisory lock this test holds on a connection of its own. No hold duration to
+ * guess: `reached()` returns once the run is waiting at the gate.
+ */
+async function shutGate(t: TestApp & { databaseUrl: string }) {
+  const key = randomInt(1, 2 ** 31 - 1);
+  const holder = new Client({ connectionString: t.databaseUrl });
+  await holder.connect();
+  await holder.query('SELECT pg_advisory_lock($1, $2)', [GATE_CLASS, key]);
+  let opened = false;
+  return {
+    /** the trigger body's statement (shared: every row that reaches it passes once open) */
+    wait: `PERFORM pg_advisory_xact_lock_shared(${GATE_CLASS}, ${key})`,
+    /** leaves this gate's own locks out of a pg_locks query */
+    notThisGate: `NOT (locktype = 'advisory' AND objsubid = 2 AND classid = ${GATE_CLASS}::oid AND objid = ${key}::oid)`,
+    /** the server pid of the statement waiting at the gate, once one is */
+    reached: async (): Promise<number> => {
+      for (let i = 0; i < 600; i++) {
+        const [w] = await t.db.query<{ pid: number }>(
+          `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::oid AND objid = $2::oid AND NOT granted`,
+          [GATE_CLASS, key],
+        );
+        if (w) return w.pid;
+        await sleep(25);
+      }
+      throw new Error('the purge never reached the gate');
+    },
+    open: async () => {
+      if (opened) return;
+      opened = true;
+      try {
+        await holder.query('SELECT pg_advisory_unlock($1, $2)', [GATE_CLASS, key]);
+      } finally {
+        await holder.end();
+      }
+    },
+  };
+}
+
+/**
+ * Returns once a statement is blocked by server pid `by` (waits for a lock it holds), or once
+ * `p` has settled without ever blocking (the other side does not wait on the purge at all).
+ */
+async function blockedByOrSettled(t: TestApp, by: number, p: Promise<unknown>): Promise<void> {
+  let settled = false;
+  p.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  for (let i = 0; i < 600; i++) {
+    if (settled) return;
+    const [r] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND $1 = ANY(pg_blocking_pids(pid))`, [by]);
+    if (r.n > 0) return;
+    await sleep(25);
+  }
+  throw new Error(`nothing ever waited for pid ${by}, and it did not settle`);
+}
+
+// Every purge here runs on a database of this file's own: a run purges every tenant's stale
+// guests and takes the purge's one lease row, and other files on the shared database (guests,
+// claims, their own purge runs) must not meet either. One database for the whole file: the
+// schedule's workers below then find the purge done recently, and queue no catch-up run.
+let t: TestApp & { databaseUrl: string };
+beforeAll(async () => {
+  t = await createIsolatedTestApp();
+}, 60_000);
+afterAll(() => t?.close());
+
 describe('guest purge (spec 3.1, 8)', () => {
-  let t: TestApp;
   let purge: GuestPurgeService;
-  beforeAll(async () => {
-    t = await createTestApp();
+  beforeAll(() => {
     purge = t.app.get(GuestPurgeService);
   });
-  afterAll(() => t.close());
 
   it('hard-deletes stale guests with their sessions and refresh tokens; recent guests and a claimed user of the same age survive', async () => {
     const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
@@ -67,15 +142,22 @@ describe('guest purge (spec 3.1, 8)', () => {
     const g = await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201);
     const id = g.body.user.id as string;
     await t.db.query(`UPDATE users SET last_active_at = now() - interval '40 days' WHERE id = $1`, [id]);
-    // hold the purge after it locked the guest and before its delete reaches the guest's session
+    // hold the purge after it locked the guest and its session, before its delete reaches the session
+    const gate = await shutGate(t);
     const fn = `slow_purge_${id.replace(/-/g, '')}`;
-    await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.6); RETURN OLD; END $$`);
+    await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${gate.wait}; RETURN OLD; END $$`);
     await t.db.query(`CREATE TRIGGER ${fn} BEFORE DELETE ON users FOR EACH ROW WHEN (OLD.id = '${id}') EXECUTE FUNCTION ${fn}()`);
     try {
       const run = purge.runOnce();
-      await new Promise((r) => setTimeout(r, 200));
-      const claim = await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).set('Authorization', `Bearer ${g.body.access_token}`).send({ email: uniqueEmail('late'), password: STRONG_PASSWORD, consent: true });
-      const r = await run;
+      run.catch(() => undefined); // awaited below; a failure before then must not go unhandled
+      const purgePid = await gate.reached();
+      // the claim arrives while the purge holds the guest: it waits for the purge's locks
+      const claimed = Promise.resolve(
+        t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).set('Authorization', `Bearer ${g.body.access_token}`).send({ email: uniqueEmail('late'), password: STRONG_PASSWORD, consent: true }),
+      );
+      await blockedByOrSettled(t, purgePid, claimed);
+      await gate.open();
+      const [claim, r] = await Promise.all([claimed, run]);
       expect(claim.status).toBe(401);
       expect(claim.body.code).toBe('auth/invalid_token');
       expect(claim.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
@@ -83,6 +165,7 @@ describe('guest purge (spec 3.1, 8)', () => {
       expect(await t.db.query(`SELECT 1 FROM users WHERE id = $1`, [id])).toHaveLength(0);
       expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.claimed' AND target_id = $1`, [id])).toHaveLength(0);
     } finally {
+      await gate.open(); // before the drop, which waits for the purge's transaction
       await t.db.query(`DROP TRIGGER ${fn} ON users`);
       await t.db.query(`DROP FUNCTION ${fn}()`);
     }
@@ -145,18 +228,15 @@ describe('guest purge (spec 3.1, 8)', () => {
   });
 });
 
-// on a database of its own: it sweeps expired rows and holds the purge's lease, which other
+// on the file's own database too: it sweeps expired rows and holds the purge's lease, which other
 // files on the shared database must not meet
 describe('guest purge: concurrency, failures and retention changes during a run', () => {
-  let t: TestApp & { databaseUrl: string };
   let purge: GuestPurgeService;
-  beforeAll(async () => {
-    t = await createIsolatedTestApp();
+  beforeAll(() => {
     purge = t.app.get(GuestPurgeService);
-  }, 60_000);
-  afterAll(() => t.close());
+  });
 
-  /** Makes deleting user `id` (or any user of tenant `tenantId`) sleep `seconds` or fail; returns the cleanup. */
+  /** Runs `body` (a gate's wait, or a failure) before deleting each user matching `where`; returns the cleanup. */
   async function onUserDelete(where: string, body: string): Promise<() => Promise<void>> {
     const fn = `purge_hook_${Math.random().toString(16).slice(2, 10)}`;
     await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${body}; RETURN OLD; END $$`);
@@ -166,7 +246,6 @@ describe('guest purge: concurrency, failures and retention changes during a run'
       await t.db.query(`DROP FUNCTION ${fn}()`);
     };
   }
-  const oneStale = async (tenant: TenantFixture) => (await t.db.query<{ id: string }>(`SELECT id FROM users WHERE tenant_id = $1 AND is_anonymous LIMIT 1`, [tenant.id]))[0].id;
   const left = async (tenant: TenantFixture) => (await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM users WHERE tenant_id = $1 AND is_anonymous`, [tenant.id]))[0].n;
   const runRow = async () =>
     (await t.db.query<{ holder: string | null; running_until: Date | null; last_completed_at: Date | null }>(`SELECT holder, running_until, last_completed_at FROM maintenance_runs WHERE job = $1`, [GUEST_PURGE_RUN]))[0];
@@ -205,16 +284,21 @@ describe('guest purge: concurrency, failures and retention changes during a run'
   it('one run at a time: a second purge (worker or CLI) while one runs deletes nothing and says so', async () => {
     const big = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
     await staleGuests(t, big, 1003, 45);
-    const drop = await onUserDelete(`OLD.id = '${await oneStale(big)}'`, 'PERFORM pg_sleep(0.8)');
+    // the first run stops at the tenant's first delete until the second (worker, then CLI) has tried
+    const gate = await shutGate(t);
+    const drop = await onUserDelete(`OLD.tenant_id = '${big.id}'`, gate.wait);
     try {
       const first = purge.runOnce();
-      await new Promise((r) => setTimeout(r, 300));
+      first.catch(() => undefined); // awaited below; a failure before then must not go unhandled
+      await gate.reached();
       await expect(purge.runOnce()).rejects.toBeInstanceOf(PurgeAlreadyRunningError);
       const cli = await cliPurge();
       expect(cli.code).toBe(1);
       expect(cli.out).toMatch(/a guest purge is already running/);
+      await gate.open();
       expect((await first).perTenant.find((x) => x.tenantId === big.id)?.deleted).toBe(1000);
     } finally {
+      await gate.open();
       await drop();
     }
     expect(await left(big)).toBe(3);
@@ -294,21 +378,27 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     await staleGuests(t, first, 1, 45);
     await staleGuests(t, second, 2, 45);
     const before = (await runRow())?.last_completed_at ?? null;
-    const drop = await onUserDelete(`OLD.tenant_id = '${first.id}'`, 'PERFORM pg_sleep(0.8)');
+    // the run stops inside the first tenant's delete until the lease has been taken over
+    const gate = await shutGate(t);
+    const drop = await onUserDelete(`OLD.tenant_id = '${first.id}'`, gate.wait);
     try {
       const run = purge.runOnce();
       run.catch(() => undefined);
-      await new Promise((r) => setTimeout(r, 300));
+      await gate.reached();
       const held = await runRow();
       expect(held.holder).toEqual(expect.any(String));
       expect(held.running_until!.getTime()).toBeGreaterThan(Date.now());
       // and nothing tied to a server connection (a session advisory lock would stay with the
-      // connection a transaction-mode pooler happened to hand out)
-      expect(await t.db.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)).toHaveLength(0);
+      // connection a transaction-mode pooler happened to hand out); the test's gate aside
+      expect(
+        await t.db.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ${gate.notThisGate}`),
+      ).toHaveLength(0);
       // as if its lease had run out and another run had taken it
       await t.db.query(`UPDATE maintenance_runs SET holder = 'other-run', running_until = now() + interval '1 minute' WHERE job = $1`, [GUEST_PURGE_RUN]);
+      await gate.open();
       await expect(run).rejects.toBeInstanceOf(RunLeaseLostError);
     } finally {
+      await gate.open();
       await drop();
     }
     expect(await left(first)).toBe(0); // the tenant in progress finished
@@ -349,15 +439,20 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     const [first, second] = [a, b].sort((x, y) => (x.id < y.id ? -1 : 1)); // the run goes in tenant id order
     await staleGuests(t, first, 1, 45);
     await staleGuests(t, second, 2, 45);
-    const drop = await onUserDelete(`OLD.tenant_id = '${first.id}'`, 'PERFORM pg_sleep(0.8)');
+    // the run stops inside the first tenant's delete (it listed both tenants before) until the change is made
+    const gate = await shutGate(t);
+    const drop = await onUserDelete(`OLD.tenant_id = '${first.id}'`, gate.wait);
     try {
       const run = purge.runOnce();
-      await new Promise((r) => setTimeout(r, 300));
+      run.catch(() => undefined); // awaited below; a failure before then must not go unhandled
+      await gate.reached();
       await t.db.query(`UPDATE tenants SET anonymous_user_ttl_days = 60 WHERE id = $1`, [second.id]);
+      await gate.open();
       const r = await run;
       expect(r.perTenant.find((x) => x.tenantId === first.id)?.deleted).toBe(1);
       expect(r.perTenant.find((x) => x.tenantId === second.id)?.deleted ?? 0).toBe(0);
     } finally {
+      await gate.open();
       await drop();
     }
     expect(await left(second)).toBe(2);
@@ -373,16 +468,24 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     const [s] = await t.db.query<{ id: string }>(`INSERT INTO user_sessions (tenant_id, user_id) VALUES ($1, $2) RETURNING id`, [tenant.id, u.id]);
     await t.db.query(`INSERT INTO refresh_tokens (session_id, tenant_id, user_id, secret_hash, expires_at) VALUES ($1, $2, $3, 'x', now() - interval '2 days')`, [s.id, tenant.id, u.id]);
     // the purge holds the guest and its session, then waits before its cascade reaches the token
-    const drop = await onUserDelete(`OLD.id = '${u.id}'`, 'PERFORM pg_sleep(0.8)');
+    const gate = await shutGate(t);
+    const drop = await onUserDelete(`OLD.id = '${u.id}'`, gate.wait);
     try {
       const run = purge.runOnce();
-      await new Promise((r) => setTimeout(r, 300));
+      run.catch(() => undefined); // awaited below; a failure before then must not go unhandled
+      const purgePid = await gate.reached();
       const sweeper = new ExpiredRowsSweeper(t.db, t.app.get<AppConfig>(APP_CONFIG));
-      const [purged, swept] = await Promise.all([run, sweeper.runOnce()]);
+      const sweep = sweeper.runOnce();
+      sweep.catch(() => undefined);
+      // the sweep runs while the purge holds them: until it waits for the purge, or is done
+      await blockedByOrSettled(t, purgePid, sweep);
+      await gate.open();
+      const [purged, swept] = await Promise.all([run, sweep]);
       expect(purged.failedTenants).toEqual([]);
       expect(purged.perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(1);
       expect(swept).toBeDefined();
     } finally {
+      await gate.open();
       await drop();
     }
     expect(await t.db.query(`SELECT 1 FROM refresh_tokens WHERE session_id = $1`, [s.id])).toHaveLength(0);
@@ -394,9 +497,11 @@ describe('guest purge schedule (worker)', () => {
   class PurgeWorkerTestModule {}
 
   it('registers one daily 02:30 UTC job scheduler however many workers start', async () => {
-    resetConfigForTests();
-    const a = await NestFactory.createApplicationContext(PurgeWorkerTestModule, { logger: false });
-    const b = await NestFactory.createApplicationContext(PurgeWorkerTestModule, { logger: false });
+    // on the file's database: a worker start on a database where no purge completed lately runs
+    // one at once (its catch-up), which on the shared database would purge other files' guests
+    const start = () => withEnv({ DATABASE_URL: t.databaseUrl }, () => NestFactory.createApplicationContext(PurgeWorkerTestModule, { logger: false }));
+    const a = await start();
+    const b = await start();
     const conn = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
     const queue = new Queue(MAINTENANCE_QUEUE, { connection: conn, prefix: `${process.env.REDIS_KEY_PREFIX}bull` });
     try {

@@ -1,5 +1,7 @@
+import { Queue } from 'bullmq';
 import Redis from 'ioredis';
-import { GuestPurgeService } from '../../../src/modules/guests/purge/guest-purge.service';
+import { GUEST_PURGE_JOB, MAINTENANCE_QUEUE } from '../../../src/modules/guests/purge/guest-purge.scheduler';
+import { GUEST_PURGE_RUN, GuestPurgeService } from '../../../src/modules/guests/purge/guest-purge.service';
 import { UserProfileCache } from '../../../src/shared/cache/user-profile.cache';
 import { REDIS } from '../../../src/shared/redis/redis.module';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
@@ -25,12 +27,34 @@ describe('GET /v1/auth/me profile cache', () => {
     redis = t.app.get(REDIS);
     cache = t.app.get(UserProfileCache);
     guests = await createTenant(t.db, { anonymous_signins_enabled: true });
-  });
+  }, 60_000);
   afterAll(() => w?.close());
 
   const me = (access: string) => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${access}`).set('X-Forwarded-For', randomIp());
   const slot = (userId: string) => redis.get(`me:${userId}`);
   const guest = async () => (await t.http().post('/v1/auth/anonymous').set('X-API-Key', guests.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201)).body;
+
+  /**
+   * Returns once this file's worker runs no guest purge of its own: its start on this new database
+   * queued one at once (its catch-up: no purge had completed there), and a daily one may fall due.
+   * Until then a purge of the test's own would be refused (another holds the lease).
+   */
+  async function noWorkerPurge(): Promise<void> {
+    const conn = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+    const queue = new Queue(MAINTENANCE_QUEUE, { connection: conn, prefix: `${process.env.REDIS_KEY_PREFIX}bull` });
+    try {
+      for (let i = 0; i < 400; i++) {
+        const jobs = (await queue.getJobs(['active', 'waiting', 'prioritized'])).filter((j) => j.name === GUEST_PURGE_JOB);
+        const [lease] = await t.db.query<{ holder: string | null }>(`SELECT holder FROM maintenance_runs WHERE job = $1`, [GUEST_PURGE_RUN]);
+        if (!jobs.length && !lease?.holder) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error("the worker's guest purge never finished");
+    } finally {
+      await queue.close();
+      conn.disconnect();
+    }
+  }
 
   it('the first read fills the slot (no secrets in it); later reads are served from it', async () => {
     const g = await guest();
@@ -81,6 +105,7 @@ describe('GET /v1/auth/me profile cache', () => {
     const g = (await t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({}).expect(201)).body;
     await me(g.access_token).expect(200);
     expect(await slot(g.user.id)).not.toBeNull();
+    await noWorkerPurge();
     await t.db.query(`UPDATE users SET last_active_at = now() - interval '2 days' WHERE id = $1`, [g.user.id]);
     const r = await t.app.get(GuestPurgeService).runOnce();
     expect(r.perTenant.find((x) => x.tenantId === tenant.id)?.deleted).toBe(1);
