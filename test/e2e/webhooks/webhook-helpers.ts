@@ -15,8 +15,19 @@ export interface Received {
   at: number;
 }
 
-/** What the receiver answers: a status, a status after a delay, or nothing at all (held open). */
-export type Reply = number | 'hang' | { status: number; delayMs: number };
+/**
+ * What the receiver answers: a status, a status after a delay, a status once `when` resolves (a
+ * reply the test releases, see replyGate; cut like a held one if `when` rejects), or nothing at
+ * all (held open).
+ */
+export type Reply = number | 'hang' | { status: number; delayMs: number } | { status: number; when: Promise<unknown> };
+
+/** A gate for a `{ status, when }` reply: the reply waits until the test calls `open()`. */
+export function replyGate(): { when: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const when = new Promise<void>((resolve) => (open = resolve));
+  return { when, open };
+}
 
 /**
  * A real HTTP server on 127.0.0.1 standing in for a tenant's webhook endpoint. Each path answers
@@ -48,10 +59,18 @@ export class Receiver {
           this.held.add(res);
           return;
         }
-        const [status, delay] = typeof reply === 'number' ? [reply, 0] : [reply.status, reply.delayMs];
-        setTimeout(() => {
+        const answer = (status: number) => {
           if (!res.destroyed) res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'nope');
-        }, delay);
+        };
+        if (typeof reply === 'object' && 'when' in reply) {
+          reply.when.then(
+            () => answer(reply.status),
+            () => res.socket?.destroy(),
+          );
+          return;
+        }
+        const [status, delay] = typeof reply === 'number' ? [reply, 0] : [reply.status, reply.delayMs];
+        setTimeout(() => answer(status), delay);
       });
     });
     this.server.on('connection', (s) => {

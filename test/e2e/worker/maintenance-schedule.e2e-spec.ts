@@ -2,7 +2,7 @@ import { INestApplicationContext, Logger } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import { GUEST_PURGE_CATCH_UP_AFTER_MS, GUEST_PURGE_JOB, GUEST_PURGE_PATTERN, GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
 import { EXPIRED_ROWS_SCHEDULER_ID } from '../../../src/shared/maintenance/expired-rows.sweeper';
-import { catchUpJobId, MAINTENANCE_JOB_OPTIONS, MAINTENANCE_QUEUE, MaintenanceScheduler, maintenanceJobHolder } from '../../../src/shared/maintenance/maintenance.scheduler';
+import { catchUpJobId, LEASE_HELD_MARGIN_MS, MAINTENANCE_JOB_OPTIONS, MAINTENANCE_QUEUE, MaintenanceScheduler, maintenanceJobHolder } from '../../../src/shared/maintenance/maintenance.scheduler';
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
 import { QueueReconciler } from '../../../src/shared/outbox/queue-reconciler';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
@@ -146,22 +146,47 @@ describe('worker maintenance: schedules across restarts', () => {
     await catchUpDone();
   }, 40_000);
 
+  /**
+   * The delayed job has been put back until the lease it found ends, plus LEASE_HELD_MARGIN_MS:
+   * its delay is at least what is left of that lease now (plus the margin), and no more than the
+   * whole lease plus the margin.
+   */
+  async function expectPutBackUntilTheLeaseEnds(delay: number, leaseMs: number): Promise<void> {
+    const [{ left }] = await t.db.query<{ left: number }>(
+      `SELECT ceil(extract(epoch FROM running_until - now()) * 1000)::int AS left FROM maintenance_runs WHERE job = $1`,
+      [GUEST_PURGE_JOB],
+    );
+    expect(delay).toBeGreaterThanOrEqual(left + LEASE_HELD_MARGIN_MS - 1000);
+    expect(delay).toBeLessThanOrEqual(leaseMs + LEASE_HELD_MARGIN_MS + 1000);
+  }
+
+  // The other holder's lease lasts an hour, not seconds: the job must find it still held however
+  // long the worker takes to start and to pick the job up. The test then ends that lease itself
+  // and brings the put-back job forward (it waits an hour plus the margin otherwise).
+  const HELD_MS = 3_600_000;
+
   it('a catch-up that finds the lease held by another holder (a CLI run) is put back, not completed, and not recorded; it runs once that lease has ended', async () => {
     const tenant = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
     await staleGuests(tenant, 2);
     await purgedHoursAgo(27);
     const before = await lastPurge();
-    // a CLI run (or another worker's) under way, on whatever connection, for 3 more seconds
-    await leaseHeldBy('cli-elsewhere', 3000);
+    // a CLI run (or another worker's) under way, on whatever connection
+    await leaseHeldBy('cli-elsewhere', HELD_MS);
     const w = await start();
     await eventually(async () => (await queue.getJob(catchUpJobId(GUEST_PURGE_JOB)))?.getState().then((s) => s === 'delayed'), 10_000, 'the catch-up to be put back');
     const job = (await queue.getJob(catchUpJobId(GUEST_PURGE_JOB)))!;
     expect(job.attemptsMade).toBe(0); // no failed attempt spent
+    // until that lease ends (plus the margin), not for some fixed time
+    await expectPutBackUntilTheLeaseEnds(Number(job.delay), HELD_MS);
     expect(await guestsLeft(tenant)).toBe(2);
     expect(await lastPurge()).toEqual(before);
+    expect(await leaseRow()).toMatchObject({ holder: 'cli-elsewhere' });
     // still queued: a reconciler pass queues no second one
     expect(await w.get(MaintenanceScheduler).catchUp()).toBe(0);
-    // the lease ends (its holder finished without recording, or died): the catch-up runs
+    // the lease ends (its holder finished without recording: withRunLease clears it), and the
+    // job's time comes: the catch-up runs
+    await t.db.query(`UPDATE maintenance_runs SET holder = NULL, running_until = NULL WHERE job = $1`, [GUEST_PURGE_JOB]);
+    await job.promote();
     await eventually(async () => (await guestsLeft(tenant)) === 0, 20_000, 'the catch-up purge');
     await recentlyRecorded();
     await catchUpDone();
@@ -172,14 +197,20 @@ describe('worker maintenance: schedules across restarts', () => {
     await staleGuests(tenant, 2);
     await purgedHoursAgo(1); // no catch-up due: only the scheduled occurrence runs
     const before = await lastPurge();
-    await leaseHeldBy('dead-cli-run', 3000);
     await start();
+    await leaseHeldBy('dead-cli-run', HELD_MS);
     // the day's occurrence falling due (as the job scheduler adds it)
     const job = await queue.add(GUEST_PURGE_JOB, {}, { ...MAINTENANCE_JOB_OPTIONS, jobId: `scheduled-${Date.now()}` });
     await eventually(async () => (await job.getState()) === 'delayed', 10_000, 'the scheduled run to be put back');
+    const put = (await queue.getJob(job.id!))!;
+    expect(put.attemptsMade).toBe(0); // not failed
+    await expectPutBackUntilTheLeaseEnds(Number(put.delay), HELD_MS);
     expect(await queue.getJobState(job.id!)).not.toBe('completed');
     expect(await guestsLeft(tenant)).toBe(2);
     expect(await lastPurge()).toEqual(before);
+    // its holder died: nobody clears the lease, it only runs out (left as it was, just expired)
+    await t.db.query(`UPDATE maintenance_runs SET running_until = now() - interval '1 second' WHERE job = $1 AND holder = 'dead-cli-run'`, [GUEST_PURGE_JOB]);
+    await put.promote();
     await eventually(async () => (await queue.getJobState(job.id!)) === 'completed', 20_000, 'the scheduled run to complete');
     expect(await guestsLeft(tenant)).toBe(0);
     await recentlyRecorded();

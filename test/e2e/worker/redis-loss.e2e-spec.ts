@@ -1,5 +1,5 @@
 import { INestApplicationContext } from '@nestjs/common';
-import { Queue } from 'bullmq';
+import { Job, Queue } from 'bullmq';
 import Redis from 'ioredis';
 import { GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
 import { EventsService } from '../../../src/shared/events/events.service';
@@ -8,6 +8,7 @@ import { MaintenanceScheduler } from '../../../src/shared/maintenance/maintenanc
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
 import { outboxJobId } from '../../../src/shared/outbox/outbox-job';
 import { deliveryJobId } from '../../../src/modules/webhooks/deliver/delivery-job';
+import { leaseMs } from '../../../src/modules/webhooks/deliver/deliver-webhook.handler';
 import { WebhookDeliveryWorker } from '../../../src/modules/webhooks/deliver/webhook-delivery.worker';
 import { QueueReconciler } from '../../../src/shared/outbox/queue-reconciler';
 import { DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
@@ -15,7 +16,7 @@ import { createTestApp, TestApp, uniqueEmail } from '../../setup/app';
 import { SmtpCapture, startSmtpCapture } from '../../setup/smtp-capture';
 import { startWorkerWith } from '../../setup/worker';
 import { flushTestPrefix, rawRedis } from '../agents/agents.helpers';
-import { createIsolatedDatabase, eventually, Receiver, sleep } from '../webhooks/webhook-helpers';
+import { createIsolatedDatabase, eventually, Receiver, replyGate, sleep } from '../webhooks/webhook-helpers';
 import { ownRedis } from '../../setup/own-redis';
 import { APP_CONFIG } from '../../../src/config/config';
 import { EnvelopeCipher } from '../../../src/shared/crypto/envelope-cipher';
@@ -41,13 +42,20 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
   let deliveryQueue: Queue | undefined;
   const savedDbUrl = process.env.DATABASE_URL;
   const prefix = process.env.REDIS_KEY_PREFIX as string;
+  /**
+   * The attempt timeout (the default). Where a second job of a delivery must meet the lease of an
+   * attempt in flight, the receiver holds that attempt's answer until the test has seen the second
+   * job wait: the timeout bounds how long that may take (a pass, a flush of the shared Redis, a
+   * pickup), so it is not kept short here.
+   */
+  const TIMEOUT_MS = 10_000;
 
   const WORKER_ENV: Record<string, string> = {
     OUTBOX_POLL_MS: '50',
     // a failed webhook attempt waits a minute for the next: long enough to lose it in between
     WEBHOOK_BACKOFF_BASE_MS: '60000',
     WEBHOOK_MAX_ATTEMPTS: '5',
-    WEBHOOK_TIMEOUT_MS: '2000',
+    WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
     // passes only when the test asks (plus the one at start)
     QUEUE_RECONCILE_SECONDS: '3600',
   };
@@ -69,6 +77,41 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     deliveryQueue ??= queue('webhook-delivery');
     await (await deliveryQueue.getJob(deliveryJobId(deliveryId)))!.promote();
   }
+
+  /** What is left of the lease of the delivery's attempt in flight (ms; null or <= 0: none). */
+  const leaseLeft = async (deliveryId: string) =>
+    (await t.db.query<{ left: number | null }>(`SELECT ceil(extract(epoch FROM sending_until - now()) * 1000)::int AS left FROM webhook_deliveries WHERE id = $1`, [deliveryId]))[0]
+      .left;
+
+  /**
+   * A job of the delivery that found another job's attempt in flight: put back until that
+   * attempt's lease runs out (not for a fixed time, not completed), while the attempt still holds
+   * it. (A job put back for another reason, a tenant slot, is put back for less than the lease has
+   * left: the wait goes on until the job has met the lease.)
+   */
+  async function waitingForTheLease(deliveryId: string): Promise<Job> {
+    deliveryQueue ??= queue('webhook-delivery');
+    const job = await eventually(
+      async () => {
+        const j = await deliveryQueue!.getJob(deliveryJobId(deliveryId));
+        if (!j || (await j.getState()) !== 'delayed') return undefined;
+        const left = await leaseLeft(deliveryId);
+        return left !== null && left > 0 && Number(j.delay) >= left ? j : undefined;
+      },
+      20_000,
+      'a second job of the delivery to wait for the lease of the attempt in flight',
+    );
+    // the attempt (its answer held by the receiver) still has its lease; the job waits no longer than it
+    expect(await leaseLeft(deliveryId)).toBeGreaterThan(0);
+    expect(Number(job.delay)).toBeLessThanOrEqual(leaseMs(TIMEOUT_MS) + 1_500);
+    return job;
+  }
+
+  /**
+   * A job waiting for a lease that has ended (the attempt recorded its outcome) runs now instead of
+   * when the lease would have run out: promoted, unless its own timer already woke it.
+   */
+  const wake = (job: Job) => job.promote().catch(() => undefined);
 
   async function outboxRow(id: string): Promise<{ dispatched_at: Date | null; processed_at: Date | null }> {
     const [r] = await t.db.query<{ dispatched_at: Date | null; processed_at: Date | null }>(`SELECT dispatched_at, processed_at FROM outbox WHERE id = $1`, [id]);
@@ -190,13 +233,16 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
   }, 60_000);
 
   it('Redis lost while a delivery is being sent: the re-added job waits for the attempt in flight (its lease) and never sends it twice', async () => {
-    // the receiver takes 1.5 s to answer the first attempt (the timeout here is 2 s)
-    const path = rx.path(() => ({ status: 200, delayMs: 1500 }));
+    // the receiver holds its answer to the first attempt (a 200) until the test releases it; a
+    // tenant of its own, whose one endpoint this is (no other delivery takes its tenant's slots)
+    const gate = replyGate();
+    const path = rx.path(() => ({ status: 200, when: gate.when }));
+    const own = await signupTenant(t);
     const endpoint = (
-      await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/webhooks`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ url: rx.url(path), events: ['*'] }).expect(201)
+      await t.http().post(`/v1/auth/dashboard/tenants/${own.slug}/webhooks`).set('Cookie', own.cookie).set('X-CSRF-Token', own.csrf).send({ url: rx.url(path), events: ['*'] }).expect(201)
     ).body as { id: string };
     const events = t.app.get(EventsService);
-    await t.db.tx((tx) => events.outbox(tx, { tenantId: owner.tenantId, topic: 'webhook', eventType: 'agent.rotated', payload: { n: 3 } }));
+    await t.db.tx((tx) => events.outbox(tx, { tenantId: own.tenantId, topic: 'webhook', eventType: 'agent.rotated', payload: { n: 3 } }));
     const [first] = await rx.waitFor((r) => r.path === path, 1);
     const [inFlight] = await t.db.query<{ id: string; outbox_id: string; status: string; leased: boolean }>(
       `SELECT id, outbox_id::text AS outbox_id, status, sending_until > now() AS leased FROM webhook_deliveries WHERE endpoint_id = $1`,
@@ -210,9 +256,13 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     await reconcile();
     const deliveries = queue('webhook-delivery');
     const jobId = deliveryJobId(inFlight.id);
-    await eventually(async () => (await deliveries.getJobState(jobId)) === 'delayed', 5_000, 'the re-added job to wait for the lease');
+    const waiting = await waitingForTheLease(inFlight.id);
+    expect(rx.on(path)).toHaveLength(1);
 
-    // the first attempt's answer is recorded; the waiting job then finds the delivery done
+    // the first attempt's answer comes and is recorded; the waiting job then finds the delivery done
+    gate.open();
+    await eventually(async () => (await t.db.query<{ status: string }>(`SELECT status FROM webhook_deliveries WHERE id = $1`, [inFlight.id]))[0].status === 'delivered', 10_000, 'the first attempt to be recorded');
+    await wake(waiting);
     await eventually(async () => (await deliveries.getJobState(jobId)) === 'completed', 20_000, 'the re-added job to finish');
     expect((await deliveries.getJob(jobId))!.returnvalue).toEqual({ skipped: 'already_delivered' });
     const [done] = await t.db.query<{ status: string; attempts: number; sending_until: Date | null }>(
@@ -254,42 +304,60 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     const failedDeliveriesOf = async (endpointId: string) =>
       (await t.db.query<{ n: number }>(`SELECT consecutive_failed_deliveries AS n FROM webhook_endpoints WHERE id = $1`, [endpointId]))[0].n;
 
-    async function endpointFor(path: string): Promise<string> {
-      const res = await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/webhooks`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ url: rx.url(path), events: ['*'] });
+    async function endpointFor(path: string, tenant = owner): Promise<string> {
+      const res = await t.http().post(`/v1/auth/dashboard/tenants/${tenant.slug}/webhooks`).set('Cookie', tenant.cookie).set('X-CSRF-Token', tenant.csrf).send({ url: rx.url(path), events: ['*'] });
       expect(res.status).toBe(201);
       return (res.body as { id: string }).id;
     }
 
-    async function emitTo(n: string): Promise<void> {
+    async function emitTo(n: string, tenant = owner): Promise<void> {
       const events = t.app.get(EventsService);
-      await t.db.tx((tx) => events.outbox(tx, { tenantId: owner.tenantId, topic: 'webhook', eventType: 'agent.revoked', payload: { n } }));
+      await t.db.tx((tx) => events.outbox(tx, { tenantId: tenant.tenantId, topic: 'webhook', eventType: 'agent.revoked', payload: { n } }));
     }
 
     /**
-     * Attempt 1 failed (its answer took 1.5 s) while a second job of the delivery was waiting for
-     * its lease. That lease ended about 7 s after the attempt began (timeout 2 s + 5 s): the second
-     * job does not send then, but waits for the attempt the row schedules a minute later.
+     * Attempt 1 failed (its answer, a 500, held by the receiver until then) while a second job of
+     * the delivery was waiting for its lease (`waiting`). Once the lease has ended, that job does
+     * not send, but waits for the attempt the row schedules a minute later.
      */
-    async function expectWaitingForTheBackoff(endpointId: string, path: string, firstAt: number): Promise<Row> {
+    async function expectWaitingForTheBackoff(endpointId: string, path: string, waiting: Job): Promise<Row> {
       const row = await recorded(endpointId, 1);
       expect(row).toMatchObject({ status: 'pending', last_error: 'HTTP 500' });
       expect(row.wait_s).toBeCloseTo(60, 0);
-      await sleep(Math.max(0, firstAt + 9_000 - Date.now()));
+      await wake(waiting);
+      deliveryQueue ??= queue('webhook-delivery');
+      const again = await eventually(
+        async () => {
+          const j = await deliveryQueue!.getJob(deliveryJobId(row.id));
+          return j && Number(j.delay) > 30_000 && (await j.getState()) === 'delayed' && j;
+        },
+        20_000,
+        'the second job to wait for the backoff',
+      );
+      // the row's next attempt (60 s after the first), not a retry step of its own
+      expect(Number(again.delay)).toBeLessThanOrEqual(61_000);
       expect(rx.on(path)).toHaveLength(1);
       expect(await rowOf(endpointId)).toMatchObject({ status: 'pending', attempts: 1 });
-      deliveryQueue ??= queue('webhook-delivery');
-      expect(await deliveryQueue.getJobState(deliveryJobId(row.id))).toBe('delayed');
       return row;
     }
 
+    const deliveryOf = async (endpointId: string) =>
+      (await eventually(() => rowOf(endpointId), 10_000, 'the delivery to be created')).id;
+
     it('re-added by the queue reconciler after Redis lost the first job mid-send', async () => {
-      const path = rx.path((n) => (n === 1 ? { status: 500, delayMs: 1500 } : 500));
-      const endpointId = await endpointFor(path);
-      await emitTo('lost-mid-send');
-      const [first] = await rx.waitFor((r) => r.path === path, 1);
+      const gate = replyGate();
+      const path = rx.path((n) => (n === 1 ? { status: 500, when: gate.when } : 500));
+      // a tenant of its own: the event goes to this endpoint only (no other delivery takes its tenant's slots)
+      const own = await signupTenant(t);
+      const endpointId = await endpointFor(path, own);
+      await emitTo('lost-mid-send', own);
+      await rx.waitFor((r) => r.path === path, 1);
+      const id = await deliveryOf(endpointId);
       await flushTestPrefix(redis);
       await reconcile();
-      const { id } = await expectWaitingForTheBackoff(endpointId, path, first.at);
+      const waiting = await waitingForTheLease(id);
+      gate.open();
+      await expectWaitingForTheBackoff(endpointId, path, waiting);
 
       // attempt 2 when its time comes; the next wait is the second step (6 x base), not the first
       await secondAttemptTakesStepTwo(id, endpointId, path);
@@ -310,11 +378,14 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
     }, 90_000);
 
     it('recovered by BullMQ as stalled while its worker is still sending (the lock lost)', async () => {
-      const path = rx.path((n) => (n === 1 ? { status: 500, delayMs: 1500 } : n === 2 ? 500 : 200));
-      const endpointId = await endpointFor(path);
-      await emitTo('stalled-mid-send');
-      const [first] = await rx.waitFor((r) => r.path === path, 1);
-      const [{ id }] = await t.db.query<{ id: string }>(`SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, [endpointId]);
+      const gate = replyGate();
+      const path = rx.path((n) => (n === 1 ? { status: 500, when: gate.when } : n === 2 ? 500 : 200));
+      // a tenant of its own: the event goes to this endpoint only (no other delivery takes its tenant's slots)
+      const own = await signupTenant(t);
+      const endpointId = await endpointFor(path, own);
+      await emitTo('stalled-mid-send', own);
+      await rx.waitFor((r) => r.path === path, 1);
+      const id = await deliveryOf(endpointId);
       // the worker's lock on the job is gone (a Redis blip, a stalled event loop): two passes of the
       // stalled check (the first marks, the second moves) give the job to a worker again
       const prefixed = `${bullPrefix({ REDIS_KEY_PREFIX: prefix })}:webhook-delivery`;
@@ -324,7 +395,9 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
         await redis.del(`${prefixed}:stalled-check`);
         await check.moveStalledJobsToWait();
       }
-      await expectWaitingForTheBackoff(endpointId, path, first.at);
+      const waiting = await waitingForTheLease(id);
+      gate.open();
+      await expectWaitingForTheBackoff(endpointId, path, waiting);
 
       // attempt 2 is numbered by the row (the job itself had made none): the second step follows
       await secondAttemptTakesStepTwo(id, endpointId, path);
@@ -365,7 +438,8 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
       await flushTestPrefix(redis);
       await reconcile();
       deliveryQueue ??= queue('webhook-delivery');
-      await eventually(async () => (await deliveryQueue!.getJobState(deliveryJobId(id))) === 'completed', 20_000, 'the re-added job to finish');
+      // (if it met the attempt's lease, it waits for that lease to run out: timeout + 5 s)
+      await eventually(async () => (await deliveryQueue!.getJobState(deliveryJobId(id))) === 'completed', leaseMs(TIMEOUT_MS) + 15_000, 'the re-added job to finish');
       expect((await deliveryQueue.getJob(deliveryJobId(id)))!.returnvalue).toEqual({ skipped: 'already_delivered' });
       expect(await rowOf(endpointId)).toMatchObject({ status: 'delivered', attempts: 1, last_error: null });
       expect(rx.on(path)).toHaveLength(1);

@@ -17,6 +17,7 @@ import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { uniqueEmail } from '../../setup/app';
 import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
 import { SmtpCapture, startSmtpCapture } from '../../setup/smtp-capture';
+import { eventually } from '../webhooks/webhook-helpers';
 
 const ACCOUNTS_URL = 'https://accounts.example.test';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -70,15 +71,16 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     const [row] = await db.query<{ created_at: Date }>(`SELECT created_at FROM outbox WHERE id = $1`, [outboxId]);
     return `${bullPrefix({ REDIS_KEY_PREFIX: prefix })}:${topic}:${outboxJobId(outboxId, row.created_at)}`;
   };
-  /** The job's hash once the job has finished (completed or failed for good). */
+  /**
+   * The job's hash once the job has finished (completed or failed for good). Some callers have
+   * not seen the job relayed yet: the wait covers the relay, a pickup and the job itself.
+   */
   const waitForJob = async (topic: string, outboxId: string) => {
     const key = await jobKey(topic, outboxId);
-    for (let i = 0; i < 100; i++) {
+    return eventually(async () => {
       const job = await redis.hgetall(key);
-      if (job.finishedOn) return job;
-      await sleep(50);
-    }
-    throw new Error(`job ${key} of ${topic} did not finish`);
+      return job.finishedOn ? job : undefined;
+    }, 20_000, `job ${key} of ${topic} to finish`);
   };
 
   beforeAll(async () => {
@@ -96,7 +98,7 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     mail = worker.get(MailService);
     redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
     tenant = await createTenant(db);
-  });
+  }, 60_000);
 
   afterAll(async () => {
     await second?.close();
@@ -140,7 +142,7 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(messageId).toMatch(/^<[0-9a-f]{32}@[A-Za-z0-9.-]+>$/);
     expect(msg.headers['message-id']).toBe(messageId);
     expect(await dumpRedis(redis, prefix)).not.toContain(token);
-  });
+  }, 60_000);
 
   it('sends a one-time code without a link and escapes interpolated values in the HTML part', async () => {
     const to = uniqueEmail('otp');
@@ -189,16 +191,18 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(smtp.messages.filter((m) => m.to.includes(to))).toHaveLength(1);
     const job = await waitForJob('email', (await outboxRow(to)).id);
     expect(Number(job.atm)).toBeGreaterThanOrEqual(3);
-  });
+  }, 60_000);
 
   it('a link or code mail that SMTP refused until its secret expired is never sent (its row settled); one sent late states the time left, not the whole lifetime', async () => {
     const expiring = uniqueEmail('expiring');
     const late = uniqueEmail('late');
-    // refused twice: the third attempt comes about 6 s after the first (1 s, then 5 s of backoff)
+    // refused twice: the third attempt comes at least 6 s after the first (backoff timers of 1 s,
+    // then 5 s, plus up to 10% jitter), so a 5 s secret has always expired by then, while the
+    // second attempt (about 1-2.5 s after the row was written) has 3.5 s of slack to find it alive
     smtp.failNext(2, (r) => r === expiring);
     smtp.failNext(2, (r) => r === late);
     const rejectedBefore = smtp.rejected;
-    await send({ to: expiring, template: 'magic_link', data: { expires_in_minutes: 0.05 }, secret: { token: 'lasts-3-seconds' } });
+    await send({ to: expiring, template: 'magic_link', data: { expires_in_minutes: 5 / 60 }, secret: { token: 'lasts-5-seconds' } });
     await send({ to: late, template: 'magic_link', data: { expires_in_minutes: 0.5 }, secret: { token: 'lasts-30-seconds' } });
 
     const msg = await smtp.waitFor((m) => m.to.includes(late), 15_000);
@@ -213,7 +217,7 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     const settled = await outboxRow(expiring);
     expect(settled.processed_at).toBeInstanceOf(Date);
     expect(settled.secret_enc).toBeNull();
-  });
+  }, 60_000);
 
   it('gives up at once on a mail the SMTP server refuses for good (550: RFC 5321 says not to repeat it), settling its outbox row', async () => {
     const to = uniqueEmail('gone');
@@ -227,14 +231,14 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(smtp.rejected - rejectedBefore).toBe(1);
     expect(smtp.messages.some((m) => m.to.includes(to))).toBe(false);
     // settled by the failed-job handler, right after the job ended
-    let settled: Date | null = null;
-    for (let i = 0; i < 40 && !settled; i++) {
-      settled = (await db.query<{ processed_at: Date | null }>(`SELECT processed_at FROM outbox WHERE id = $1`, [row.id]))[0].processed_at;
-      if (!settled) await sleep(50);
-    }
-    expect(settled).not.toBeNull();
+    const settled = await eventually(
+      async () => (await db.query<{ processed_at: Date | null }>(`SELECT processed_at FROM outbox WHERE id = $1`, [row.id]))[0].processed_at,
+      20_000,
+      'the failed-job handler to settle the outbox row',
+    );
+    expect(settled).toBeInstanceOf(Date);
     smtp.clearFailures();
-  });
+  }, 60_000);
 
   it('gives up at once on a mail that cannot be rendered, and queues topics nobody consumes yet', async () => {
     const events = worker.get(EventsService);
@@ -250,7 +254,7 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(failed.failedReason).toMatch(/template/);
     expect(failed.atm).toBe('1');
     expect(await redis.hget(await jobKey('not-consumed', other), 'name')).toBe('thing.happened');
-  });
+  }, 60_000);
 
   it('never sends to an ambiguous stored address (a quoted local part with an @): given up at once, nothing reaches SMTP', async () => {
     const events = worker.get(EventsService);
@@ -262,7 +266,7 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(failed.failedReason).toMatch(/ambiguous/);
     expect(failed.atm).toBe('1');
     expect(smtp.messages.some((m) => m.to.some((r) => r.includes(local)))).toBe(false);
-  });
+  }, 60_000);
 
   it('after PostgreSQL went back in time (a restore, a lagging replica) a row that gets an id again is still sent, though Redis holds the old job of that id', async () => {
     const first = uniqueEmail('before-restore');
@@ -277,7 +281,7 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     await send({ to: again, template: 'password_reset', secret: { token: 'after-restore-token' } });
     expect((await outboxRow(again)).id).toBe(old.id);
     await smtp.waitFor((m) => m.to.includes(again), 10_000);
-  });
+  }, 60_000);
 
   it('two relays side by side never dispatch a row twice', async () => {
     second = await startWorker({ logger: false });
