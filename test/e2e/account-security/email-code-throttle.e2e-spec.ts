@@ -13,7 +13,7 @@ describe('account security: wrong email codes are capped per address across code
   beforeAll(async () => {
     w = await startMailWorld();
     tenant = await tenantWithKey(w.t, { email_otp_enabled: true });
-  });
+  }, 60_000);
   afterAll(() => w?.close());
 
   const request = (email: string, app: TestApp = w.t) => post(app, '/v1/auth/email-otp', tenant.apiKey, { email });

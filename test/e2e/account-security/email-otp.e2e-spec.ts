@@ -27,7 +27,7 @@ describe('account security: email code sign-in (issue 5 item 4)', () => {
     w = await startMailWorld();
     tenant = await tenantWithKey(w.t, { email_otp_enabled: true });
     other = await tenantWithKey(w.t, { email_otp_enabled: true });
-  });
+  }, 60_000);
   afterAll(() => w?.close());
 
   const request = (body: unknown, key = tenant.apiKey, ip = randomIp()) => post(w.t, '/v1/auth/email-otp', key, body, ip);

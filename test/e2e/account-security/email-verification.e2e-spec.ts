@@ -23,7 +23,7 @@ describe('account security: email verification (issue 5 item 1)', () => {
     w = await startMailWorld();
     tenant = await tenantWithKey(w.t);
     other = await tenantWithKey(w.t);
-  });
+  }, 60_000);
   afterAll(() => w?.close());
 
   const verificationMail = (to: string) => w.nextMail((m) => m.to.includes(to) && m.subject.startsWith('Verify your email address'));

@@ -45,7 +45,7 @@ describe('account security: magic link sign-in (issue 5 item 3)', () => {
     // a native app's private-use scheme (RFC 8252 7.1), added as a client registered before such schemes were accepted
     await w.t.db.query(`UPDATE oauth_clients SET redirect_uris = redirect_uris || '{com.example.app:/oauth}'::text[] WHERE id = $1`, [clientId]);
     otherClientId = await createClient(other, [REDIRECT]);
-  });
+  }, 60_000);
   afterAll(() => w?.close());
 
   const request = (body: unknown, key = tenant.apiKey, ip = randomIp()) => post(w.t, '/v1/auth/magic-link', key, body, ip);

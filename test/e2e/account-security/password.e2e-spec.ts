@@ -29,7 +29,7 @@ describe('account security: password forgot, reset and change (issue 5 item 2)',
     w = await startMailWorld();
     tenant = await tenantWithKey(w.t, { magic_link_enabled: true, email_otp_enabled: true });
     other = await tenantWithKey(w.t);
-  });
+  }, 60_000);
   afterAll(() => w?.close());
 
   const forgot = (email: unknown, key = tenant.apiKey, ip = randomIp()) => post(w.t, '/v1/auth/password/forgot', key, { email }, ip);

@@ -16,7 +16,7 @@ describe('a passwordless sign-in racing a change of the password', () => {
   beforeAll(async () => {
     w = await startMailWorld();
     tenant = await tenantWithKey(w.t, { magic_link_enabled: true, email_otp_enabled: true });
-  });
+  }, 60_000);
   afterAll(() => w?.close());
 
   const verifiedUser = async () => {

@@ -24,7 +24,7 @@ describe('account security: step-up by magic link and email code (spec 2.5)', ()
     w = await startMailWorld();
     tenant = await tenantWithKey(w.t, { magic_link_enabled: true, email_otp_enabled: true });
     other = await tenantWithKey(w.t);
-  });
+  }, 60_000);
   afterAll(() => w?.close());
 
   const linkMail = (to: string) => w.nextMail((m) => m.to.includes(to) && m.subject.startsWith('Confirm it is you'));

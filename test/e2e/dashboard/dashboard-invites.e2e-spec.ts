@@ -20,7 +20,7 @@ describe('dashboard invitations: one pending invitation per address, mail limits
   beforeAll(async () => {
     w = await startMailWorld();
     t = w.t;
-  });
+  }, 60_000);
   afterAll(() => w.close());
 
   const invite = (app: TestApp, d: DashboardFixture, email: string, role: 'owner' | 'member' = 'member') =>
@@ -149,7 +149,7 @@ describe('dashboard invitations: the per-tenant daily cap', () => {
   beforeAll(async () => {
     w = await startMailWorld({ RATE_LIMIT_INVITES_PER_TENANT_PER_DAY: '3' });
     t = w.t;
-  });
+  }, 60_000);
   afterAll(() => w.close());
 
   const invite = (d: DashboardFixture, email: string) =>

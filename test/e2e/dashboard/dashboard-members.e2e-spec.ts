@@ -144,12 +144,26 @@ describe('dashboard members: list, change role, remove', () => {
     const a = await signupTenant(t);
     const b = await addMember(t, a, 'owner');
     const c = await addMember(t, a, 'member');
+    // the pid of a backend other than `except` waiting for a lock one of `holders` holds
+    const waiterOn = async (holders: number[], except: number[] = []) => {
+      for (let i = 0; i < 500; i++) {
+        const [r] = await t.db.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity WHERE NOT (pid = ANY($2::int[])) AND pg_blocking_pids(pid) && $1::int[] LIMIT 1`,
+          [holders, except],
+        );
+        if (r) return r.pid;
+        await new Promise((res) => setTimeout(res, 20));
+      }
+      throw new Error(`no statement ever waited for ${holders.join(', ')}`);
+    };
     const outcome = await t.db.tx(async (tx) => {
       await tx.query(`SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE`, [a.tenantId]);
+      const [{ pid: holder }] = await tx.query<{ pid: number }>(`SELECT pg_backend_pid() AS pid`);
+      // the first removal queues on the tenant row, then the second one behind it
       const first = as(t, a).delete(url(a, `/${b.userId}`)).then((r) => r);
-      await new Promise((r) => setTimeout(r, 300));
+      const firstPid = await waiterOn([holder]);
       const second = as(t, b).delete(url(a, `/${c.userId}`)).then((r) => r);
-      await new Promise((r) => setTimeout(r, 300));
+      await waiterOn([holder, firstPid], [firstPid]);
       return { first, second }; // not the promises themselves: the transaction must commit first
     });
     expect((await outcome.first).status).toBe(204);

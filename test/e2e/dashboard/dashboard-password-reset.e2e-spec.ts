@@ -14,7 +14,7 @@ describe('dashboard password reset', () => {
   beforeAll(async () => {
     w = await startMailWorld({ RATE_LIMIT_EMAIL_PER_ADDRESS: '3' });
     t = w.t;
-  });
+  }, 60_000);
   afterAll(() => w.close());
 
   const forgot = (email: string, ip = randomIp()) => t.http().post('/v1/auth/dashboard/password/forgot').set('X-Forwarded-For', ip).send({ email });

@@ -63,18 +63,19 @@ describe('rate limiter storage (EVALSHA)', () => {
     const until = async (done: () => Promise<boolean>) => {
       while (!(await done())) await new Promise((r) => setTimeout(r, 25));
     };
-    // a 3 s window; the limit is passed late in it, so the block (3 s from then) outlives the window by 2 s
-    expect((await limiter.hit('retry', key, 1, 3)).allowed).toBe(true);
-    await new Promise((r) => setTimeout(r, 2000));
-    expect(await limiter.hit('retry', key, 1, 3)).toMatchObject({ allowed: false, count: 2, retryAfterSeconds: 3 });
+    // an 8 s window; the limit is passed late in it (4 s in: 4 s of the window left for that
+    // request to arrive), so the block (8 s from then) outlives the window by 4 s
+    expect((await limiter.hit('retry', key, 1, 8)).allowed).toBe(true);
+    await new Promise((r) => setTimeout(r, 4000));
+    expect(await limiter.hit('retry', key, 1, 8)).toMatchObject({ allowed: false, count: 2, retryAfterSeconds: 8 });
     // retries once the counting window has rolled over, while the block runs: refused, not counted
     await until(gone(hits));
-    for (let i = 0; i < 3; i++) expect(await limiter.hit('retry', key, 1, 3)).toMatchObject({ allowed: false, count: 0 });
+    for (let i = 0; i < 3; i++) expect(await limiter.hit('retry', key, 1, 8)).toMatchObject({ allowed: false, count: 0 });
     expect(await redis.exists(blocked)).toBe(1);
     // the block over: the next request starts a new window
     await until(gone(blocked));
-    expect(await limiter.hit('retry', key, 1, 3)).toEqual({ allowed: true, count: 1, retryAfterSeconds: 0 });
-  }, 15_000);
+    expect(await limiter.hit('retry', key, 1, 8)).toEqual({ allowed: true, count: 1, retryAfterSeconds: 0 });
+  }, 30_000);
 
   it('limits independent windows of the same key per bucket', async () => {
     const key = `test:${randomBytes(6).toString('hex')}`;

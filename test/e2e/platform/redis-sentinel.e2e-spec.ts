@@ -109,7 +109,8 @@ describe('Redis Sentinel: the primary found through the sentinels, and found aga
     } finally {
       promoted.disconnect();
     }
-  });
+    // three waits of up to 20 s each above (the failover, the first sign-in after it, a write on the promoted server)
+  }, 90_000);
 
   it('a closed app leaves no connection to the sentinels (ioredis QUIT alone left its failover subscriptions open)', async () => {
     const others = async () => ((await sentinel.call('CLIENT', 'LIST')) as string).split('\n').filter((l) => l.trim() && !/ cmd=client\|list /.test(l));

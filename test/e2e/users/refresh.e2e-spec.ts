@@ -1,6 +1,6 @@
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
-import { holdWrites } from '../../setup/hold-writes';
+import { gateWrites } from '../../setup/hold-writes';
 
 async function registerUser(t: TestApp, tenant: TenantFixture) {
   const res = await t
@@ -78,19 +78,23 @@ describe('refresh: rotation, reuse detection and the grace rule (contract "Token
   it('a logout arriving while a refresh of the session commits retires the token that refresh issued too (no live token in an ended session)', async () => {
     const u = await registerUser(t, tenant);
     const sid = JSON.parse(Buffer.from(u.access_token.split('.')[1], 'base64url').toString()).sid as string;
-    // the refresh is held inside its statement (session locked, child being inserted) when the logout arrives
-    const release = await holdWrites(t.db, 'refresh_tokens', 'INSERT', `NEW.session_id = '${sid}'`, 0.4);
+    // the refresh is held inside its statement (session locked, child being inserted) until the
+    // logout has arrived and waits for that lock; then the refresh goes on and commits first
+    const gate = await gateWrites(t.db, 'refresh_tokens', 'INSERT', `NEW.session_id = '${sid}'`);
     try {
       const ref = refresh(u.refresh_token).then((r) => r);
-      await new Promise((r) => setTimeout(r, 150));
-      await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${u.access_token}`).expect(204);
+      const refreshing = await gate.reached();
+      const logout = t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${u.access_token}`).then((r) => r);
+      await gate.waitedOnBy(refreshing);
+      await gate.open();
       const r = await ref;
       expect(r.status).toBe(200); // it committed before the logout did
+      expect((await logout).status).toBe(204);
       const live = await t.db.query(`SELECT id FROM refresh_tokens WHERE session_id = $1 AND revoked_at IS NULL`, [sid]);
       expect(live).toHaveLength(0);
       expect((await refresh(r.body.refresh_token).expect(401)).body.code).toBe('auth/invalid_refresh_token');
     } finally {
-      await release();
+      await gate.release();
     }
   });
 

@@ -1,6 +1,6 @@
 import { createApiKey, signupTenant, DashboardFixture } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
-import { holdWrites } from '../../setup/hold-writes';
+import { gateWrites } from '../../setup/hold-writes';
 
 /**
  * An owner erases an end user (DELETE .../users/{id}) while a request of that user writes a row
@@ -48,15 +48,20 @@ describe('user erasure racing the user\'s own writes', () => {
 
   it.each(cases.map((c) => [c.name, c] as const))('%s in flight when the erasure arrives: the erasure waits for it, then removes what it wrote (never 5xx)', async (_name, c) => {
     const u = await register();
-    const release = await holdWrites(t.db, c.table, 'INSERT', `NEW.user_id = '${u.id}'`);
+    // the request is stopped inside its write (the user's row locked) until the erasure has
+    // arrived and waits for it
+    const gate = await gateWrites(t.db, c.table, 'INSERT', `NEW.user_id = '${u.id}'`);
     try {
       const pending = c.send(u);
-      await new Promise((r) => setTimeout(r, 200));
-      await erase(u.id).expect(204);
+      const writing = await gate.reached();
+      const erasure = erase(u.id).then((r) => r);
+      await gate.waitedOnBy(writing);
+      await gate.open();
       expect((await pending).status).toBe(c.status);
+      expect((await erasure).status).toBe(204);
       expect(Number(await rowsNaming(u.id))).toBe(0);
     } finally {
-      await release();
+      await gate.release();
     }
   });
 

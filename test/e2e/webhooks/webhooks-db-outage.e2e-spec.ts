@@ -4,6 +4,7 @@ import type { AddressInfo } from 'net';
 import { EventsService } from '../../../src/shared/events/events.service';
 import { DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, TestApp } from '../../setup/app';
+import { freePortBelowEphemeral } from '../../setup/ports';
 import { startWorkerWith } from '../../setup/worker';
 import { createIsolatedDatabase, eventually, Receiver, sleep } from './webhook-helpers';
 
@@ -82,7 +83,7 @@ describe('webhook delivery across a short PostgreSQL outage of the worker', () =
   /** A worker reaching PostgreSQL through a proxy; one event to one endpoint; PostgreSQL cut while the first attempt is in flight. */
   async function outageDuringFirstAttempt(maxAttempts: number, reply: (n: number) => 'hang' | number) {
     const target = new URL(db.url);
-    const proxy = await new PgProxy({ host: target.hostname, port: Number(target.port || 5432) }).start();
+    const proxy = await new PgProxy({ host: target.hostname, port: Number(target.port || 5432) }).start(await freePortBelowEphemeral());
     proxies.push(proxy);
     const viaProxy = new URL(db.url);
     viaProxy.host = `127.0.0.1:${proxy.port}`;

@@ -23,7 +23,7 @@ describe('worker maintenance: expired one-time rows', () => {
   let w: MailWorld;
   beforeAll(async () => {
     w = await startMailWorld();
-  });
+  }, 60_000);
   afterAll(() => w?.close());
 
   let refreshOf: { apiKey: string; token: string };
