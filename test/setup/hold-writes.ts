@@ -55,58 +55,82 @@ export async function holdWrites(db: Db, table: string, event: 'INSERT' | 'UPDAT
   return Object.assign(release, { reached: (timeoutMs = 10_000) => poll(`a write to ${table} inside the hold`, timeoutMs, () => advisoryPid(db, key, true)) });
 }
 
-/** Writes stopped at a gate the test opens: no hold duration to guess. */
-export interface WriteGate {
-  /** Resolves with the backend pid of a statement waiting at the gate once one is (its transaction keeps its locks meanwhile). */
+/**
+ * A gate the test holds shut: a statement whose trigger body runs `wait` stops there (inside its
+ * statement and transaction, keeping every lock taken so far) until `open()`. Shut from the start:
+ * an advisory lock that a connection of the test holds exclusively, the trigger taking it shared.
+ */
+export interface AdvisoryGate {
+  /** the trigger body's statement (shared: every row that reaches it passes once open) */
+  wait: string;
+  /** a pg_locks condition that leaves this gate's own locks out */
+  notThisGate: string;
+  /** Resolves with the backend pid of a statement waiting at the gate once one is. */
   reached(timeoutMs?: number): Promise<number>;
   /** Resolves once a statement of another backend waits for a lock that backend `pid` holds (say, the one at the gate). */
   waitedOnBy(pid: number, timeoutMs?: number): Promise<void>;
-  /** Lets every statement at the gate (and any later one) go on. */
+  /** Lets every statement at the gate (and any later one) go on; again is a no-op. */
   open(): Promise<void>;
-  /** Opens the gate if still closed and drops the trigger: call in a `finally`. */
-  release(): Promise<void>;
 }
 
-/**
- * As `holdWrites`, but the matching writes wait until `open()` instead of for a fixed time: the
- * trigger takes a shared advisory lock that a connection of the test holds exclusively until then.
- * The gated statement is subject to the connection's statement_timeout (30 s by default).
- */
-export async function gateWrites(db: Db, table: string, event: 'INSERT' | 'UPDATE', when: string): Promise<WriteGate> {
-  const fn = `gate_${table}_${randomBytes(6).toString('hex')}`;
+/** A shut gate (see AdvisoryGate). The gated statement is subject to statement_timeout (30 s by default). */
+export async function shutGate(db: Db): Promise<AdvisoryGate> {
   const key = lockKey();
   const holder: PoolClient = await db.pool.connect();
-  let closed = true;
   try {
     await holder.query(`SELECT pg_advisory_lock($1::int, $2::int)`, key);
-    await db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_xact_lock_shared(${key[0]}, ${key[1]}); RETURN NEW; END $$`);
-    await db.query(`CREATE TRIGGER ${fn} BEFORE ${event} ON ${table} FOR EACH ROW WHEN (${when}) EXECUTE FUNCTION ${fn}()`);
   } catch (e) {
     holder.release(true);
     throw e;
   }
-  const open = async () => {
-    if (!closed) return;
-    closed = false;
-    try {
-      await holder.query(`SELECT pg_advisory_unlock($1::int, $2::int)`, key);
-      holder.release();
-    } catch (e) {
-      holder.release(true); // a broken connection: its session lock ends with it
-      throw e;
-    }
-  };
+  let closed = true;
   return {
-    reached: (timeoutMs = 10_000) => poll(`a write to ${table} at the gate`, timeoutMs, () => advisoryPid(db, key, false)),
+    wait: `PERFORM pg_advisory_xact_lock_shared(${key[0]}, ${key[1]})`,
+    notThisGate: `NOT (locktype = 'advisory' AND objsubid = 2 AND classid = ${key[0]}::bigint::oid AND objid = ${key[1]}::bigint::oid)`,
+    reached: (timeoutMs = 10_000) => poll('a statement at the gate', timeoutMs, () => advisoryPid(db, key, false)),
     waitedOnBy: async (pid, timeoutMs = 10_000) => {
       await poll(`a statement waiting for backend ${pid}`, timeoutMs, async () => {
         const [r] = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> $1 AND $1 = ANY(pg_blocking_pids(pid))`, [pid]);
         return r.n > 0 ? true : undefined;
       });
     },
-    open,
+    open: async () => {
+      if (!closed) return;
+      closed = false;
+      try {
+        await holder.query(`SELECT pg_advisory_unlock($1::int, $2::int)`, key);
+        holder.release();
+      } catch (e) {
+        holder.release(true); // a broken connection: its session lock ends with it
+        throw e;
+      }
+    },
+  };
+}
+
+/** Writes stopped at a gate the test opens: no hold duration to guess. */
+export interface WriteGate extends Omit<AdvisoryGate, 'wait' | 'notThisGate'> {
+  /** Opens the gate if still closed and drops the trigger: call in a `finally`. */
+  release(): Promise<void>;
+}
+
+/** As `holdWrites`, but the matching writes wait at a gate (shutGate) until `open()` instead of for a fixed time. */
+export async function gateWrites(db: Db, table: string, event: 'INSERT' | 'UPDATE', when: string): Promise<WriteGate> {
+  const fn = `gate_${table}_${randomBytes(6).toString('hex')}`;
+  const gate = await shutGate(db);
+  try {
+    await db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${gate.wait}; RETURN NEW; END $$`);
+    await db.query(`CREATE TRIGGER ${fn} BEFORE ${event} ON ${table} FOR EACH ROW WHEN (${when}) EXECUTE FUNCTION ${fn}()`);
+  } catch (e) {
+    await gate.open();
+    throw e;
+  }
+  return {
+    reached: gate.reached,
+    waitedOnBy: gate.waitedOnBy,
+    open: gate.open,
     release: async () => {
-      await open();
+      await gate.open();
       await db.query(`DROP TRIGGER ${fn} ON ${table}`);
       await db.query(`DROP FUNCTION ${fn}()`);
     },

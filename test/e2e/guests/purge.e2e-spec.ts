@@ -1,9 +1,7 @@
-import { randomInt } from 'crypto';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Queue } from 'bullmq';
 import Redis from 'ioredis';
-import { Client } from 'pg';
 import { APP_CONFIG, AppConfig } from '../../../src/config/config';
 import { resetConfigForTests } from '../../../src/config/config.module';
 import { GuestsWorkerModule } from '../../../src/modules/guests/guests.module';
@@ -14,6 +12,7 @@ import { ExpiredRowsSweeper } from '../../../src/shared/maintenance/expired-rows
 import { RunLeaseLostError, RunLeaseResult, withRunLease } from '../../../src/shared/maintenance/run-lock';
 import { KernelModule } from '../../../src/shared/kernel.module';
 import { randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { shutGate } from '../../setup/hold-writes';
 import { createIsolatedTestApp } from '../../setup/isolated-db';
 import { withEnv } from '../../setup/with-env';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
@@ -33,50 +32,6 @@ async function staleGuests(t: TestApp, tenant: TenantFixture, n: number, daysAgo
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** The first int4 of every gate's advisory lock key (the second is the gate's own). */
-const GATE_CLASS = 0x70726765; // 'prge'
-
-/**
- * A gate the test holds open or shut: a trigger body that runs `gate.wait` waits there (inside
- * the purge's statement and transaction, with every lock taken so far) until `open()`. Shut from
- * the start: an advisory lock this test holds on a connection of its own. No hold duration to
- * guess: `reached()` returns once the run is waiting at the gate.
- */
-async function shutGate(t: TestApp & { databaseUrl: string }) {
-  const key = randomInt(1, 2 ** 31 - 1);
-  const holder = new Client({ connectionString: t.databaseUrl });
-  await holder.connect();
-  await holder.query('SELECT pg_advisory_lock($1, $2)', [GATE_CLASS, key]);
-  let opened = false;
-  return {
-    /** the trigger body's statement (shared: every row that reaches it passes once open) */
-    wait: `PERFORM pg_advisory_xact_lock_shared(${GATE_CLASS}, ${key})`,
-    /** leaves this gate's own locks out of a pg_locks query */
-    notThisGate: `NOT (locktype = 'advisory' AND objsubid = 2 AND classid = ${GATE_CLASS}::oid AND objid = ${key}::oid)`,
-    /** the server pid of the statement waiting at the gate, once one is */
-    reached: async (): Promise<number> => {
-      for (let i = 0; i < 600; i++) {
-        const [w] = await t.db.query<{ pid: number }>(
-          `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::oid AND objid = $2::oid AND NOT granted`,
-          [GATE_CLASS, key],
-        );
-        if (w) return w.pid;
-        await sleep(25);
-      }
-      throw new Error('the purge never reached the gate');
-    },
-    open: async () => {
-      if (opened) return;
-      opened = true;
-      try {
-        await holder.query('SELECT pg_advisory_unlock($1, $2)', [GATE_CLASS, key]);
-      } finally {
-        await holder.end();
-      }
-    },
-  };
-}
 
 /**
  * Returns once a statement is blocked by server pid `by` (waits for a lock it holds), or once
@@ -143,7 +98,7 @@ describe('guest purge (spec 3.1, 8)', () => {
     const id = g.body.user.id as string;
     await t.db.query(`UPDATE users SET last_active_at = now() - interval '40 days' WHERE id = $1`, [id]);
     // hold the purge after it locked the guest and its session, before its delete reaches the session
-    const gate = await shutGate(t);
+    const gate = await shutGate(t.db);
     const fn = `slow_purge_${id.replace(/-/g, '')}`;
     await t.db.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${gate.wait}; RETURN OLD; END $$`);
     await t.db.query(`CREATE TRIGGER ${fn} BEFORE DELETE ON users FOR EACH ROW WHEN (OLD.id = '${id}') EXECUTE FUNCTION ${fn}()`);
@@ -285,7 +240,7 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     const big = await createTenant(t.db, { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 });
     await staleGuests(t, big, 1003, 45);
     // the first run stops at the tenant's first delete until the second (worker, then CLI) has tried
-    const gate = await shutGate(t);
+    const gate = await shutGate(t.db);
     const drop = await onUserDelete(`OLD.tenant_id = '${big.id}'`, gate.wait);
     try {
       const first = purge.runOnce();
@@ -379,7 +334,7 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     await staleGuests(t, second, 2, 45);
     const before = (await runRow())?.last_completed_at ?? null;
     // the run stops inside the first tenant's delete until the lease has been taken over
-    const gate = await shutGate(t);
+    const gate = await shutGate(t.db);
     const drop = await onUserDelete(`OLD.tenant_id = '${first.id}'`, gate.wait);
     try {
       const run = purge.runOnce();
@@ -440,7 +395,7 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     await staleGuests(t, first, 1, 45);
     await staleGuests(t, second, 2, 45);
     // the run stops inside the first tenant's delete (it listed both tenants before) until the change is made
-    const gate = await shutGate(t);
+    const gate = await shutGate(t.db);
     const drop = await onUserDelete(`OLD.tenant_id = '${first.id}'`, gate.wait);
     try {
       const run = purge.runOnce();
@@ -468,7 +423,7 @@ describe('guest purge: concurrency, failures and retention changes during a run'
     const [s] = await t.db.query<{ id: string }>(`INSERT INTO user_sessions (tenant_id, user_id) VALUES ($1, $2) RETURNING id`, [tenant.id, u.id]);
     await t.db.query(`INSERT INTO refresh_tokens (session_id, tenant_id, user_id, secret_hash, expires_at) VALUES ($1, $2, $3, 'x', now() - interval '2 days')`, [s.id, tenant.id, u.id]);
     // the purge holds the guest and its session, then waits before its cascade reaches the token
-    const gate = await shutGate(t);
+    const gate = await shutGate(t.db);
     const drop = await onUserDelete(`OLD.id = '${u.id}'`, gate.wait);
     try {
       const run = purge.runOnce();
