@@ -313,10 +313,11 @@ describe('guest purge: concurrency, failures and retention changes during a run'
   it('the lease is renewed while a step of the run goes on, however long it takes (a slow batch): no other run takes it over meanwhile', async () => {
     const job = `test-heartbeat-${Math.random().toString(16).slice(2, 8)}`;
     let other: RunLeaseResult<void> | undefined;
-    const r = await withRunLease(t.db, job, 600, async () => {
+    // a 2 s lease renewed every 400 ms: a beat may come 1.6 s late (a loaded machine) and still hold it
+    const r = await withRunLease(t.db, job, 2000, async () => {
       // one step three leases long, and another run trying meanwhile
-      await new Promise((res) => setTimeout(res, 1800));
-      other = await withRunLease(t.db, job, 600, async () => undefined);
+      await new Promise((res) => setTimeout(res, 6000));
+      other = await withRunLease(t.db, job, 2000, async () => undefined);
       return 'done';
     });
     expect(r).toEqual({ acquired: true, result: 'done' });
