@@ -116,7 +116,7 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       await t.http().post(`/v1/users/me/agents/${agent.id}/restore`).set('Authorization', `Bearer ${u.access_token}`).expect(200);
       // the restore's second at or after the iat of the token being issued: what a restore
       // committing between the exchange's signing and its issuing statement leaves
-      await t.db.query(`UPDATE agent_user_revocations SET restored_at = now() + interval '3 seconds' WHERE user_id = $1 AND agent_client_id = $2`, [u.id, agent.id]);
+      await t.db.query(`UPDATE agent_user_revocations SET restored_at = now() + interval '30 seconds' WHERE user_id = $1 AND agent_client_id = $2`, [u.id, agent.id]);
       const subjectToken = (await login(t, tenant, u.email)).access_token;
       // nothing wrong with the request: to be sent again a second later
       const refused = await postToken(t, agent, exchangeBody(subjectToken)).expect(503);
