@@ -211,6 +211,30 @@ export async function createIsolatedDatabase(tag: string): Promise<{ url: string
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Ends a webhook test world on a database of its own (createIsolatedDatabase): its workers, then
+ * `others` (proxies, a DNS server), the receiver and the API; puts DATABASE_URL back and drops the
+ * database. Then lets ioredis' 2 s socket-close timer of each client run out, so the jest worker
+ * process exits cleanly.
+ */
+export async function closeIsolatedWorld(w: {
+  workers: Array<{ close(): Promise<unknown> } | undefined>;
+  others?: Array<{ close(): Promise<unknown> } | undefined>;
+  rx?: Receiver;
+  t?: TestApp;
+  db?: { drop: () => Promise<void> };
+  savedDbUrl: string | undefined;
+}): Promise<void> {
+  w.rx?.dropHeld();
+  for (const worker of w.workers) await worker?.close().catch(() => undefined);
+  for (const other of w.others ?? []) await other?.close();
+  await w.rx?.close();
+  await w.t?.close();
+  process.env.DATABASE_URL = w.savedDbUrl;
+  await w.db?.drop();
+  await sleep(2_100);
+}
+
 /** Polls `fn` until it returns a truthy value. */
 export async function eventually<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -6,7 +6,7 @@ import { DashboardFixture, signupTenant } from '../../factories/dashboard.factor
 import { createTestApp, TestApp } from '../../setup/app';
 import { freePortBelowEphemeral } from '../../setup/ports';
 import { startWorkerWith } from '../../setup/worker';
-import { createIsolatedDatabase, eventually, Receiver, sleep } from './webhook-helpers';
+import { closeIsolatedWorld, createIsolatedDatabase, eventually, Receiver, sleep } from './webhook-helpers';
 
 /** A TCP proxy in front of PostgreSQL that can be cut (PostgreSQL away for the worker) and restored. */
 class PgProxy {
@@ -68,17 +68,7 @@ describe('webhook delivery across a short PostgreSQL outage of the worker', () =
     owner = await signupTenant(t);
   }, 60_000);
 
-  afterAll(async () => {
-    rx?.dropHeld();
-    for (const w of workers) await w.close().catch(() => undefined);
-    for (const p of proxies) await p.close();
-    await rx?.close();
-    await t?.close();
-    process.env.DATABASE_URL = savedDbUrl;
-    await db?.drop();
-    // ioredis disconnect() leaves a 2 s socket-close timer per client
-    await sleep(2_100);
-  }, 60_000);
+  afterAll(() => closeIsolatedWorld({ workers, others: proxies, rx, t, db, savedDbUrl }), 60_000);
 
   /** A worker reaching PostgreSQL through a proxy; one event to one endpoint; PostgreSQL cut while the first attempt is in flight. */
   async function outageDuringFirstAttempt(maxAttempts: number, reply: (n: number) => 'hang' | number) {

@@ -13,7 +13,7 @@ import { DashboardFixture, signupTenant } from '../../factories/dashboard.factor
 import { createTestApp, TestApp } from '../../setup/app';
 import { holdWrites } from '../../setup/hold-writes';
 import { startWorkerWith } from '../../setup/worker';
-import { addDashboardMember, createIsolatedDatabase, eventually, insertAgentClient, Receiver, sleep, verifyStandardWebhook } from './webhook-helpers';
+import { addDashboardMember, closeIsolatedWorld, createIsolatedDatabase, eventually, insertAgentClient, Receiver, sleep, verifyStandardWebhook } from './webhook-helpers';
 
 interface Delivery {
   id: string;
@@ -130,17 +130,7 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
     owner = await signupTenant(t);
   }, 60_000);
 
-  afterAll(async () => {
-    rx?.dropHeld();
-    for (const w of [worker, ...extra]) await w?.close().catch(() => undefined);
-    await rx?.close();
-    await t?.close();
-    process.env.DATABASE_URL = savedDbUrl;
-    await db?.drop();
-    // ioredis disconnect() leaves a 2 s socket-close timer per client: let it run out so the jest
-    // worker process exits cleanly
-    await sleep(2_100);
-  }, 60_000);
+  afterAll(() => closeIsolatedWorld({ workers: [worker, ...extra], rx, t, db, savedDbUrl }), 60_000);
 
   it('delivers an outbox event as {type, timestamp, data} with a Standard Webhooks signature that verifies', async () => {
     const path = rx.path();

@@ -4,7 +4,7 @@ import { DashboardFixture, signupTenant } from '../../factories/dashboard.factor
 import { createTestApp, TestApp } from '../../setup/app';
 import { startWorkerWith } from '../../setup/worker';
 import { DnsTestServer } from './dns-test-server';
-import { createIsolatedDatabase, eventually, Receiver, sleep } from './webhook-helpers';
+import { closeIsolatedWorld, createIsolatedDatabase, eventually, Receiver, sleep } from './webhook-helpers';
 
 interface Delivery {
   status: 'pending' | 'delivered' | 'failed';
@@ -57,15 +57,7 @@ describe('webhooks: host names whose DNS never answers', () => {
     rx = await new Receiver().start();
   }, 60_000);
 
-  afterAll(async () => {
-    await worker?.close().catch(() => undefined);
-    await rx?.close();
-    await t?.close();
-    await dns?.close();
-    process.env.DATABASE_URL = savedDbUrl;
-    await db?.drop();
-    await sleep(2_100);
-  }, 60_000);
+  afterAll(() => closeIsolatedWorld({ workers: [worker], others: [dns], rx, t, db, savedDbUrl }), 60_000);
 
   it("a delivery to a host whose DNS hangs fails at its attempt deadline with a clear last_error, while another tenant's deliveries go through promptly", async () => {
     const noisy = await signupTenant(t);
