@@ -5,6 +5,7 @@ import { DashboardFixture, signupTenant } from '../../factories/dashboard.factor
 import { createTenant } from '../../factories/tenant.factory';
 import { randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createIsolatedTestApp } from '../../setup/isolated-db';
+import { gateWrites } from '../../setup/hold-writes';
 import { linkToken, MailWorld, startMailWorld } from '../account-security/account-security.helpers';
 
 const sha256Hex = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -69,6 +70,33 @@ describe('dashboard invitations: one pending invitation per address, mail limits
       { metadata: { role: 'member', replaced_pending: false }, target_id: firstRow[0].id },
       { metadata: { role: 'owner', replaced_pending: true }, target_id: firstRow[0].id },
     ]);
+  });
+
+  it('a re-invitation sent while the earlier invitation is being accepted is 409 member/exists: no pending invitation is left for the new member to rejoin with after a removal', async () => {
+    const owner = await signupTenant(t);
+    const x = await signupTenant(t); // an existing dashboard account (its own tenant)
+    const first = await invite(t, owner, x.email).expect(201);
+    // the acceptance stops inside its transaction: invitation row marked accepted, membership not yet written
+    const gate = await gateWrites(t.db, 'tenant_members', 'INSERT', `NEW.user_id = '${x.userId}' AND NEW.tenant_id = '${owner.tenantId}'`);
+    let accepted, reinvited;
+    try {
+      const acceptP = accept(first.body.invite_token).then((r) => r);
+      const pid = await gate.reached();
+      // "resend" meanwhile: no member yet at its first check, then it waits on the invitation row
+      const reinviteP = invite(t, owner, x.email).then((r) => r);
+      await gate.waitedOnBy(pid);
+      await gate.open();
+      [accepted, reinvited] = await Promise.all([acceptP, reinviteP]);
+    } finally {
+      await gate.release();
+    }
+    expect(accepted.status).toBe(200);
+    expect([reinvited.status, reinvited.body.code]).toEqual([409, 'member/exists']);
+    expect(await pendingRows(owner.tenantId, x.email.toLowerCase())).toHaveLength(0);
+    // nothing of the refused re-invitation was written: no audit row, no mail
+    const audited = await t.db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'dashboard.member_invited'`, [owner.tenantId]);
+    expect(audited).toHaveLength(1);
+    expect(await queuedMails(x.email.toLowerCase())).toBe(1);
   });
 
   it('re-inviting keeps the invitation\'s place in the list: a client paging through the pending invitations meanwhile sees each one once', async () => {

@@ -52,11 +52,14 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
     await this.emailPolicy.assertAllowed(tenant.id, email);
     const token = randomToken();
     return this.db.tx(async (tx) => {
-      const [member] = await tx.query(
-        `SELECT 1 FROM tenant_members m JOIN dashboard_users u ON u.id = m.user_id WHERE m.tenant_id = $1 AND u.email_normalized = $2`,
-        [tenant.id, email],
-      );
-      if (member) throw new AppError('member/exists');
+      const assertNotMember = async () => {
+        const [member] = await tx.query(
+          `SELECT 1 FROM tenant_members m JOIN dashboard_users u ON u.id = m.user_id WHERE m.tenant_id = $1 AND u.email_normalized = $2`,
+          [tenant.id, email],
+        );
+        if (member) throw new AppError('member/exists');
+      };
+      await assertNotMember();
       await this.countMail(tenant.id, email);
       const [t] = await tx.query<{ name: string }>(`SELECT name FROM tenants WHERE id = $1`, [tenant.id]);
       // the pending invitation of this address, if any, is replaced in place (one winner under
@@ -72,6 +75,11 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
          RETURNING id, xmax = 0 AS created`,
         [tenant.id, mailboxSpelling(cmd.email), email, cmd.role, sha256Hex(token), cmd.actor.userId, this.config.INVITE_TTL_SECONDS],
       );
+      // again, now that the insert holds the invitation: an acceptance of the earlier invitation
+      // that was in flight at the first check has committed by now (the insert waited for its row
+      // lock, then found that row accepted and wrote a new one). Without this, the address (a
+      // member now) kept a pending invitation that outlived a later removal and let them rejoin.
+      await assertNotMember();
       await this.events.audit(tx, {
         tenantId: tenant.id, type: 'dashboard.member_invited', actorType: 'dashboard_user', actorId: cmd.actor.userId,
         targetType: 'invite', targetId: inv.id, metadata: { role: cmd.role, replaced_pending: !inv.created },
