@@ -19,6 +19,12 @@ export interface EnrollmentProof {
   auth_time?: number;
   /** a step-up's time */
   step_up_at?: number;
+  /**
+   * the session a refresh or step-up of it was refused in (not a sign-in's: it opened none): the
+   * enrolling session, which goes on once the factor is on while the user's other sessions below
+   * AAL2 end (VerifyTotpSetupHandler); the token dies with it, as every bearer with a `sid`
+   */
+  sid?: string;
 }
 
 /**

@@ -42,7 +42,7 @@ export class MfaEnrollmentGuard implements CanActivate {
         if (key.tenantId !== claims.tenant_id) throw tenantMismatch();
         authOf(req).apiKey = key;
       }
-      user = { userId: claims.sub, tenantId: claims.tenant_id, isAnonymous: false, claims };
+      user = { userId: claims.sub, tenantId: claims.tenant_id, sessionId: claims.sid, isAnonymous: false, claims };
       authOf(req).user = user;
     } else {
       user = await this.bearer.authenticate(req, token);

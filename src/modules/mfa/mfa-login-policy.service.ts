@@ -44,7 +44,7 @@ export class MfaLoginPolicy implements OnModuleInit {
     this.loginPolicy.register((user: SessionUser, ctx?: FirstFactorContext) => this.decide(user, ctx));
     // refresh passes its row: the token records the session's sign-in (auth_time), which a refresh
     // does not renew, so the token of an old session does not start enrollment (nor one without it)
-    this.sessions.onEnrollmentEnforced((user) => this.enrollmentRequired(user, { auth_time: user.auth_time }));
+    this.sessions.onEnrollmentEnforced((user) => this.enrollmentRequired(user, { auth_time: user.auth_time, sid: user.session_id }));
   }
 
   async decide(user: SessionUser, firstFactor?: FirstFactorContext): Promise<LoginDecision | undefined> {

@@ -413,15 +413,15 @@ export class SessionsService {
     return out;
   }
 
-  private enrollmentRefusal?: (user: SessionUser & { auth_time: number }) => Promise<Error>;
+  private enrollmentRefusal?: (user: SessionUser & { auth_time: number; session_id: string }) => Promise<Error>;
 
   /**
    * What a refresh answers once the user's MFA enrollment grace is over (spec 2.8): the MFA
    * module registers the same 403 `mfa/enrollment_required` with an enrollment-only token that
    * sign-in answers, so a session started before the deadline cannot outlive the policy. The user
-   * comes with the session's `auth_time` (its sign-in, which the token records).
+   * comes with the session's `auth_time` (its sign-in, which the token records) and id.
    */
-  onEnrollmentEnforced(refusal: (user: SessionUser & { auth_time: number }) => Promise<Error>): void {
+  onEnrollmentEnforced(refusal: (user: SessionUser & { auth_time: number; session_id: string }) => Promise<Error>): void {
     this.enrollmentRefusal = refusal;
   }
 
@@ -458,12 +458,21 @@ export class SessionsService {
   }
 
   /**
+   * Ends the user's sessions below AAL2 but `keep` (the caller's own): a second factor was just
+   * enabled, so a password-only session opened before it (perhaps a stolen one) must not go on
+   * refreshing at AAL1. Call with the user's sessions locked (lockUserSessions).
+   */
+  async revokeSessionsBelowAal2(tx: Queryable, userId: string, reason: string, keep?: string): Promise<string[]> {
+    return this.endSessions(tx, { userId, keep, belowAal2: true }, reason);
+  }
+
+  /**
    * Ends sessions and retires their refresh tokens. Two statements, the session first: its row lock
    * waits for a refresh of the session in flight (refresh takes it first too), and the token
    * update, a statement of its own, then sees the token that refresh issued. In one statement the
    * token update would read the snapshot taken before the wait and leave that token unrevoked.
    */
-  private async endSessions(tx: Queryable, which: { sessionId: string } | { userId: string; keep?: string }, reason: string): Promise<string[]> {
+  private async endSessions(tx: Queryable, which: { sessionId: string } | { userId: string; keep?: string; belowAal2?: boolean }, reason: string): Promise<string[]> {
     const ended =
       'sessionId' in which
         ? await tx.query<{ id: string }>(
@@ -472,8 +481,8 @@ export class SessionsService {
           )
         : await tx.query<{ id: string }>(
             `UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2
-              WHERE user_id = $1 AND revoked_at IS NULL AND ($3::uuid IS NULL OR id <> $3) RETURNING id`,
-            [which.userId, reason, which.keep ?? null],
+              WHERE user_id = $1 AND revoked_at IS NULL AND ($3::uuid IS NULL OR id <> $3) AND (NOT $4::boolean OR aal <> 'AAL2') RETURNING id`,
+            [which.userId, reason, which.keep ?? null, which.belowAal2 ?? false],
           );
     const ids = ended.map((r) => r.id);
     if (ids.length) await tx.query(`UPDATE refresh_tokens SET revoked_at = now() WHERE session_id = ANY($1::uuid[]) AND revoked_at IS NULL`, [ids]);

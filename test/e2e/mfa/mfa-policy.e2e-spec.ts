@@ -214,11 +214,25 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
       expect(res.body).toMatchObject({ code: 'mfa/enrollment_required', enrollment_token: expect.any(String), enrollment_token_expires_in: 600 });
       expect(res.body.access_token).toBeUndefined();
       expect(claimsOf(res.body.enrollment_token)).toMatchObject({ sub: u.userId, scope: 'mfa:enroll', mfa_enrollment_only: true });
-      // nothing was rotated: once the user enrolled, the same refresh token continues the session
+      // nothing was rotated: once the user enrolled with the session's own enrollment-only token
+      // (it names the session), the same refresh token continues the session
+      expect(claimsOf(res.body.enrollment_token).sid).toBe(claimsOf(signedIn.body.access_token).sid);
       const device = new TotpDevice((await api.setup(res.body.enrollment_token).expect(200)).body.secret);
       await api.verifySetup(res.body.enrollment_token, { code: await device.next() }).expect(200);
       const after = await refresh(signedIn.body.refresh_token).expect(200);
       expect(claimsOf(after.body.access_token).mfa_enrollment_required).toBeUndefined();
+    });
+
+    it("a refresh's enrollment-only token ends with its session (a logout of it): it enrolls nothing after", async () => {
+      const u = await api.register();
+      await userCreatedDaysAgo(u.userId, 60);
+      await requireMfa(2, 7);
+      const signedIn = await api.login(u.email).expect(200);
+      await requireMfa(10, 3);
+      const res = await refresh(signedIn.body.refresh_token).expect(403);
+      await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${signedIn.body.access_token}`).expect(204);
+      await api.setup(res.body.enrollment_token).expect(401);
+      expect(await t.db.query(`SELECT 1 FROM user_mfa_factors WHERE user_id = $1`, [u.userId])).toHaveLength(0);
     });
 
     it("a refresh's enrollment-only token carries the session's sign-in: of an old session it does not start enrollment (403 auth/step_up_required); a password sign-in's does", async () => {
@@ -238,11 +252,12 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
       expect(refused.body.code).toBe('auth/step_up_required');
       expect(refused.body.detail).toMatch(/^Sign in again/);
       expect(await t.db.query(`SELECT 1 FROM user_mfa_factors WHERE user_id = $1`, [u.userId])).toHaveLength(0);
-      // the user signs in with the password again and enrolls; the session's refresh token then goes on
+      // the user signs in with the password again and enrolls: that sign-in opened no session, and
+      // the old one, password only (AAL1) and not the enrolling one, ends with the factor turned on
       const token = await enrollmentToken(u.email);
       const device = new TotpDevice((await api.setup(token).expect(200)).body.secret);
       await api.verifySetup(token, { code: await device.next() }).expect(200);
-      await refresh(signedIn.body.refresh_token).expect(200);
+      expect((await refresh(signedIn.body.refresh_token).expect(401)).body.code).toBe('auth/invalid_refresh_token');
     });
 
     it("a sign-in's enrollment-only token starts enrollment for its whole lifetime (600 s), longer than the 300 s a regular token's sign-in counts (review); one minted later than its proof has the 300 s", async () => {

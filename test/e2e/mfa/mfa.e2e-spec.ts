@@ -62,6 +62,36 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       expect(login.body.access_token).toEqual(expect.any(String));
     });
 
+    it("turning TOTP on ends the user's other sessions below AAL2 (refresh and access tokens refused at once); the enrolling session and MFA sessions go on", async () => {
+      const u = await api.register(); // session A: enrolls
+      const before = (await api.login(u.email).expect(200)).body; // session B: password only (a stolen one, say)
+      const setup = await api.setup(u.accessToken).expect(200);
+      const device = new TotpDevice(setup.body.secret);
+      await api.verifySetup(u.accessToken, { code: await device.next() }).expect(200);
+      expect((await api.me(before.access_token).expect(401)).headers['www-authenticate']).toMatch(/invalid_token/);
+      expect((await api.refresh(before.refresh_token).expect(401)).body.code).toBe('auth/invalid_refresh_token');
+      await api.me(u.accessToken).expect(200);
+      const a = (await api.refresh(u.refreshToken).expect(200)).body;
+      const [enabled] = await t.db.query<{ metadata: { sessions_ended: number } }>(`SELECT metadata FROM audit_events WHERE type = 'user.mfa_enabled' AND target_id = $1`, [u.userId]);
+      expect(enabled.metadata.sessions_ended).toBe(1);
+      const [ended] = await t.db.query<{ revoked_reason: string }>(`SELECT revoked_reason FROM user_sessions WHERE id = $1`, [claimsOf(before.access_token).sid]);
+      expect(ended.revoked_reason).toBe('mfa_enabled');
+
+      // turned off and on again (from session A): a session that passed the factor (C, AAL2) goes on,
+      // one opened with the password alone while it was off (D) ends
+      const mfaUser = { ...u, device, recoveryCodes: [] };
+      const c = await api.signIn(mfaUser);
+      await api.disable(await api.steppedUp(c.access_token), { code: await device.next(), password: STRONG_PASSWORD }).expect(204);
+      const d = (await api.login(u.email).expect(200)).body;
+      const again = new TotpDevice((await api.setup(a.access_token).expect(200)).body.secret);
+      await api.verifySetup(a.access_token, { code: await again.next() }).expect(200);
+      await api.me(c.access_token).expect(200);
+      await api.refresh(c.refresh_token).expect(200);
+      await api.me(d.access_token).expect(401);
+      await api.refresh(d.refresh_token).expect(401);
+      await api.refresh(a.refresh_token).expect(200);
+    });
+
     it('verify-setup with an otplib code enables TOTP and answers 10 single-use recovery codes, stored hashed', async () => {
       const u = await api.register();
       const { body } = await api.setup(u.accessToken).expect(200);

@@ -55,7 +55,7 @@ export class StepUpTokenService {
     if (row.too_old) await this.sessions.endTooOld(user.sessionId);
     const amr = [...new Set([...row.amr, method])];
     const stepUpAt = Math.floor(Date.now() / 1000);
-    const enrollment = await this.mfaPolicy.sessionEnrollmentClaims(row, { auth_time: row.auth_time, step_up_at: stepUpAt });
+    const enrollment = await this.mfaPolicy.sessionEnrollmentClaims(row, { auth_time: row.auth_time, step_up_at: stepUpAt, sid: user.sessionId });
     const carried = Object.fromEntries(Object.entries(user.claims).filter(([k]) => !NOT_CARRIED.has(k)));
     // auth_time stays the session's: step_up_at tells when this method was proved
     const minted = await this.sessions.mint(row, user.claims.scope, user.sessionId, amr, row.aal, row.auth_time, { ...carried, ...enrollment, step_up_at: stepUpAt });

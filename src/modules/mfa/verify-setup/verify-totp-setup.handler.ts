@@ -1,6 +1,7 @@
-import { Inject } from '@nestjs/common';
+import { Inject, Logger } from '@nestjs/common';
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
+import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
@@ -9,6 +10,7 @@ import { noticeMfaChange } from '../mfa-notice';
 import { EnrollmentTokenService } from '../enrollment-token.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { MfaFactorsService } from '../mfa-factors.service';
+import { SessionsService } from '../../sessions/sessions.service';
 import { RecoveryCodesResponseDto } from '../mfa.response.dto';
 import { mfaThrottleLimits, mfaThrottleRealm } from '../mfa-throttle';
 import { VerifyTotpSetupCommand } from './verify-totp-setup.command';
@@ -18,9 +20,15 @@ class WrongCode extends Error {}
 /**
  * Enables the pending factor when the code matches its seed (the code's time step counts as used,
  * so it cannot sign in again), and replaces the recovery codes with 10 new ones, stored hashed.
+ * The user's other sessions below AAL2 end with it (their refresh tokens and access tokens stop
+ * working), as Supabase Auth does: a password-only session opened before, perhaps a stolen one,
+ * would otherwise go on refreshing at AAL1 past the second factor. The caller's own session
+ * stays (its sign-in is at most 300 s old, setup's check); an enrollment-only token has none.
  */
 @CommandHandler(VerifyTotpSetupCommand)
 export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCommand, RecoveryCodesResponseDto> {
+  private readonly log = new Logger('VerifyTotpSetup');
+
   constructor(
     private readonly db: Db,
     private readonly factors: MfaFactorsService,
@@ -28,6 +36,8 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
     private readonly throttle: LoginThrottleService,
     private readonly enrollment: EnrollmentTokenService,
     private readonly mail: MailService,
+    private readonly sessions: SessionsService,
+    private readonly revocation: TokenRevocationService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -35,7 +45,9 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
     const realm = mfaThrottleRealm(user.tenantId);
     await this.throttle.attempt(realm, user.userId, client.ip, mfaThrottleLimits(this.config));
     try {
-      const codes = await this.db.tx(async (tx) => {
+      const { codes, ended } = await this.db.tx(async (tx) => {
+        // the sessions first, then the factor: the order of an erasure (sessions, user, factors)
+        await this.sessions.lockUserSessions(tx, user.userId);
         const factor = await this.factors.lockFactor(tx, user.tenantId, user.userId);
         if (!factor) throw new AppError('mfa/setup_required', 'Call POST /v1/auth/mfa/totp/setup first');
         if (factor.enabled_at) throw new AppError('mfa/already_enabled');
@@ -44,6 +56,7 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
         if (!(await this.factors.enable(tx, factor.id, step))) throw new AppError('mfa/already_enabled');
         const recovery = await this.factors.replaceRecoveryCodes(tx, user.tenantId, user.userId);
         await this.enrollment.spend(tx, user.userId);
+        const ended = await this.sessions.revokeSessionsBelowAal2(tx, user.userId, 'mfa_enabled', user.sessionId);
         await this.events.audit(tx, {
           tenantId: user.tenantId,
           type: 'user.mfa_enabled',
@@ -52,11 +65,16 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
           targetType: 'user',
           targetId: user.userId,
           severity: 'medium',
-          metadata: { factor: 'totp' },
+          metadata: { factor: 'totp', sessions_ended: ended.length },
         });
         await noticeMfaChange(tx, this.mail, user, 'enabled');
-        return recovery;
+        return { codes: recovery, ended };
       });
+      // the factor is on and the recovery codes exist only in this answer: a Redis that refuses the
+      // marks must not turn it into a 503 (unlike a logout's). The sessions' refresh tokens are
+      // dead already; their access tokens may work until the cached state expires (at most
+      // ACCESS_TOKEN_TTL_SECONDS + 60 s).
+      await this.revocation.markSessionsRevoked(ended).catch((e: Error) => this.log.warn(`marking sessions ended after MFA enrollment: ${e.message}`));
       await this.throttle.succeeded(realm, user.userId, client.ip);
       return { recovery_codes: codes };
     } catch (e) {
