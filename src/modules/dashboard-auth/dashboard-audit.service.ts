@@ -40,11 +40,15 @@ export class DashboardAudit {
     return { ip_hash_prefix: this.hasher.optional(client.ip), user_agent_hash_prefix: this.hasher.optional(client.userAgent) };
   }
 
-  /** `dashboard.signed_in`, in the sign-in's transaction. */
-  async signedIn(tx: Queryable, userId: string, client: ClientInfoValue): Promise<void> {
+  /**
+   * `dashboard.signed_in`, in the sign-in's transaction (with the account's last_login_at): a
+   * login, or (`flow` invite_accept) an invitation accepted with an existing account's password.
+   */
+  async signedIn(tx: Queryable, userId: string, client: ClientInfoValue, flow?: 'invite_accept'): Promise<void> {
+    await tx.query(`UPDATE dashboard_users SET last_login_at = now() WHERE id = $1`, [userId]);
     await this.events.audit(tx, {
       tenantId: null, type: 'dashboard.signed_in', actorType: 'dashboard_user', actorId: userId, targetType: 'dashboard_user', targetId: userId,
-      metadata: { method: 'password', ...this.client(client) },
+      metadata: { method: 'password', ...(flow ? { flow } : {}), ...this.client(client) },
     });
   }
 

@@ -92,7 +92,15 @@ describe('dashboard audit events: sign-in, failed sign-in, reauth, sign-out', ()
     expect(await events('dashboard.sign_in_failed', invitee.userId)).toEqual([
       expect.objectContaining({ actor_type: 'anonymous', metadata: { method: 'password', flow: 'invite_accept', ...client(ip, ua) } }),
     ]);
-    await accept(STRONG_PASSWORD).expect(200);
+    expect(await events('dashboard.signed_in', invitee.userId)).toEqual([]);
+    // the right password opens a session of the account: a sign-in (README), audited and dated as login's
+    const okIp = randomIp();
+    await accept(STRONG_PASSWORD, okIp).expect(200);
+    expect(await events('dashboard.signed_in', invitee.userId)).toEqual([
+      expect.objectContaining({ actor_type: 'dashboard_user', actor_id: invitee.userId, metadata: { method: 'password', flow: 'invite_accept', ...client(okIp, ua) } }),
+    ]);
+    const [{ last_login_at }] = await t.db.query<{ last_login_at: Date | null }>(`SELECT last_login_at FROM dashboard_users WHERE id = $1`, [invitee.userId]);
+    expect(last_login_at).toBeInstanceOf(Date);
   });
 
   it('a reauth writes dashboard.reauthenticated; a wrong password dashboard.reauth_failed, once per account and window', async () => {

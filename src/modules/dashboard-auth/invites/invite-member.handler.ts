@@ -202,6 +202,9 @@ export class AcceptInviteHandler implements ICommandHandler<AcceptInviteCommand,
         [inv.tenant_id, userId, inv.role],
       );
       if (!joined.length) throw new AppError('member/exists', 'This account is already a member of the tenant; the invitation was not used');
+      // an existing account's password opened a session: a sign-in, audited as login's (a wrong one
+      // was a failed sign-in, above)
+      if (existing) await this.audit.signedIn(tx, userId, cmd.client, 'invite_accept');
       await this.events.audit(tx, { tenantId: inv.tenant_id, type: 'dashboard.member_joined', actorType: 'dashboard_user', actorId: userId, targetType: 'invite', targetId: inv.id, metadata: { role: inv.role } });
       const s = await this.sessions.create(tx, userId);
       // the account's own email, not the invitation's spelling of it

@@ -40,7 +40,6 @@ export class DashboardLoginHandler implements ICommandHandler<DashboardLoginComm
     const upgraded = await this.hasher.rehashIfNeeded(user.password_hash, cmd.password);
     return this.db.tx(async (tx) => {
       await lockAccountWithPassword(tx, this.hasher, user.id, user.password_hash, cmd.password);
-      await tx.query(`UPDATE dashboard_users SET last_login_at = now() WHERE id = $1`, [user.id]);
       if (upgraded)
         await tx.query(`UPDATE dashboard_users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, upgraded, user.password_hash]);
       await this.audit.signedIn(tx, user.id, cmd.client);

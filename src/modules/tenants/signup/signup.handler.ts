@@ -80,7 +80,6 @@ export class SignupHandler implements ICommandHandler<SignupCommand, SignupResul
     if (r.secret?.session && (await this.sessions.find(r.secret.session))) return { body: r.body, sessionToken: r.secret.session };
     const fresh = await this.db.tx(async (tx) => {
       await lockAccountWithPassword(tx, this.hasher, r.body.user.id, judgedHash!, body.password);
-      await tx.query(`UPDATE dashboard_users SET last_login_at = now() WHERE id = $1`, [r.body.user.id]);
       await this.audit.signedIn(tx, r.body.user.id, client);
       return this.sessions.create(tx, r.body.user.id);
     });
