@@ -30,6 +30,7 @@ import { RetentionIndexes1766000000000 } from './1766000000000-retention-indexes
 import { AgentLogoCanonical1766100000000 } from './1766100000000-agent-logo-canonical';
 import { RecoveryCodeKeyId1766200000000 } from './1766200000000-recovery-code-key-id';
 import { WebhookEnabledAt1766300000000 } from './1766300000000-webhook-enabled-at';
+import { MfaSetupBy1766400000000 } from './1766400000000-mfa-setup-by';
 
 /** Every migration, in order. A new migration is added here (explicit: no globbing at runtime). */
 export const ALL_MIGRATIONS = [
@@ -65,4 +66,5 @@ export const ALL_MIGRATIONS = [
   AgentLogoCanonical1766100000000,
   RecoveryCodeKeyId1766200000000,
   WebhookEnabledAt1766300000000,
+  MfaSetupBy1766400000000,
 ];

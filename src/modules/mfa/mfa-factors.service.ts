@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EnvelopeCipher } from '../../shared/crypto/envelope-cipher';
+import { UserPrincipal } from '../../shared/auth/auth-context';
 import { Queryable } from '../../shared/db/db.service';
 import { generateRecoveryCodes, hashRecoveryCode, normalizeRecoveryCode } from './recovery-codes';
 import { generateTotpSecret, matchTotpStep } from './totp';
@@ -11,6 +12,16 @@ export interface TotpFactor {
   id: string;
   secret_enc: string;
   enabled_at: Date | null;
+  /** who started a pending enrollment (setupCaller); null on factors from before it was recorded */
+  setup_by: string | null;
+}
+
+/**
+ * The caller a pending enrollment belongs to: its session, or the enrollment-only token of a
+ * sign-in (no session). Only the caller who started it completes it (verify-setup).
+ */
+export function setupCaller(user: UserPrincipal): string {
+  return user.sessionId ? `sid:${user.sessionId}` : `jti:${user.claims.jti}`;
 }
 
 /**
@@ -37,15 +48,15 @@ export class MfaFactorsService {
   }
 
   /** Stores a new pending seed (replacing a pending one); null when a factor is already enabled. */
-  async startSetup(tx: Queryable, tenantId: string, userId: string): Promise<string | null> {
+  async startSetup(tx: Queryable, tenantId: string, userId: string, setupBy: string): Promise<string | null> {
     const secret = generateTotpSecret();
     const rows = await tx.query<{ id: string }>(
-      `INSERT INTO user_mfa_factors (tenant_id, user_id, kind, secret_enc) VALUES ($1, $2, 'totp', $3)
+      `INSERT INTO user_mfa_factors (tenant_id, user_id, kind, secret_enc, setup_by) VALUES ($1, $2, 'totp', $3, $4)
        ON CONFLICT (user_id, kind) DO UPDATE
-         SET secret_enc = EXCLUDED.secret_enc, created_at = now(), last_used_step = 0, last_used_at = NULL
+         SET secret_enc = EXCLUDED.secret_enc, setup_by = EXCLUDED.setup_by, created_at = now(), last_used_step = 0, last_used_at = NULL
        WHERE user_mfa_factors.enabled_at IS NULL
        RETURNING id`,
-      [tenantId, userId, this.cipher.encrypt(secret, this.aad(userId))],
+      [tenantId, userId, this.cipher.encrypt(secret, this.aad(userId)), setupBy],
     );
     return rows.length ? secret : null;
   }
@@ -53,7 +64,7 @@ export class MfaFactorsService {
   /** The user's TOTP factor (pending or enabled), locked for the caller's transaction. */
   async lockFactor(tx: Queryable, tenantId: string, userId: string): Promise<TotpFactor | undefined> {
     const [f] = await tx.query<TotpFactor>(
-      `SELECT id, secret_enc, enabled_at FROM user_mfa_factors WHERE user_id = $1 AND tenant_id = $2 AND kind = 'totp' FOR UPDATE`,
+      `SELECT id, secret_enc, enabled_at, setup_by FROM user_mfa_factors WHERE user_id = $1 AND tenant_id = $2 AND kind = 'totp' FOR UPDATE`,
       [userId, tenantId],
     );
     return f;

@@ -59,7 +59,7 @@ export class MfaController {
   @ApiOperation({
     summary: 'Enable TOTP with a code of the new seed; answers 10 single-use recovery codes (shown once)',
     description:
-      "The user's other sessions below AAL2 end with it (their refresh and access tokens are refused); the enrolling session (the bearer's, or the one an enrollment-only token from a refresh or step-up names) and AAL2 sessions go on.",
+      "Only the caller that started the enrollment (its session, or its sign-in's enrollment-only token) completes it; another session gets 409 mfa/setup_required. The user's other sessions below AAL2 end with it (their refresh and access tokens are refused); the enrolling session (the bearer's, or the one an enrollment-only token from a refresh or step-up names) and AAL2 sessions go on.",
   })
   @ApiResponse({ status: 200, type: RecoveryCodesResponseDto })
   @ApiProblems(...Problems.input, ...Problems.bearer, 'auth/forbidden', 'mfa/invalid_code', 'mfa/already_enabled', 'mfa/setup_required', 'auth/login_throttled')

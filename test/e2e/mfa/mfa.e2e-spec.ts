@@ -62,6 +62,27 @@ describe('TOTP MFA (issue 5 item 5; spec 2.2 Mfa* schemas; contract "Account sec
       expect(login.body.access_token).toEqual(expect.any(String));
     });
 
+    it('only the session that started an enrollment completes it: another session of the user (too old to start one) gets 409 mfa/setup_required, even with the right code, and uses none of the MFA failure allowance', async () => {
+      const owner = await api.register();
+      const stale = (await api.login(owner.email).expect(200)).body;
+      await api.backdateSignIn(stale.access_token, 3600);
+      const staleToken = (await api.refresh(stale.refresh_token).expect(200)).body.access_token as string;
+      await api.setup(staleToken).expect(403);
+      const { secret } = (await api.setup(owner.accessToken).expect(200)).body;
+      const right = await api.verifySetup(staleToken, { code: codeAt(secret, currentStep()) }).expect(409);
+      expect(right.body.code).toBe('mfa/setup_required');
+      // more wrong codes than MFA_FAILURES_PER_ACCOUNT (10), from one address: none is judged or counted
+      const ip = randomIp();
+      for (let i = 0; i < 12; i++) {
+        const r = await t.http().post('/v1/auth/mfa/totp/verify-setup').set('Authorization', `Bearer ${staleToken}`).set('X-Forwarded-For', ip).send({ code: '000000' });
+        expect([r.status, r.body.code]).toEqual([409, 'mfa/setup_required']);
+      }
+      expect(await t.db.query(`SELECT 1 FROM user_mfa_factors WHERE user_id = $1 AND enabled_at IS NOT NULL`, [owner.userId])).toHaveLength(0);
+      // the owner's session completes it (a refreshed token of that session too)
+      const refreshed = (await api.refresh(owner.refreshToken).expect(200)).body.access_token as string;
+      await api.verifySetup(refreshed, { code: codeAt(secret, currentStep()) }).expect(200);
+    });
+
     it("turning TOTP on ends the user's other sessions below AAL2 (refresh and access tokens refused at once); the enrolling session and MFA sessions go on", async () => {
       const u = await api.register(); // session A: enrolls
       const before = (await api.login(u.email).expect(200)).body; // session B: password only (a stolen one, say)

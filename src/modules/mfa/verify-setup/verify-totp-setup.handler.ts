@@ -9,7 +9,7 @@ import { MailService } from '../../../shared/mail/mail.service';
 import { noticeMfaChange } from '../mfa-notice';
 import { EnrollmentTokenService } from '../enrollment-token.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
-import { MfaFactorsService } from '../mfa-factors.service';
+import { MfaFactorsService, setupCaller } from '../mfa-factors.service';
 import { SessionsService } from '../../sessions/sessions.service';
 import { RecoveryCodesResponseDto } from '../mfa.response.dto';
 import { mfaThrottleLimits, mfaThrottleRealm } from '../mfa-throttle';
@@ -51,6 +51,10 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
         const factor = await this.factors.lockFactor(tx, user.tenantId, user.userId);
         if (!factor) throw new AppError('mfa/setup_required', 'Call POST /v1/auth/mfa/totp/setup first');
         if (factor.enabled_at) throw new AppError('mfa/already_enabled');
+        // another session's enrollment (or another sign-in's token): not this caller's to complete,
+        // and not counted against the user (a stale session must not use up the owner's allowance)
+        if (factor.setup_by && factor.setup_by !== setupCaller(user))
+          throw new AppError('mfa/setup_required', 'The pending enrollment was started by another session; call POST /v1/auth/mfa/totp/setup from this one');
         const step = this.factors.matchStep(user.userId, factor, code);
         if (step === null) throw new WrongCode();
         if (!(await this.factors.enable(tx, factor.id, step))) throw new AppError('mfa/already_enabled');
