@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsString, Validate, ValidatorConstraint, ValidatorConstraintInterface } from 'class-validator';
 import { MaxLength } from '../../shared/http/lengths';
-import { Db } from '../../shared/db/db.service';
+import { Db, Queryable } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
 import { Present } from '../../shared/http/presence';
 import { UUID } from '../../shared/uuid';
@@ -46,15 +46,14 @@ export class OAuthParamsDto {
 export class OAuthParamsChecker {
   constructor(private readonly db: Db) {}
 
-  async check(tenantId: string, p: OAuthParamsDto | null | undefined): Promise<Record<string, string> | null> {
+  async check(tenantId: string, p: OAuthParamsDto | Record<string, string> | null | undefined, lockIn?: Queryable): Promise<Record<string, string> | null> {
     if (!p) return null;
-    const [client] = UUID.test(p.client_id)
-      ? await this.db.query<{ redirect_uris: string[] }>(
-          `SELECT redirect_uris FROM oauth_clients WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL`,
-          [p.client_id, tenantId],
-          'oauth_params_client',
-        )
-      : [];
+    const sql = `SELECT redirect_uris FROM oauth_clients WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL`;
+    const [client] = !UUID.test(p.client_id)
+      ? []
+      : lockIn
+        ? await lockIn.query<{ redirect_uris: string[] }>(`${sql} FOR SHARE`, [p.client_id, tenantId])
+        : await this.db.query<{ redirect_uris: string[] }>(sql, [p.client_id, tenantId], 'oauth_params_client');
     if (!client || !client.redirect_uris.includes(p.redirect_uri)) {
       throw new AppError('oauth_params/invalid_redirect_uri', 'redirect_uri is not registered for this client_id', {
         errors: [{ field: 'oauth_params.redirect_uri', message: 'not registered for this client_id' }],
@@ -63,5 +62,16 @@ export class OAuthParamsChecker {
     const out: Record<string, string> = {};
     for (const [k, v] of Object.entries(p)) if (typeof v === 'string') out[k] = v;
     return out;
+  }
+
+  /**
+   * In the transaction that writes a link or code carrying `params` (checked before): the client
+   * read again under a share lock. Its revocation (the client's row updated, then the sign-ins
+   * under way for it voided) then waits for this write and voids it, or this write sees it revoked
+   * (the same 400). Without the lock, a link written just after the voiding signed in and handed
+   * the revoked client's redirect_uri back.
+   */
+  async hold(tx: Queryable, tenantId: string, params: Record<string, string> | null): Promise<void> {
+    await this.check(tenantId, params, tx);
   }
 }

@@ -109,12 +109,18 @@ export class MfaLoginPolicy implements OnModuleInit {
     // the user's expired challenges are dropped on the way (nothing else reads them). The user's
     // row is locked and its password hash compared with the first factor's (FirstFactorContext): a
     // reset or change committed since the first factor (it deletes the user's challenges) leaves
-    // no row, so no challenge; one still running waits for this insert and then deletes it
+    // no row, so no challenge; one still running waits for this insert and then deletes it. The
+    // same for the client of an authorization request the first factor carried (a link or code
+    // mailed with it): share-locked, so a revocation committed since the link was used leaves no
+    // challenge, and one under way waits for this insert and voids it with the client's sign-ins
     const [made] = await this.db.query<{ ok: number }>(
       `WITH gc AS (DELETE FROM mfa_challenges WHERE user_id = $2 AND expires_at < now())
        INSERT INTO mfa_challenges (token_hash, tenant_id, user_id, kind, expires_at, first_factor_amr, oauth_params)
-       SELECT $1, $3, $2, 'login', now() + make_interval(secs => $4), $5, $6
-         FROM users WHERE id = $2 AND ($7::text[] IS NULL OR COALESCE(password_hash, '') = ANY($7::text[])) FOR SHARE
+       SELECT $1, $3, $2, 'login', now() + make_interval(secs => $4), $5, $6::jsonb
+         FROM users WHERE id = $2 AND ($7::text[] IS NULL OR COALESCE(password_hash, '') = ANY($7::text[]))
+          AND ($6::jsonb IS NULL OR EXISTS (
+                SELECT 1 FROM oauth_clients c WHERE c.id = ($6::jsonb->>'client_id')::uuid AND c.tenant_id = $3 AND c.revoked_at IS NULL FOR SHARE))
+         FOR SHARE OF users
        RETURNING 1 AS ok`,
       [sha256Hex(token), user.id, user.tenant_id, MFA_CHALLENGE_TTL_SECONDS, firstFactor?.amr ?? ['pwd'], oauthParams ? JSON.stringify(oauthParams) : null, firstFactor?.passwordHashes ?? null],
       'mfa_challenge_create',

@@ -51,6 +51,9 @@ export class RequestEmailOtpHandler implements ICommandHandler<RequestEmailOtpCo
     // the policy is about the address, so it is checked for every address under login_or_create
     if (mode === 'login_or_create') await this.policy.assertAllowed(tenantId, email);
     await this.db.tx(async (tx) => {
+      // again under share locks, as for a magic link (TenantFlags.hold)
+      await this.flags.hold(tx, tenantId, 'email_otp');
+      await this.oauth.hold(tx, tenantId, oauthParams);
       const user = await findAccountUser(tx, tenantId, email);
       if (!user && mode === 'login') {
         this.codes.newCode();

@@ -39,6 +39,10 @@ export class RequestMagicLinkHandler implements ICommandHandler<RequestMagicLink
     const email = normalizeEmail(cmd.body.email);
     await this.limits.enforce('magic-link', tenantId, email, cmd.client.ip);
     await this.db.tx(async (tx) => {
+      // again under share locks: a switch-off or a revocation of the client committed meanwhile
+      // is seen, one under way waits for this link and voids it (TenantFlags.hold)
+      await this.flags.hold(tx, tenantId, 'magic_link');
+      await this.oauth.hold(tx, tenantId, oauthParams);
       const user = await findAccountUser(tx, tenantId, email);
       const token = await this.tokens.issue(tx, {
         tenantId,

@@ -39,6 +39,8 @@ export class InitiateStepUpHandler implements ICommandHandler<InitiateStepUpComm
     const hint = (s.emailVerified && cmd.actionHint?.replace(/[\r\n\t]+/g, ' ').trim()) || undefined;
     const link = cmd.channel === 'magic_link';
     await this.db.tx(async (tx) => {
+      // again under a share lock, as for a sign-in link (TenantFlags.hold)
+      await this.flags.hold(tx, tenantId, cmd.channel);
       const secret = link
         ? { token: await this.tokens.issue(tx, { tenantId, userId: s.userId, kind: 'step_up_magic_link', emailNormalized: s.emailNormalized, ttlSeconds: MAGIC_LINK_TTL_SECONDS, sessionId: s.sessionId }) }
         : { code: await this.codes.issueStepUp(tx, { tenantId, userId: s.userId, sessionId: s.sessionId, emailNormalized: s.emailNormalized }) };
