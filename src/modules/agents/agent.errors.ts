@@ -14,10 +14,11 @@ const ALLOWED = new Set<string>(AGENT_GRANT_TYPES);
 
 /** spec 7.4: grant types from the allowlist (422 agent/invalid_grant_type); redirect_uris empty (422 agent/invalid_field). */
 export function checkAgentFields(f: { grant_types?: string[]; redirect_uris?: unknown[] }): void {
-  const bad = (f.grant_types ?? []).filter((g) => !ALLOWED.has(g));
+  // one errors[] entry per refused item, named by its position (as every list's item errors are)
+  const bad = (f.grant_types ?? []).map((g, i) => ({ g, i })).filter(({ g }) => !ALLOWED.has(g));
   if (bad.length)
-    throw new AppError('agent/invalid_grant_type', `Grant types outside the agent allowlist: ${bad.map(shown).join(', ')}`, {
-      errors: bad.map(() => ({ field: 'grant_types', message: `grant_types must each be one of ${AGENT_GRANT_TYPES.join(', ')}` })),
+    throw new AppError('agent/invalid_grant_type', `Grant types outside the agent allowlist: ${bad.map(({ g }) => shown(g)).join(', ')}`, {
+      errors: bad.map(({ i }) => ({ field: `grant_types.${i}`, message: `grant_types must each be one of ${AGENT_GRANT_TYPES.join(', ')}` })),
     });
   if (f.redirect_uris && f.redirect_uris.length > 0)
     throw new AppError('agent/invalid_field', 'Agents are headless: redirect_uris must be empty or absent', {

@@ -265,6 +265,14 @@ describe('account security: tenant security settings and email domains (spec 2.8
       expect(res.body.errors.map((e: { field: string }) => e.field.split('.')[0])).toContain(field);
     });
 
+    it("names each offending entry once, at its position in the request (not in the normalized list)", async () => {
+      const fields = async (body: unknown) => (await put(body).expect(400)).body.errors.map((e: { field: string }) => e.field);
+      // the repeat of x.example (another case) is dropped on normalizing: a.example stays the request's third entry
+      expect(await fields({ allowlist: ['a.example'], blocklist: ['x.example', 'X.example', 'a.example'] })).toEqual(['blocklist.2']);
+      expect(await fields({ allowlist: ['a.example'], blocklist: ['not a domain', 'a.example'] })).toEqual(['blocklist.0', 'blocklist.1']);
+      expect(await fields({ allowlist: ['a.example'], blocklist: ['A.example', 'a.example'] })).toEqual(['blocklist.0']);
+    });
+
     it('members cannot write; another tenant is 404', async () => {
       expect((await put({ allowlist: [] }, member).expect(403)).body.code).toBe('auth/forbidden');
       await write('put', owner, 'email-domains', {}, stranger.slug).expect(404);

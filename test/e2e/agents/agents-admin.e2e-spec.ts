@@ -101,6 +101,9 @@ describe('agents API, tenant admin (spec 4.4, 2.10, 5 rules 2-4, 7.4)', () => {
         const res = await as(t, owner).post(agentsUrl(owner), { name: 'bad', grant_types: [TOKEN_EXCHANGE, g] }).expect(422);
         expect(res.body).toMatchObject({ status: 422, code: 'agent/invalid_grant_type' });
       }
+      // one errors[] entry per refused item, at its position
+      const two = await as(t, owner).post(agentsUrl(owner), { name: 'bad', grant_types: ['password', TOKEN_EXCHANGE, 'implicit'] }).expect(422);
+      expect(two.body.errors.map((e: { field: string }) => e.field)).toEqual(['grant_types.0', 'grant_types.2']);
       for (const grant_types of ['client_credentials', [1], [TOKEN_EXCHANGE, TOKEN_EXCHANGE], null, []]) {
         expect((await as(t, owner).post(agentsUrl(owner), { name: 'bad', grant_types }).expect(400)).body.code).toBe('request/invalid');
       }

@@ -53,14 +53,15 @@ export function normalizeDomain(entry: string): string | undefined {
 
 const HOST_LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
 
-function normalizeList(field: string, list: string[] | undefined, errors: FieldError[]): string[] {
-  const out = new Set<string>();
+/** The list's domains, normalized and without repeats, each with the position of its first entry in the request. */
+function normalizeList(field: string, list: string[] | undefined, errors: FieldError[]): Map<string, number> {
+  const out = new Map<string, number>();
   (list ?? []).forEach((entry, i) => {
     const d = normalizeDomain(entry);
-    if (d) out.add(d);
-    else errors.push({ field: `${field}.${i}`, message: `${field} entries must be domain names` });
+    if (!d) errors.push({ field: `${field}.${i}`, message: `${field} entries must be domain names` });
+    else if (!out.has(d)) out.set(d, i);
   });
-  return [...out];
+  return out;
 }
 
 /** spec PutEmailDomainsRequest (owner only): replaces both lists (a missing list is empty); audited. */
@@ -74,12 +75,12 @@ export class PutEmailDomainsHandler implements ICommandHandler<PutEmailDomainsCo
   async execute(cmd: PutEmailDomainsCommand): Promise<EmailDomainsResponse> {
     const tenantId = cmd.actor.tenant!.id;
     const errors: FieldError[] = [];
-    const allowlist = normalizeList('allowlist', cmd.body.allowlist, errors);
-    const blocklist = normalizeList('blocklist', cmd.body.blocklist, errors);
-    // a domain in both lists would be allowed and blocked at once: which was meant is the owner's call
-    blocklist.forEach((d, i) => {
-      if (allowlist.includes(d)) errors.push({ field: `blocklist.${i}`, message: `${d} is in the allowlist too` });
-    });
+    const allowed = normalizeList('allowlist', cmd.body.allowlist, errors);
+    const blocked = normalizeList('blocklist', cmd.body.blocklist, errors);
+    // a domain in both lists would be allowed and blocked at once: which was meant is the owner's
+    // call (named at the request's position of its first blocklist entry)
+    for (const [d, i] of blocked) if (allowed.has(d)) errors.push({ field: `blocklist.${i}`, message: `${d} is in the allowlist too` });
+    const [allowlist, blocklist] = [[...allowed.keys()], [...blocked.keys()]];
     if (errors.length) throw new AppError('request/invalid', 'One or more fields are invalid', { errors });
     return this.db.tx(async (tx) => {
       const [cur] = await tx.query<{ email_allowlist: string[]; email_blocklist: string[] }>(
