@@ -228,3 +228,99 @@ describe('dashboard actions on an agent and the token endpoint (spec 3.2, contra
     }
   });
 });
+
+/**
+ * What the exchange read before signing (the subject token's revocation, the agent's scopes and
+ * token lifetime) is guarded again by its issuing statement: a change committed in between (say,
+ * while an exchange of a kill's second waits for the next one) is not overtaken. Each test makes
+ * the change from inside the exchange, right after its own check, through a spy.
+ */
+describe('changes committed between an exchange\'s checks and its issuance', () => {
+  let t: TestApp;
+  let owner: DashboardFixture;
+  let tenant: TenantFixture;
+  let user: RegisteredUser;
+  beforeAll(async () => {
+    t = await createTestApp();
+    owner = await signupTenant(t);
+    await t.db.query(`UPDATE tenants SET tier = 'pro' WHERE id = $1`, [owner.tenantId]);
+    await t.tenantChanged(owner.tenantId);
+    const key = await createApiKey(t, owner);
+    tenant = { id: owner.tenantId, slug: owner.slug, apiKey: key.key, apiKeyId: key.id };
+    user = await registerUser(t, tenant);
+  });
+  afterAll(() => t.close());
+
+  const subject = async () => (await login(t, tenant, user.email)).access_token;
+  const issuedFor = async (st: string) =>
+    (await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND metadata->>'subject_token_jti_hash_prefix' = $1`, [hashPrefix(claims(st).jti as string)])).length;
+  const patchAgent = (agent: AgentFixture, body: object) =>
+    t.http().patch(`/v1/auth/dashboard/tenants/${owner.slug}/agents/${agent.id}`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send(body).expect(200);
+
+  /** Runs `change` once, inside the exchange of `agent`, right after its denylist read (the agent row was read before). */
+  async function afterTheChecks<T>(agent: AgentFixture, change: () => Promise<unknown>, exchange: () => Promise<T>): Promise<T> {
+    const denylist = t.app.get(AgentDenylistService);
+    const read = denylist.isDenied.bind(denylist);
+    let changed = false;
+    const spy = jest.spyOn(denylist, 'isDenied').mockImplementation(async (id: string, iat: number) => {
+      const answer = await read(id, iat);
+      if (id === agent.id && !changed) {
+        changed = true;
+        await change();
+      }
+      return answer;
+    });
+    try {
+      const res = await exchange();
+      expect(changed).toBe(true);
+      return res;
+    } finally {
+      spy.mockRestore();
+    }
+  }
+
+  it('the subject token revoked (RFC 7009) after the exchange checked it: invalid_grant, nothing issued', async () => {
+    const agent = await createAgent(t.db, tenant.id);
+    const st = await subject();
+    const res = await afterTheChecks(
+      agent,
+      () => t.http().post('/oauth/revoke').type('form').set('X-API-Key', tenant.apiKey).send({ token: st }).expect(200),
+      () => postToken(t, agent, exchangeBody(st)),
+    );
+    expect([res.status, res.body.error]).toEqual([400, 'invalid_grant']);
+    expect(await issuedFor(st)).toBe(0);
+    const [refused] = await t.db.query<{ metadata: { subject_invalid_reason: string } }>(
+      `SELECT metadata FROM audit_events WHERE type = 'oauth.token_exchange.subject_invalid' AND metadata->>'subject_token_jti_hash_prefix' = $1`,
+      [hashPrefix(claims(st).jti as string)],
+    );
+    expect(refused.metadata.subject_invalid_reason).toBe('token_revoked');
+  });
+
+  it("the agent's scopes narrowed after it was read: 503 temporarily_unavailable (Retry-After), nothing issued; sent again, the narrower scope", async () => {
+    const agent = await createAgent(t.db, tenant.id, { scopes: ['openid', 'profile', 'email'] });
+    const st = await subject();
+    const res = await afterTheChecks(agent, () => patchAgent(agent, { scopes: ['openid'] }), () => postToken(t, agent, exchangeBody(st, { scope: 'openid email' })));
+    expect([res.status, res.body.error, res.headers['retry-after']]).toEqual([503, 'temporarily_unavailable', '1']);
+    expect(await issuedFor(st)).toBe(0);
+    const again = await postToken(t, agent, exchangeBody(st, { scope: 'openid email' })).expect(200);
+    expect(again.body.scope).toBe('openid');
+  });
+
+  it("the agent's token lifetime lowered after it was read: 503, nothing issued; sent again, a token within the new maximum", async () => {
+    const agent = await createAgent(t.db, tenant.id, { agent_token_max_ttl_sec: 900 });
+    const st = await subject();
+    const res = await afterTheChecks(agent, () => patchAgent(agent, { agent_token_max_ttl_sec: 60 }), () => postToken(t, agent, exchangeBody(st, { expires_in: '900' })));
+    expect([res.status, res.body.error]).toEqual([503, 'temporarily_unavailable']);
+    expect(await issuedFor(st)).toBe(0);
+    const again = await postToken(t, agent, exchangeBody(st, { expires_in: '900' })).expect(200);
+    expect(again.body.expires_in).toBe(60);
+  });
+
+  it('a PATCH that widens nothing the token carries (its name) changes nothing for the exchange in flight', async () => {
+    const agent = await createAgent(t.db, tenant.id);
+    const st = await subject();
+    const res = await afterTheChecks(agent, () => patchAgent(agent, { name: 'renamed' }), () => postToken(t, agent, exchangeBody(st)));
+    expect(res.status).toBe(200);
+    expect(await issuedFor(st)).toBe(1);
+  });
+});
