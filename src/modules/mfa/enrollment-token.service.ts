@@ -55,7 +55,11 @@ export class EnrollmentTokenService {
     return enrollmentAudience(this.jwt.audience);
   }
 
-  async issue(user: SessionUser, proof: EnrollmentProof): Promise<{ token: string; expiresIn: number }> {
+  /**
+   * The token and its grant, or null when the user no longer exists: an erasure committed since the
+   * user was read leaves no row to key-share-lock (one under way waits for the grant and removes it).
+   */
+  async issue(user: SessionUser, proof: EnrollmentProof): Promise<{ token: string; expiresIn: number } | null> {
     const ttl = this.config.MFA_ENROLLMENT_TOKEN_TTL_SECONDS;
     const { token, claims } = await this.jwt.sign(
       {
@@ -74,12 +78,15 @@ export class EnrollmentTokenService {
       },
       ttl,
     );
-    await this.db.query(
+    const granted = await this.db.query(
       // the user's expired challenges are dropped on the way, as sign-in's challenges do
       `WITH gc AS (DELETE FROM mfa_challenges WHERE user_id = $3 AND expires_at < now())
-       INSERT INTO mfa_challenges (token_hash, tenant_id, user_id, kind, expires_at) VALUES ($1, $2, $3, 'enrollment', now() + make_interval(secs => $4))`,
+       INSERT INTO mfa_challenges (token_hash, tenant_id, user_id, kind, expires_at)
+       SELECT $1, $2, $3, 'enrollment', now() + make_interval(secs => $4) FROM users WHERE id = $3 AND tenant_id = $2 FOR KEY SHARE
+       RETURNING 1`,
       [grantKey(claims.jti), user.tenant_id, user.id, ttl],
     );
+    if (!granted.length) return null;
     return { token, expiresIn: ttl };
   }
 

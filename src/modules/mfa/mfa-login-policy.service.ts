@@ -1,7 +1,7 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { randomToken, sha256Hex } from '../../shared/crypto/tokens';
 import { Db } from '../../shared/db/db.service';
-import { AppError } from '../../shared/errors/app-error';
+import { AppError, InvalidTokenError } from '../../shared/errors/app-error';
 import { SessionsService, SessionUser } from '../sessions/sessions.service';
 import { FirstFactorContext, LoginDecision, LoginPolicy } from '../users/login-policy.service';
 import { EnrollmentProof, EnrollmentTokenService } from './enrollment-token.service';
@@ -44,7 +44,7 @@ export class MfaLoginPolicy implements OnModuleInit {
     this.loginPolicy.register((user: SessionUser, ctx?: FirstFactorContext) => this.decide(user, ctx));
     // refresh passes its row: the token records the session's sign-in (auth_time), which a refresh
     // does not renew, so the token of an old session does not start enrollment (nor one without it)
-    this.sessions.onEnrollmentEnforced((user) => this.enrollmentRequired(user, { auth_time: user.auth_time, sid: user.session_id }));
+    this.sessions.onEnrollmentEnforced((user) => this.enrollmentRequired(user, { auth_time: user.auth_time, sid: user.session_id }, () => new AppError('auth/invalid_refresh_token')));
   }
 
   async decide(user: SessionUser, firstFactor?: FirstFactorContext): Promise<LoginDecision | undefined> {
@@ -65,7 +65,8 @@ export class MfaLoginPolicy implements OnModuleInit {
    */
   async sessionEnrollmentClaims(user: SessionUser, proof: EnrollmentProof): Promise<Record<string, unknown>> {
     const policy = user.is_anonymous ? undefined : await this.policyFor(user);
-    return policy && !policy.mfaEnabled ? this.enrollmentClaims(user, policy.state, proof) : {};
+    // the user erased meanwhile: the bearer's token is dead
+    return policy && !policy.mfaEnabled ? this.enrollmentClaims(user, policy.state, proof, () => new InvalidTokenError()) : {};
   }
 
   private async policyFor(user: SessionUser): Promise<{ mfaEnabled: boolean; state: EnrollmentState } | undefined> {
@@ -88,15 +89,20 @@ export class MfaLoginPolicy implements OnModuleInit {
   }
 
   /** The grace's claims; the enforced state throws sign-in's 403 (enrollment-only token granted on `proof`). */
-  private async enrollmentClaims(user: SessionUser, state: EnrollmentState, proof: EnrollmentProof): Promise<Record<string, unknown>> {
+  private async enrollmentClaims(user: SessionUser, state: EnrollmentState, proof: EnrollmentProof, gone?: () => Error): Promise<Record<string, unknown>> {
     if (state.kind === 'grace') return { mfa_enrollment_required: true, mfa_enrollment_deadline: Math.floor(state.deadline.getTime() / 1000) };
-    if (state.kind === 'enforced') throw await this.enrollmentRequired(user, proof);
+    if (state.kind === 'enforced') throw await this.enrollmentRequired(user, proof, gone);
     return {};
   }
 
-  /** 403 mfa/enrollment_required with an enrollment-only token (sign-in and refresh alike). */
-  private async enrollmentRequired(user: SessionUser, proof: EnrollmentProof): Promise<AppError> {
-    const { token, expiresIn } = await this.enrollmentTokens.issue(user, proof);
+  /**
+   * 403 mfa/enrollment_required with an enrollment-only token (sign-in and refresh alike); `gone`
+   * when the user was erased since it was read (a sign-in's default: as for an unknown account).
+   */
+  private async enrollmentRequired(user: SessionUser, proof: EnrollmentProof, gone: () => Error = () => new AppError('auth/invalid_credentials')): Promise<Error> {
+    const issued = await this.enrollmentTokens.issue(user, proof);
+    if (!issued) return gone();
+    const { token, expiresIn } = issued;
     return new AppError('mfa/enrollment_required', 'The tenant requires MFA: enroll TOTP with the enrollment_token, then sign in again', {
       extensions: { enrollment_token: token, enrollment_token_expires_in: expiresIn },
       headers: { 'Cache-Control': 'no-store' },

@@ -268,7 +268,7 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
         const now = Date.now();
         const clock = jest.spyOn(Date, 'now').mockReturnValue(now - mintedSecondsAgo * 1000);
         try {
-          return (await t.app.get(EnrollmentTokenService).issue(user, { auth_time: Math.floor(now / 1000) - signedInSecondsAgo })).token;
+          return (await t.app.get(EnrollmentTokenService).issue(user, { auth_time: Math.floor(now / 1000) - signedInSecondsAgo }))!.token;
         } finally {
           clock.mockRestore();
         }

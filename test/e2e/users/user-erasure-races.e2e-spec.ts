@@ -1,3 +1,4 @@
+import { JwtService } from '../../../src/shared/crypto/jwt.service';
 import { createApiKey, signupTenant, DashboardFixture } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { gateWrites } from '../../setup/hold-writes';
@@ -75,5 +76,87 @@ describe('user erasure racing the user\'s own writes', () => {
     for (const c of cases.slice(1)) expect((await c.send(u)).status).toBe(202);
     expect(Number(await rowsNaming(u.id))).toBe(0);
     expect(await mails()).toBe(before);
+  });
+});
+
+/**
+ * The same under mfa_policy required, grace over: sign-in and refresh answer 403
+ * mfa/enrollment_required with an enrollment-only token, whose grant (an mfa_challenges row)
+ * names the user. An erasure committed before the grant is written leaves 401 (as for an unknown
+ * account, or a dead refresh token); one arriving while it is written waits and removes it.
+ */
+describe('user erasure racing a sign-in or refresh refused for MFA enrollment', () => {
+  let t: TestApp;
+  let owner: DashboardFixture;
+  let key: string;
+  beforeAll(async () => {
+    t = await createTestApp();
+    owner = await signupTenant(t);
+    key = (await createApiKey(t, owner)).key;
+    await t.db.query(`UPDATE tenants SET mfa_policy = 'required', mfa_grace_period_days = 3, mfa_required_since = now() - interval '10 days' WHERE id = $1`, [owner.tenantId]);
+    await t.tenantChanged(owner.tenantId);
+  });
+  afterAll(() => t.close());
+
+  /** A user past the grace, with a refresh token of a session started before it ended. */
+  const lockedOut = async () => {
+    const email = uniqueEmail('enforced');
+    const res = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    const id = res.body.user.id as string;
+    await t.db.query(`UPDATE users SET created_at = now() - interval '60 days' WHERE id = $1`, [id]);
+    return { id, email, refresh: res.body.refresh_token as string };
+  };
+  const erase = (userId: string) => t.http().delete(`/v1/auth/dashboard/tenants/${owner.slug}/users/${userId}`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf);
+  const login = (email: string) => t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).then((r) => r);
+  const refresh = (rt: string) => t.http().post('/v1/auth/refresh').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ refresh_token: rt }).then((r) => r);
+
+  /** Erases the user inside the request, once its enrollment-only token is being signed (the user was read). */
+  async function erasedWhileSigning<T>(userId: string, request: () => Promise<T>): Promise<T> {
+    const jwt = t.app.get(JwtService);
+    const sign = jwt.sign.bind(jwt);
+    let erased = false;
+    const spy = jest.spyOn(jwt, 'sign').mockImplementation(async (...args: Parameters<JwtService['sign']>) => {
+      if (args[0].mfa_enrollment_only && args[0].sub === userId && !erased) {
+        erased = true;
+        expect((await erase(userId)).status).toBe(204);
+      }
+      return sign(...args);
+    });
+    try {
+      const res = await request();
+      expect(erased).toBe(true);
+      return res;
+    } finally {
+      spy.mockRestore();
+    }
+  }
+
+  it('erased once the user was read, before the grant is written: sign-in 401 auth/invalid_credentials, refresh 401 auth/invalid_refresh_token (never 5xx)', async () => {
+    const a = await lockedOut();
+    const signIn = await erasedWhileSigning(a.id, () => login(a.email));
+    expect([signIn.status, signIn.body.code]).toEqual([401, 'auth/invalid_credentials']);
+    const b = await lockedOut();
+    const refreshed = await erasedWhileSigning(b.id, () => refresh(b.refresh));
+    expect([refreshed.status, refreshed.body.code]).toEqual([401, 'auth/invalid_refresh_token']);
+    expect(await t.db.query(`SELECT 1 FROM mfa_challenges WHERE user_id = ANY($1::uuid[])`, [[a.id, b.id]])).toHaveLength(0);
+  });
+
+  it('an erasure arriving while the grant is written waits for it, then removes it: the enrollment-only token answered is dead', async () => {
+    const u = await lockedOut();
+    const gate = await gateWrites(t.db, 'mfa_challenges', 'INSERT', `NEW.user_id = '${u.id}'`);
+    let signIn, erasure;
+    try {
+      const pending = login(u.email);
+      const writing = await gate.reached();
+      const erasing = erase(u.id).then((r) => r);
+      await gate.waitedOnBy(writing);
+      await gate.open();
+      [signIn, erasure] = await Promise.all([pending, erasing]);
+    } finally {
+      await gate.release();
+    }
+    expect([signIn.status, signIn.body.code, erasure.status]).toEqual([403, 'mfa/enrollment_required', 204]);
+    expect(await t.db.query(`SELECT 1 FROM mfa_challenges WHERE user_id = $1`, [u.id])).toHaveLength(0);
+    await t.http().post('/v1/auth/mfa/totp/setup').set('Authorization', `Bearer ${signIn.body.enrollment_token}`).set('X-Forwarded-For', randomIp()).expect(401);
   });
 });
