@@ -1,5 +1,6 @@
 import { AgentDenylistService } from '../../../src/modules/agents/agent-denylist.service';
 import { createApiKey } from '../../factories/dashboard.factory';
+import { gateWrites } from '../../setup/hold-writes';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { agentToken, agentsUrl, as, bearerCall, endUser, EndUser, insertAction, registerAgent, Session, tenantOnTier } from './agents.helpers';
 
@@ -228,6 +229,35 @@ describe('agents API, end user (spec 4.5, 3.3, RestoreMyAgentResponse)', () => {
       await as(t, owner).delete(agentsUrl(owner, `/${a.id}`)).expect(200);
       const res = await me(bob, `/${a.id}`).restore().expect(200);
       expect(res.body).toEqual({ agent_client_id: a.id, restored_at: expect.any(String), newly_restored: false });
+    });
+
+    it('a dashboard revoke or disable sent while a restore runs waits for it: the restore answers the agent as it was (usable), the block follows', async () => {
+      for (const block of ['revoke', 'disable'] as const) {
+        const a = await registerAgent(t, owner);
+        await me(alice, `/${a.id}`).delete().expect(200);
+        // the restore stops inside its transaction (the agent read, the withdrawal being lifted)
+        const gate = await gateWrites(t.db, 'agent_user_revocations', 'UPDATE', `NEW.agent_client_id = '${a.id}' AND NEW.revoked_at IS NULL`);
+        let restored, blocked;
+        let restoredAt = 0;
+        try {
+          const restoring = me(alice, `/${a.id}`).restore().then((r) => ((restoredAt = Date.now()), r));
+          const pid = await gate.reached();
+          const blocking = (block === 'revoke' ? as(t, owner).delete(agentsUrl(owner, `/${a.id}`)) : as(t, owner).post(agentsUrl(owner, `/${a.id}/disable`), {})).then((r) => ({ r, at: Date.now() }));
+          // the block waits for the restore's share lock of the agent (unlocked, it committed here,
+          // and the restore then answered "usable" after the block's 200)
+          await gate.waitedOnBy(pid);
+          await gate.open();
+          [restored, blocked] = await Promise.all([restoring, blocking]);
+        } finally {
+          await gate.release();
+        }
+        expect([restored.status, blocked.r.status]).toEqual([200, 200]);
+        expect(restored.body).toEqual({ agent_client_id: a.id, restored_at: expect.any(String), newly_restored: true });
+        expect(restoredAt).toBeLessThanOrEqual(blocked.at);
+        // and a restore now says the block
+        await me(alice, `/${a.id}`).delete().expect(200);
+        expect((await me(alice, `/${a.id}`).restore().expect(200)).body.still_blocked_by).toBe('tenant');
+      }
     });
 
     it('says still_blocked_by tenant when the tenant revoked (or disabled) the agent', async () => {

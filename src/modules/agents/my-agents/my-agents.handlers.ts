@@ -75,10 +75,10 @@ export class ListMyAgentsHandler implements IQueryHandler<ListMyAgentsQuery> {
 }
 
 /** The tenant's agent (any state) or 404: another tenant's agent is unknown here. */
-async function tenantAgent(q: Queryable, tenantId: string, agentId: string): Promise<{ id: string; revoked_at: Date | null; disabled_at: Date | null; below_pro: boolean }> {
+async function tenantAgent(q: Queryable, tenantId: string, agentId: string, share = false): Promise<{ id: string; revoked_at: Date | null; disabled_at: Date | null; below_pro: boolean }> {
   const [a] = await q.query<{ id: string; revoked_at: Date | null; disabled_at: Date | null; below_pro: boolean }>(
     `SELECT a.id, a.revoked_at, a.disabled_at, t.tier = 'free' AS below_pro
-       FROM agent_clients a JOIN tenants t ON t.id = a.tenant_id WHERE a.id = $1 AND a.tenant_id = $2`,
+       FROM agent_clients a JOIN tenants t ON t.id = a.tenant_id WHERE a.id = $1 AND a.tenant_id = $2${share ? ' FOR SHARE OF a' : ''}`,
     [agentId, tenantId],
   );
   if (!a) throw agentNotFound();
@@ -148,7 +148,10 @@ export class RestoreMyAgentHandler implements ICommandHandler<RestoreMyAgentComm
   async execute(cmd: RestoreMyAgentCommand): Promise<RestoreMyAgentResponse> {
     const { tenantId, userId } = cmd.user;
     return this.db.tx(async (tx) => {
-      const agent = await tenantAgent(tx, tenantId, cmd.agentId);
+      // share-locked until the answer: a dashboard revoke or disable of the agent waits for the
+      // restore, so still_blocked_by reports the agent as it is when the restore commits (read
+      // unlocked, one committed meanwhile answered "usable" after its own 200)
+      const agent = await tenantAgent(tx, tenantId, cmd.agentId, true);
       const [done] = await tx.query<{ restored_at: Date }>(
         `UPDATE agent_user_revocations SET revoked_at = NULL, restored_at = clock_timestamp()
           WHERE tenant_id = $1 AND user_id = $2 AND agent_client_id = $3 AND revoked_at IS NOT NULL
