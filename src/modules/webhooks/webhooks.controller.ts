@@ -105,7 +105,7 @@ export class WebhooksController {
   @ApiOperation({
     summary: 'Enable an endpoint that was disabled after repeated failures (owner); idempotent',
     description:
-      'Deliveries resume with the next event. Events that happened while the endpoint was disabled are never sent to it, not even those the worker had not processed yet when it was enabled (its pending deliveries ended as failed, with the error `endpoint disabled`, in its delivery log).',
+      'Deliveries resume with the next event. Events that happened while the endpoint was disabled are never sent to it, not even those the worker had not processed yet when it was enabled. Deliveries pending at the disable whose next attempt came while it was disabled ended as failed (error `endpoint disabled`, in its delivery log); those whose next attempt comes after the enable are still sent.',
   })
   @ApiOkResponse({ type: WebhookEndpointResponse })
   @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'webhook/not_found')
