@@ -324,3 +324,55 @@ describe('changes committed between an exchange\'s checks and its issuance', () 
     expect(await issuedFor(st)).toBe(1);
   });
 });
+
+describe("a kill-tokens committed between an exchange's denylist read and its issuance", () => {
+  let t: TestApp;
+  let owner: DashboardFixture;
+  let tenant: TenantFixture;
+  let user: RegisteredUser;
+  beforeAll(async () => {
+    t = await createTestApp();
+    owner = await signupTenant(t);
+    await t.db.query(`UPDATE tenants SET tier = 'pro' WHERE id = $1`, [owner.tenantId]);
+    await t.tenantChanged(owner.tenantId);
+    const key = await createApiKey(t, owner);
+    tenant = { id: owner.tenantId, slug: owner.slug, apiKey: key.key, apiKeyId: key.id };
+    user = await registerUser(t, tenant);
+  });
+  afterAll(() => t.close());
+
+  it('answers 503 temporarily_unavailable (Retry-After: 1), never a token the bearer guard refuses; sent again, a live token', async () => {
+    const agent = await createAgent(t.db, tenant.id);
+    const st = (await login(t, tenant, user.email)).access_token;
+    const denylist = t.app.get(AgentDenylistService);
+    const read = denylist.isDenied.bind(denylist);
+    let killed = false;
+    // the exchange's read says "not denied"; the kill commits right after it, in the same second
+    const spy = jest.spyOn(denylist, 'isDenied').mockImplementation(async (id: string, iat: number) => {
+      const answer = await read(id, iat);
+      if (id === agent.id && !killed) {
+        killed = true;
+        await t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/agents/${agent.id}/kill-tokens`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({}).expect(200);
+      }
+      return answer;
+    });
+    let res;
+    try {
+      // early in a second, so the kill and the token's iat share it
+      await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 10));
+      res = await postToken(t, agent, exchangeBody(st));
+    } finally {
+      spy.mockRestore();
+    }
+    expect(killed).toBe(true);
+    if (res.status === 200) {
+      // the kill's second was over before the token was signed (a slow machine): then it is live
+      await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.body.access_token}`).expect(200);
+    } else {
+      expect([res.status, res.body.error, res.headers['retry-after']]).toEqual([503, 'temporarily_unavailable', '1']);
+      expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'oauth.token_exchange.issued' AND metadata->>'subject_token_jti_hash_prefix' = $1`, [hashPrefix(claims(st).jti as string)])).toHaveLength(0);
+      const again = await postToken(t, agent, exchangeBody(st)).expect(200);
+      await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${again.body.access_token}`).expect(200);
+    }
+  });
+});

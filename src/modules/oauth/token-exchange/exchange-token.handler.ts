@@ -65,6 +65,8 @@ interface IssueFlags {
   subject_live: boolean;
   /** the token's scope and lifetime are still within the agent's allowlist and maximum */
   settings_ok: boolean;
+  /** no kill-tokens committed since the denylist was read refuses the token (its iat) */
+  kill_ok: boolean;
 }
 
 /** What one exchange writes, and the guards it is written under. */
@@ -389,7 +391,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         userAgent: client.userAgent || null,
       },
     });
-    if (flags.agent_active && flags.grant_ok && flags.session_ok && flags.pair_ok && flags.subject_live && flags.settings_ok) return;
+    if (flags.agent_active && flags.grant_ok && flags.session_ok && flags.pair_ok && flags.subject_live && flags.settings_ok && flags.kill_ok) return;
     // the final conditional write lost a race with a revocation (spec 3.2: nothing issued after it)
     if (!flags.agent_active) throw invalidClient();
     if (!flags.grant_ok) {
@@ -398,6 +400,9 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     }
     // the subject token was revoked (RFC 7009) after it was checked: as if revoked before
     if (!flags.subject_live) throw await this.subjectInvalid(agent, new SubjectTokenRejected('token_revoked', subject.jti, subject.sub));
+    // a kill-tokens committed after the denylist was read, in the token's second: the token would be
+    // dead on arrival; sent again (the next second), the request gets a live one
+    if (!flags.kill_ok) throw new OAuthError('temporarily_unavailable', "The client's tokens were just killed; retry", 503, { 'Retry-After': '1' });
     // an owner narrowed the agent's scopes or token lifetime after it was read: nothing is wrong with
     // the request, which sent again gets what the agent allows now
     if (!flags.settings_ok) {
@@ -438,6 +443,10 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
                 COALESCE(string_to_array(i.scope, ' ') <@ ac.scopes AND i.ttl <= ac.agent_token_max_ttl_sec, false) AS settings_ok,
                 -- the subject token revoked by jti since it was checked (the revocation's primary key)
                 NOT EXISTS (SELECT 1 FROM revoked_access_tokens rv WHERE rv.jti = i.subject_jti) AS subject_live,
+                -- a kill-tokens committed since the denylist was read, which refuses this token's iat
+                -- (the bearer guard's rule: iat before the kill's instant)
+                NOT EXISTS (SELECT 1 FROM agent_denylist d WHERE d.agent_client_id = i.agent_id AND d.reason = 'tokens_killed'
+                              AND d.expires_at > now() AND d.not_before > to_timestamp(i.iat)) AS kill_ok,
                 -- the live session's one row: past SESSION_MAX_AGE_SECONDS it issues nothing either
                 -- (NULL: ended or unknown)
                 (SELECT ${SESSION_TOO_OLD_SQL('s', 'u', '$8')} FROM user_sessions s JOIN users u ON u.id = s.user_id
@@ -448,10 +457,10 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
            FROM i LEFT JOIN agent_clients ac ON ac.id = i.agent_id
            LEFT JOIN agent_user_revocations v ON v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
        ), g AS (
-         SELECT *, agent_active AND grant_ok AND coalesce(NOT session_too_old, false) AND pair_ok AND subject_live AND settings_ok AS ok FROM f
+         SELECT *, agent_active AND grant_ok AND coalesce(NOT session_too_old, false) AND pair_ok AND subject_live AND settings_ok AND kill_ok AS ok FROM f
        ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
        SELECT ord, agent_active, grant_ok, coalesce(NOT session_too_old, false) AS session_ok, coalesce(session_too_old, false) AS session_too_old, pair_ok, pair_restored_late,
-              subject_live, settings_ok
+              subject_live, settings_ok, kill_ok
          FROM g ORDER BY ord`,
       [
         items.map((i) => i.agentId),
