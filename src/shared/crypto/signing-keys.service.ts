@@ -43,6 +43,8 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
   /** a reload at the next scheduled switch (a key's active_from or retired_at ahead) */
   private switchTimer?: NodeJS.Timeout;
   private lastMissReload = 0;
+  /** the reload an unknown kid started, while it runs */
+  private missReload?: Promise<void>;
   /** a connection of its own in subscriber mode, told of every rotation (see `rotate`) */
   private subscriber?: Redis;
   /** loads started, and the number of the last one applied (see `reload`) */
@@ -241,17 +243,22 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
     return { kid: this.current.kid, key: this.current.privateKey };
   }
 
-  /** The public key of `kid`; an unknown kid triggers at most one reload per second (rotation). */
+  /**
+   * The public key of `kid`; an unknown kid triggers at most one reload per second (rotation).
+   * Requests that meet an unknown kid while that reload runs wait for it (after a rotation this
+   * instance missed, every client brings the new kid at once), then look again.
+   */
   async verificationKey(kid: string): Promise<KeyObject | undefined> {
     const k = this.keys.get(kid);
     if (k) return k.publicKey;
-    const now = Date.now();
-    if (now - this.lastMissReload > 1000) {
+    if (!this.missReload) {
+      const now = Date.now();
+      if (now - this.lastMissReload <= 1000) return undefined;
       this.lastMissReload = now;
-      await this.reload();
-      return this.keys.get(kid)?.publicKey;
+      this.missReload = this.reload().finally(() => (this.missReload = undefined));
     }
-    return undefined;
+    await this.missReload;
+    return this.keys.get(kid)?.publicKey;
   }
 
   /** Whether `kid` is a key this process trusts now (withdrawn keys are not). */
