@@ -148,6 +148,10 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ PORT: 'abc' })).toThrow(/PORT/);
     expect(() => loadConfig({ KEY_ENCRYPTION_KEY: Buffer.alloc(16).toString('base64') + 'xxxxxxxxxxxxxxxxxxxx' })).toThrow(/KEY_ENCRYPTION_KEY/);
     expect(() => loadConfig({ NODE_ENV: 'staging' })).toThrow(/NODE_ENV/);
+    // a boolean takes 1/true/yes/on and 0/false/no/off (any case); a typo stops the start
+    for (const typo of ['ture', 'enabled', 'Y', '2']) expect(() => loadConfig({ METRICS_ENABLED: typo })).toThrow(/METRICS_ENABLED/);
+    for (const off of ['0', 'false', 'No', ' OFF ']) expect(loadConfig({ METRICS_ENABLED: off }).METRICS_ENABLED).toBe(false);
+    for (const on of ['1', 'TRUE', 'yes', 'on']) expect(loadConfig({ METRICS_ENABLED: on }).METRICS_ENABLED).toBe(true);
   });
 
   it('METRICS_TOKEN is optional, and a short one (guessable) stops the start', () => {

@@ -25,7 +25,13 @@ import {
 // a value of only spaces is unset, as an empty one is (Number(' ') is 0: a timeout or limit turned off)
 const blank = (value: unknown): boolean => value === undefined || String(value).trim() === '';
 const toInt = ({ value }: { value: unknown }) => (blank(value) ? undefined : Number(value));
-const toBool = ({ value }: { value: unknown }) => (blank(value) ? undefined : ['1', 'true', 'yes', 'on'].includes(String(value).trim().toLowerCase()));
+// a boolean's spellings; anything else is left as it is, so IsBoolean stops the start naming the
+// variable (a typo such as `ture` turned /metrics off without a word)
+const toBool = ({ value }: { value: unknown }) => {
+  if (blank(value)) return undefined;
+  const v = String(value).trim().toLowerCase();
+  return ['1', 'true', 'yes', 'on'].includes(v) ? true : ['0', 'false', 'no', 'off'].includes(v) ? false : value;
+};
 const trim = ({ value }: { value: unknown }) => (typeof value === 'string' ? value.trim() : value);
 /** The largest delay a node timer takes (2^31 - 1 ms, about 24.8 days); a larger one fires after 1 ms, in a busy loop. */
 const MAX_TIMER_MS = 2_147_483_647;
