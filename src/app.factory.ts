@@ -207,6 +207,10 @@ export async function createApiApp(opts: { logger?: boolean } = {}): Promise<Nes
     // to the server afterwards (0, off, unless given), hence both; open requests are checked every
     // connectionsCheckingInterval, a quarter of the timeout
     requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+    // a request whose headers complete after the shutdown began (its connection was busy, so not
+    // closed as idle) is served as the ones in flight are, with Connection: close; Fastify's own
+    // fast path answered it a bare 503 outside the envelope, without X-Request-Id or the headers
+    return503OnClosing: false,
     http: {
       // HTTP/1.1 without Host: Node's own bare 400 otherwise; Fastify answers it in the envelope
       requireHostHeader: false,

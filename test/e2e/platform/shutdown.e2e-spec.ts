@@ -199,6 +199,34 @@ describe('shutdown with keep-alive clients (platform)', () => {
     t = undefined;
   });
 
+  it('a request whose headers complete after the shutdown began (its connection busy) is served as the ones in flight: its normal answer in the envelope, with X-Request-Id and the usual headers, Connection: close', async () => {
+    t = await createTestApp();
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    const port = (t.app.getHttpServer().address() as AddressInfo).port;
+    const busy = await openSocket(port);
+    sockets.push(busy);
+    busy.on('error', () => undefined);
+    // the request line and part of its headers: the connection is busy (not closed as idle)
+    busy.write(`GET /v1/auth/me HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-For: ${randomIp()}\r\n`);
+    await new Promise((r) => setTimeout(r, 200));
+    const closing = t.close();
+    closing.catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 200));
+    const answered = nextResponse(busy);
+    busy.write('X-Request-Id: shutdown-late-headers\r\n\r\n');
+    const res = await answered;
+    // no bearer: the endpoint's own 401 (Fastify's bare 503 fast path answered before)
+    expect(res.status).toBe(401);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(JSON.parse(res.body)).toMatchObject({ status: 401, code: expect.any(String) });
+    expect(res.headers['x-request-id']).toBe('shutdown-late-headers');
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
+    expect(res.headers.connection).toBe('close');
+    expect(await settlesWithin(closing, 10_000)).toBe(true);
+    await closing;
+    t = undefined;
+  });
+
   it('SIGTERM to an API process: a request in flight is answered with Connection: close, and the process exits in seconds, not after keepAliveTimeout', async () => {
     const { child, port } = await startApiProcess();
     try {
