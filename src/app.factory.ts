@@ -46,6 +46,15 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
     socket.destroy();
     return;
   }
+  // an earlier request of the connection (pipelined, received whole) is still being answered: its
+  // answer goes first (RFC 9112 section 9.3.2), then this one; written now, the 400 read as that
+  // request's. (The answer owed to a request still arriving, a body cut short or too slow, is this.)
+  const owed = (socket as { _httpMessage?: import('http').ServerResponse | null })._httpMessage;
+  if (owed && !owed.writableFinished && owed.req?.complete) {
+    owed.once('finish', () => answerClientError(err, socket, baseHeaders));
+    owed.once('close', () => !owed.writableFinished && socket.destroy());
+    return;
+  }
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
   const reason = status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request';
   const id = randomUUID();

@@ -443,6 +443,19 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({ status: 400, code: 'request/invalid' });
   });
 
+  it('such a refusal behind a pipelined request still being answered never comes before that answer (RFC 9112 section 9.3.2), never read as its answer', async () => {
+    const email = uniqueEmail('pipelined');
+    const body = JSON.stringify({ email, password: STRONG_PASSWORD, consent: true });
+    const first = `POST /v1/auth/register HTTP/1.1\r\nHost: x\r\nX-API-Key: ${tenant.apiKey}\r\nX-Forwarded-For: ${randomIp()}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const raw = await sendRaw(`${first}GET /health HTTP/1.1\r\nHost: x\r\nX-Bad: a\x01b\r\n\r\n`);
+    const statusLines = raw.split('\r\n').filter((l) => /^HTTP\/1\.1 \d{3} /.test(l));
+    // the register's own answer first; then the refusal, or the connection closed without one
+    expect(statusLines[0]).toBe('HTTP/1.1 201 Created');
+    expect(statusLines.slice(1).every((l) => l === 'HTTP/1.1 400 Bad Request')).toBe(true);
+    expect(statusLines.length).toBeLessThanOrEqual(2);
+    expect(await t.db.query(`SELECT 1 FROM users WHERE email = $1`, [email])).toHaveLength(1);
+  });
+
   it('under /oauth such a refusal (and headers over the limit, 431) is in the RFC 6749 envelope with Cache-Control: no-store', async () => {
     for (const [request, status, description] of [
       ['POST /oauth/token HTTP/1.1\r\nHost: x\r\nBad Header\r\nContent-Length: 2\r\n\r\nab', 400, 'The HTTP request could not be parsed'],
