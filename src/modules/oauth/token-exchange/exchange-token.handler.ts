@@ -39,7 +39,7 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?[\]]|%[0-9A-Fa-f]{2})+$/;
 const MAX_AUDIENCES = 5;
 /** $1-$8 of the issuing statement: agents, grant type, sessions, users, tenants, client secret hashes, iats, session max age */
-const GUARD_PARAMS = 11;
+const GUARD_PARAMS = 8;
 const MAX_SUBJECT_TOKEN_LENGTH = 16_384;
 /** spec 8 per-client exchange counter of clients that are not agents (every request is refused) */
 const NON_AGENT_BUCKET = 'token_exchange_non_agent';
@@ -61,12 +61,6 @@ interface IssueFlags {
   pair_ok: boolean;
   /** the pair is not withdrawn now, but was restored at or after the token's iat second */
   pair_restored_late: boolean;
-  /** the subject token was not revoked by jti (POST /oauth/revoke) */
-  subject_live: boolean;
-  /** the token's scope and lifetime are still within the agent's allowlist and maximum */
-  settings_ok: boolean;
-  /** no kill-tokens committed since the denylist was read refuses the token (its iat) */
-  kill_ok: boolean;
 }
 
 /** What one exchange writes, and the guards it is written under. */
@@ -79,11 +73,6 @@ interface Issuance {
   tenantId: string;
   /** the token's iat: refused when the user restored the pair at or after it (see issueMany) */
   iat: number;
-  /** the subject token's jti: refused when it was revoked since it was checked */
-  subjectJti: string;
-  /** the granted scope (space-delimited) and lifetime: refused when a PATCH of the agent narrowed them since it was read */
-  scope: string;
-  ttl: number;
   audit: AuditEvent;
   outbox: OutboxMessage;
   action: AgentActionInput;
@@ -128,7 +117,9 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     }
   }
 
-  private async exchange({ form, authorization, client }: ExchangeTokenCommand): Promise<TokenExchangeResponse> {
+  /** `waited`: this is the exchange run again after waiting out a kill's second (see below). */
+  private async exchange(cmd: ExchangeTokenCommand, waited = false): Promise<TokenExchangeResponse> {
+    const { form, authorization, client } = cmd;
     // RFC 6749 section 3.2.1: authenticate the client (HTTP Basic or body, never both)
     const caller = await this.clients.authenticate(form, authorization);
     // spec 5 rule 2: confidential agent clients only (clientType check). A grant this server does
@@ -179,7 +170,16 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       const r = await this.windowRefusal(perJti, 'token_exchange_jti', `jti:${subject.jti}`);
       throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, r, form, hashPrefix(subject.jti));
     }
-    if (denied) await this.afterKillSecond(caller, agent);
+    if (denied) {
+      // refused again in the second after the wait (a second kill): 503, no second wait
+      if (waited) await this.afterKillSecond(caller, agent, false);
+      await this.afterKillSecond(caller, agent, true);
+      // the wait took up to a second: what was read before it (the client and its settings, the
+      // subject token's revocation, the limits) is read again, as for a request arriving now. A
+      // PATCH narrowing the agent's scopes or lifetime, or an RFC 7009 revocation of the subject
+      // token, that returned during the wait is not overtaken (counted twice in the limits)
+      return this.exchange(cmd, true);
+    }
     if (revokedReason) {
       const reason: SubjectInvalidReason = revokedReason === 'session_revoked' ? 'session_revoked' : 'token_revoked';
       throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
@@ -341,9 +341,6 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       userId: subject.sub,
       tenantId: agent.tenant_id,
       iat: claims.iat,
-      subjectJti: subject.jti,
-      scope,
-      ttl: claims.exp - claims.iat,
       audit: {
         tenantId: agent.tenant_id,
         type: 'oauth.token_exchange.issued',
@@ -391,22 +388,12 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         userAgent: client.userAgent || null,
       },
     });
-    if (flags.agent_active && flags.grant_ok && flags.session_ok && flags.pair_ok && flags.subject_live && flags.settings_ok && flags.kill_ok) return;
+    if (flags.agent_active && flags.grant_ok && flags.session_ok && flags.pair_ok) return;
     // the final conditional write lost a race with a revocation (spec 3.2: nothing issued after it)
     if (!flags.agent_active) throw invalidClient();
     if (!flags.grant_ok) {
       await this.clientUnauthorized(caller, 'client_disabled', subjectJtiPrefix);
       throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
-    }
-    // the subject token was revoked (RFC 7009) after it was checked: as if revoked before
-    if (!flags.subject_live) throw await this.subjectInvalid(agent, new SubjectTokenRejected('token_revoked', subject.jti, subject.sub));
-    // a kill-tokens committed after the denylist was read, in the token's second: the token would be
-    // dead on arrival; sent again (the next second), the request gets a live one
-    if (!flags.kill_ok) throw new OAuthError('temporarily_unavailable', "The client's tokens were just killed; retry", 503, { 'Retry-After': '1' });
-    // an owner narrowed the agent's scopes or token lifetime after it was read: nothing is wrong with
-    // the request, which sent again gets what the agent allows now
-    if (!flags.settings_ok) {
-      throw new OAuthError('temporarily_unavailable', "The client's settings changed during the exchange; retry", 503, { 'Retry-After': '1' });
     }
     // signed in the second the user restored the pair: a token introspection would call inactive;
     // nothing is wrong with the request, so it is to be sent again (the next second's token is live)
@@ -433,20 +420,11 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const [actionSql, xp] = this.agents.recordActionsSql(items.map((i) => i.action), GUARD_PARAMS + 1 + ap.length + op.length, ok);
     const rows = await this.db.query<IssueFlags & { ord: string }>(
       `WITH i AS (
-         SELECT * FROM unnest($1::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::text[], $7::float8[], $9::text[], $10::text[], $11::int[])
-                  WITH ORDINALITY AS i(agent_id, session_id, user_id, tenant_id, secret_hash, iat, subject_jti, scope, ttl, ord)
+         SELECT * FROM unnest($1::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::text[], $7::float8[]) WITH ORDINALITY AS i(agent_id, session_id, user_id, tenant_id, secret_hash, iat, ord)
        ), f AS (
          SELECT i.ord,
                 COALESCE(ac.revoked_at IS NULL AND ac.secret_hash = i.secret_hash, false) AS agent_active,
                 COALESCE(ac.disabled_at IS NULL AND $2 = ANY (ac.grant_types), false) AS grant_ok,
-                -- what was read of the agent before the signing still holds (a PATCH may have narrowed it)
-                COALESCE(string_to_array(i.scope, ' ') <@ ac.scopes AND i.ttl <= ac.agent_token_max_ttl_sec, false) AS settings_ok,
-                -- the subject token revoked by jti since it was checked (the revocation's primary key)
-                NOT EXISTS (SELECT 1 FROM revoked_access_tokens rv WHERE rv.jti = i.subject_jti) AS subject_live,
-                -- a kill-tokens committed since the denylist was read, which refuses this token's iat
-                -- (the bearer guard's rule: iat before the kill's instant)
-                NOT EXISTS (SELECT 1 FROM agent_denylist d WHERE d.agent_client_id = i.agent_id AND d.reason = 'tokens_killed'
-                              AND d.expires_at > now() AND d.not_before > to_timestamp(i.iat)) AS kill_ok,
                 -- the live session's one row: past SESSION_MAX_AGE_SECONDS it issues nothing either
                 -- (NULL: ended or unknown)
                 (SELECT ${SESSION_TOO_OLD_SQL('s', 'u', '$8')} FROM user_sessions s JOIN users u ON u.id = s.user_id
@@ -457,10 +435,9 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
            FROM i LEFT JOIN agent_clients ac ON ac.id = i.agent_id
            LEFT JOIN agent_user_revocations v ON v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
        ), g AS (
-         SELECT *, agent_active AND grant_ok AND coalesce(NOT session_too_old, false) AND pair_ok AND subject_live AND settings_ok AND kill_ok AS ok FROM f
+         SELECT *, agent_active AND grant_ok AND coalesce(NOT session_too_old, false) AND pair_ok AS ok FROM f
        ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
-       SELECT ord, agent_active, grant_ok, coalesce(NOT session_too_old, false) AS session_ok, coalesce(session_too_old, false) AS session_too_old, pair_ok, pair_restored_late,
-              subject_live, settings_ok, kill_ok
+       SELECT ord, agent_active, grant_ok, coalesce(NOT session_too_old, false) AS session_ok, coalesce(session_too_old, false) AS session_too_old, pair_ok, pair_restored_late
          FROM g ORDER BY ord`,
       [
         items.map((i) => i.agentId),
@@ -471,9 +448,6 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         items.map((i) => i.secretHash),
         items.map((i) => i.iat),
         this.config.SESSION_MAX_AGE_SECONDS,
-        items.map((i) => i.subjectJti),
-        items.map((i) => i.scope),
-        items.map((i) => i.ttl),
         ...ap,
         ...op,
         ...xp,
@@ -513,14 +487,17 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
    * in that second would be dead on arrival: wait for the next second (at most ~1 s), read the
    * denylist again (a revoke may have landed meanwhile) and let the exchange go on; its iat is then
    * after the kill. Still refused a second later (another kill in that second, or the clocks of
-   * PostgreSQL and this process disagree): 503, never a token the bearer guard would refuse.
+   * PostgreSQL and this process disagree), or refused again when the exchange runs again after
+   * the wait (`wait` false): 503, never a token the bearer guard would refuse.
    */
-  private async afterKillSecond(caller: Extract<ClientCaller, { kind: 'agent' }>, agent: AgentClientRow): Promise<void> {
+  private async afterKillSecond(caller: Extract<ClientCaller, { kind: 'agent' }>, agent: AgentClientRow, wait: boolean): Promise<void> {
     if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient();
-    await pastSecondOf();
-    const iatFrom = Math.floor(Date.now() / 1000);
-    if (!(await this.denylist.isDenied(agent.id, iatFrom))) return;
-    if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient();
+    if (wait) {
+      await pastSecondOf();
+      const iatFrom = Math.floor(Date.now() / 1000);
+      if (!(await this.denylist.isDenied(agent.id, iatFrom))) return;
+      if (await this.denylist.isDenied(agent.id, Number.MAX_SAFE_INTEGER)) throw invalidClient();
+    }
     throw new OAuthError('temporarily_unavailable', 'Agent tokens were just revoked; retry shortly', 503, { 'Retry-After': '1' });
   }
 
