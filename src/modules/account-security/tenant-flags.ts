@@ -13,14 +13,12 @@ export interface PasswordlessFlags {
 export class TenantFlags {
   constructor(private readonly db: Db) {}
 
+  /** The switches; with `lockIn`, read in that transaction under a share lock of the tenant's row (see hold). */
   async get(tenantId: string, lockIn?: Queryable): Promise<PasswordlessFlags> {
+    const sql = `SELECT magic_link_enabled, email_otp_enabled, email_otp_captcha_required FROM tenants WHERE id = $1`;
     const [f] = lockIn
-      ? await lockIn.query<PasswordlessFlags>(`SELECT magic_link_enabled, email_otp_enabled, email_otp_captcha_required FROM tenants WHERE id = $1 FOR SHARE`, [tenantId])
-      : await this.db.query<PasswordlessFlags>(
-          `SELECT magic_link_enabled, email_otp_enabled, email_otp_captcha_required FROM tenants WHERE id = $1`,
-          [tenantId],
-          'tenant_passwordless_flags',
-        );
+      ? await lockIn.query<PasswordlessFlags>(`${sql} FOR SHARE`, [tenantId])
+      : await this.db.query<PasswordlessFlags>(sql, [tenantId], 'tenant_passwordless_flags');
     if (!f) throw new AppError('auth/invalid_api_key');
     return f;
   }

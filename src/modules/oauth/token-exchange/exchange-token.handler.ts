@@ -171,9 +171,9 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, r, form, hashPrefix(subject.jti));
     }
     if (denied) {
-      // refused again in the second after the wait (a second kill): 503, no second wait
-      if (waited) await this.afterKillSecond(caller, agent, false);
-      await this.afterKillSecond(caller, agent, true);
+      // waits out the kill's second, or throws (revoked; refused again after the wait, or in the
+      // exchange run again after it: a second kill, 503 with no second wait)
+      await this.afterKillSecond(caller, agent, !waited);
       // the wait took up to a second: what was read before it (the client and its settings, the
       // subject token's revocation, the limits) is read again, as for a request arriving now. A
       // PATCH narrowing the agent's scopes or lifetime, or an RFC 7009 revocation of the subject
