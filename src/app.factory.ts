@@ -280,6 +280,15 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
     }
     done();
   });
+  // a route declared inside a plugin (the CORS plugin's OPTIONS *) keeps the error handler there is
+  // when the plugin loads: Fastify's own, as Nest installs its handler later (app.init), so a
+  // preflight the checks above refused (a %00 in its query) was answered outside the envelope.
+  // Routes are given a handler that defers, when an error comes, to the one then installed
+  fastify.addHook('onRoute', (route) => {
+    route.errorHandler ??= function deferToInstalled(this: FastifyInstance, error, request, reply) {
+      return fastify.errorHandler.call(this, error, request, reply);
+    };
+  });
   await app.register(fastifyCors as never, apiCors as never);
   // the JWKS and the discovery documents are public (PUBLIC_CORS on their routes, and here their preflights)
   installPublicPreflight(fastify);

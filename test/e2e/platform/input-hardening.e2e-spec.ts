@@ -538,6 +538,14 @@ describe('input hardening: odd bodies, characters and requests', () => {
       }
       const oauth = await cors.http().options('/oauth/token');
       expect([oauth.status, oauth.body.error]).toEqual([405, 'invalid_request']);
+      // a preflight the API's own request checks refuse (a %00 or a __proto__ in its query) is
+      // answered as the same request's GET would be: problem+json, or RFC 6749 under /oauth
+      for (const path of ['/v1/auth/me?a=%00', '/v1/auth/me?__proto__=1', '/.well-known/jwks.json?a=%00']) {
+        const r = await cors.http().options(path).set('Origin', 'https://app.example').set('Access-Control-Request-Method', 'GET');
+        expect([r.status, r.headers['content-type'], r.body.code, r.headers['x-request-id']]).toEqual([400, 'application/problem+json; charset=utf-8', 'request/invalid', expect.any(String)]);
+      }
+      const refusedOAuth = await cors.http().options('/oauth/token?a=%00').set('Origin', 'https://app.example').set('Access-Control-Request-Method', 'POST');
+      expect([refusedOAuth.status, refusedOAuth.body]).toEqual([400, { error: 'invalid_request', error_description: expect.any(String) }]);
       // a document that does not exist is as public as the others: its 404 is readable cross-origin
       const missing = await cors.http().get('/.well-known/nope').set('Origin', 'https://rp.example').expect(404);
       expect(missing.headers['access-control-allow-origin']).toBe('*');
