@@ -12,8 +12,11 @@ import { DASHBOARD_COOKIE, DashboardSessionService } from './dashboard-session.s
 interface DashboardAuthOptions {
   /** resolve `{slug}` against the session's memberships (no membership: 404) */
   tenant?: boolean;
-  /** owners only (members read, owners write): 403 auth/forbidden */
-  owner?: boolean;
+  /**
+   * owners only (members read, owners write): 403 auth/forbidden. `'or-self'`: also the member
+   * the route's `{userId}` names, acting on themself (leaving the tenant)
+   */
+  owner?: boolean | 'or-self';
   /** re-authentication within DASHBOARD_REAUTH_MAX_AGE_SECONDS required */
   reauth?: boolean;
 }
@@ -56,7 +59,8 @@ export class DashboardGuard implements CanActivate {
       const m = session.memberships.find((x) => x.tenant_slug === slug);
       if (!m) throw new AppError('tenant/not_found');
       session.tenant = { id: m.tenant_id, slug: m.tenant_slug, role: m.role };
-      if (opts.owner && m.role !== 'owner') throw new AppError('auth/forbidden', 'Only tenant owners may do this');
+      const self = opts.owner === 'or-self' && (req.params as Record<string, string>)?.userId === session.userId;
+      if (opts.owner && !self && m.role !== 'owner') throw new AppError('auth/forbidden', 'Only tenant owners may do this');
     }
     if (opts.reauth) {
       const fresh = session.reauthAt && Date.now() - session.reauthAt.getTime() < this.config.DASHBOARD_REAUTH_MAX_AGE_SECONDS * 1000;

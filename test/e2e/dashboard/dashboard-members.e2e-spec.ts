@@ -1,5 +1,5 @@
 import { signupTenant } from '../../factories/dashboard.factory';
-import { createTestApp, TestApp } from '../../setup/app';
+import { createTestApp, STRONG_PASSWORD, TestApp } from '../../setup/app';
 import { addMember, as, Session } from '../agents/agents.helpers';
 
 /**
@@ -100,6 +100,45 @@ describe('dashboard members: list, change role, remove', () => {
     // gone already: 404, no second event
     expect((await as(t, owner).delete(url(owner, `/${member.userId}`)).expect(404)).body.code).toBe('member/not_found');
     expect(await audits(owner.tenantId, 'dashboard.member_removed')).toHaveLength(1);
+  });
+
+  it('any member may leave a tenant by themself (after a reauth; audited dashboard.member_left); only owners remove others; the last owner cannot leave', async () => {
+    const owner = await signupTenant(t);
+    const member = await addMember(t, owner, 'member');
+    const other = await addMember(t, owner, 'member');
+    const elsewhere = await signupTenant(t);
+    // a member removing another is refused as before, reauth or not (and before any reauth is asked)
+    await t.db.query(`UPDATE dashboard_sessions SET created_at = created_at - interval '1 hour', reauth_at = NULL WHERE user_id = $1`, [member.userId]);
+    expect((await as(t, member).delete(url(owner, `/${other.userId}`)).expect(403)).body.code).toBe('auth/forbidden');
+    expect((await as(t, member).delete(url(owner, `/${owner.userId}`)).expect(403)).body.code).toBe('auth/forbidden');
+    // leaving needs a recent sign-in or reauth too (a stolen session cannot drop its owner out of a tenant)
+    expect((await as(t, member).delete(url(owner, `/${member.userId}`)).expect(403)).body.code).toBe('auth/reauth_required');
+    await t.http().post('/v1/auth/dashboard/reauth').set('Cookie', member.cookie).set('X-CSRF-Token', member.csrf).send({ password: STRONG_PASSWORD }).expect(200);
+    expect((await as(t, member).delete(url(owner, `/${other.userId}`)).expect(403)).body.code).toBe('auth/forbidden');
+    // a member's write without the CSRF header is refused before anything else
+    expect((await t.http().delete(url(owner, `/${member.userId}`)).set('Cookie', member.cookie).expect(403)).body.code).toBe('csrf/invalid');
+    // another tenant's slug: the member is not in it
+    expect((await as(t, member).delete(url(elsewhere, `/${member.userId}`)).expect(404)).body.code).toBe('tenant/not_found');
+    await as(t, member).delete(url(owner, `/${member.userId}`)).expect(204);
+    expect((await as(t, member).get(url(owner)).expect(404)).body.code).toBe('tenant/not_found');
+    expect((await as(t, member).get('/v1/auth/dashboard/me').expect(200)).body.memberships).toEqual([]);
+    expect((await as(t, owner).get(url(owner)).expect(200)).body.data.map((m: { user_id: string }) => m.user_id)).toEqual([other.userId, owner.userId]);
+    expect(await audits(owner.tenantId, 'dashboard.member_left')).toEqual([{ actor_id: member.userId, target_id: member.userId, severity: 'medium', metadata: { role: 'member' } }]);
+    expect(await audits(owner.tenantId, 'dashboard.member_removed')).toEqual([]);
+    // gone already: the tenant is not theirs any more (404), no second event
+    expect((await as(t, member).delete(url(owner, `/${member.userId}`)).expect(404)).body.code).toBe('tenant/not_found');
+    expect(await audits(owner.tenantId, 'dashboard.member_left')).toHaveLength(1);
+    // the last owner cannot leave; an owner with another owner can, and their pending invitations go with them
+    expect((await as(t, owner).delete(url(owner, `/${owner.userId}`)).expect(409)).body.code).toBe('member/last_owner');
+    await as(t, owner).patch(url(owner, `/${other.userId}`), { role: 'owner' }).expect(200);
+    await as(t, owner).post(url(owner), { email: `pending-${Date.now()}@example.com`, role: 'member' }).expect(201);
+    await as(t, owner).delete(url(owner, `/${owner.userId}`)).expect(204);
+    expect(await t.db.query(`SELECT 1 FROM dashboard_invites WHERE tenant_id = $1 AND accepted_at IS NULL`, [owner.tenantId])).toHaveLength(0);
+    expect(await audits(owner.tenantId, 'dashboard.member_left')).toEqual([
+      expect.objectContaining({ actor_id: member.userId }),
+      { actor_id: owner.userId, target_id: owner.userId, severity: 'medium', metadata: { role: 'owner' } },
+    ]);
+    expect((await as(t, other).get(url(owner)).expect(200)).body.data).toEqual([expect.objectContaining({ user_id: other.userId, role: 'owner' })]);
   });
 
   it('changing or removing needs a recent sign-in or reauth (403 auth/reauth_required); listing does not', async () => {
@@ -203,18 +242,21 @@ describe('dashboard members: list, change role, remove', () => {
     expect(await audits(owner.tenantId, 'dashboard.invite_revoked')).toEqual([{ actor_id: owner.userId, target_id: secondId, severity: 'info', metadata: { role: 'owner' } }]);
   });
 
-  it('two owners demoting or removing each other at once: one wins, the tenant keeps an owner, no 5xx', async () => {
-    for (const action of ['demote', 'remove'] as const) {
+  it('two owners demoting or removing each other, or both leaving, at once: one wins, the tenant keeps an owner, no 5xx', async () => {
+    for (const action of ['demote', 'remove', 'leave'] as const) {
       for (let round = 0; round < 3; round++) {
         const a: Session = await signupTenant(t);
         const b = await addMember(t, a, 'owner');
         const act = (actor: Session, target: Session) =>
-          action === 'demote' ? as(t, actor).patch(url(a, `/${target.userId}`), { role: 'member' }) : as(t, actor).delete(url(a, `/${target.userId}`));
+          action === 'demote'
+            ? as(t, actor).patch(url(a, `/${target.userId}`), { role: 'member' })
+            : as(t, actor).delete(url(a, `/${(action === 'leave' ? actor : target).userId}`));
         const answers = await Promise.all([act(a, b), act(b, a)]);
         const statuses = answers.map((r) => r.status).sort();
-        // the loser is no owner any more (403) or would remove the last one (409)
+        // the loser is no owner any more (403) or would remove the last one (409); of two leaving, the second is the last
         expect(statuses[0]).toBe(action === 'demote' ? 200 : 204);
-        expect([403, 404, 409]).toContain(statuses[1]);
+        if (action === 'leave') expect(statuses[1]).toBe(409);
+        else expect([403, 404, 409]).toContain(statuses[1]);
         const owners = await t.db.query(`SELECT 1 FROM tenant_members WHERE tenant_id = $1 AND role = 'owner'`, [a.tenantId]);
         expect(owners).toHaveLength(1);
       }

@@ -39,10 +39,10 @@ export class MembersController {
 
   @Delete(':userId')
   @HttpCode(204)
-  @DashboardAuth({ tenant: true, owner: true, reauth: true })
+  @DashboardAuth({ tenant: true, owner: 'or-self', reauth: true })
   @ApiOperation({
-    summary: 'Remove a member (owner, after a reauth)',
-    description: 'The person loses the tenant at their next request; their account and other memberships stay. An owner may remove themself, unless the last owner (409 member/last_owner).',
+    summary: 'Remove a member (owner), or leave the tenant (any member, their own user id); after a reauth',
+    description: 'The person loses the tenant at their next request; their account and other memberships stay. Any member may remove themself (leave), unless the last owner (409 member/last_owner); only owners remove others (403 auth/forbidden). Audited as dashboard.member_removed, or dashboard.member_left.',
   })
   @ApiNoContentResponse({ description: 'removed' })
   @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'member/not_found', 'member/last_owner')

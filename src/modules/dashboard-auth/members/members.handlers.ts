@@ -45,14 +45,15 @@ export class ListMembersHandler implements IQueryHandler<ListMembersQuery> {
  * roles waits for the one before, so two owners demoting or removing each other at once cannot
  * leave the tenant without one) and reads the member and the number of owners. The actor's own
  * role is read again under the lock: an owner removed or demoted by a change that committed
- * while this request waited has no say any more.
+ * while this request waited has no say any more. `self`: a member who is not an owner may act on
+ * themself (leave).
  */
-async function lockMember(tx: Queryable, actor: DashboardPrincipal, userId: string): Promise<{ member: MemberRow; owners: number }> {
+async function lockMember(tx: Queryable, actor: DashboardPrincipal, userId: string, opts: { self?: boolean } = {}): Promise<{ member: MemberRow; owners: number }> {
   const tenantId = actor.tenant!.id;
   await tx.query(`SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, [tenantId]);
   const [self] = await tx.query<{ role: MemberRole }>(`SELECT role FROM tenant_members WHERE tenant_id = $1 AND user_id = $2`, [tenantId, actor.userId]);
   if (!self) throw new AppError('tenant/not_found');
-  if (self.role !== 'owner') throw new AppError('auth/forbidden', 'Only tenant owners may do this');
+  if (self.role !== 'owner' && !(opts.self && userId === actor.userId)) throw new AppError('auth/forbidden', 'Only tenant owners may do this');
   const [member] = await tx.query<MemberRow>(
     `SELECT m.user_id, u.email, m.role, m.created_at FROM tenant_members m JOIN dashboard_users u ON u.id = m.user_id
       WHERE m.tenant_id = $1 AND m.user_id = $2`,
@@ -129,9 +130,10 @@ export class RemoveMemberCommand extends Command<void> {
 }
 
 /**
- * Owner only, after a reauth: removes a member (an owner may remove themself, unless the last
- * owner). The person's dashboard sessions lose the tenant at their next request (memberships are
- * read per request); their account and other memberships stay.
+ * After a reauth, an owner removes a member, or any member leaves (removes themself), unless the
+ * last owner. The person's dashboard sessions lose the tenant at their next request (memberships
+ * are read per request); their account and other memberships stay. Audited as
+ * dashboard.member_removed, or dashboard.member_left when the member left.
  */
 @CommandHandler(RemoveMemberCommand)
 export class RemoveMemberHandler implements ICommandHandler<RemoveMemberCommand> {
@@ -140,12 +142,13 @@ export class RemoveMemberHandler implements ICommandHandler<RemoveMemberCommand>
   async execute(cmd: RemoveMemberCommand): Promise<void> {
     const tenantId = cmd.actor.tenant!.id;
     await this.db.tx(async (tx) => {
-      const { member, owners } = await lockMember(tx, cmd.actor, cmd.userId);
+      const { member, owners } = await lockMember(tx, cmd.actor, cmd.userId, { self: true });
       if (member.role === 'owner' && owners <= 1) throw new AppError('member/last_owner', LAST_OWNER);
       // the invitations first: an acceptance locks its invitation, then the inviter's membership
       await withdrawInvitations(this.events, tx, cmd.actor, cmd.userId);
       await tx.query(`DELETE FROM tenant_members WHERE tenant_id = $1 AND user_id = $2`, [tenantId, cmd.userId]);
-      await memberChanged(this.events, tx, cmd.actor, cmd.userId, 'dashboard.member_removed', { role: member.role });
+      const left = cmd.userId === cmd.actor.userId;
+      await memberChanged(this.events, tx, cmd.actor, cmd.userId, left ? 'dashboard.member_left' : 'dashboard.member_removed', { role: member.role });
     });
   }
 }
