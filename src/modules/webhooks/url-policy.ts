@@ -319,3 +319,14 @@ export function displayUrl(url: URL | string): string {
   const u = typeof url === 'string' ? new URL(url) : url;
   return `${u.origin}${u.pathname}`;
 }
+
+/**
+ * The URL as members (read-only) see it: each query parameter's value replaced by `REDACTED`, its
+ * name kept (a receiver may put a token there, and only owners manage endpoints).
+ */
+export function redactedUrl(url: string): string {
+  const u = new URL(url);
+  if (!u.search) return url;
+  const names = [...u.searchParams.keys()].map((k) => `${encodeURIComponent(k)}=REDACTED`);
+  return `${u.origin}${u.pathname}?${names.join('&')}`;
+}

@@ -17,7 +17,7 @@ import { ListDeliveriesQuery } from './list-deliveries/list-deliveries.query';
 import { ListDeliveriesQueryDto } from './list-deliveries/list-deliveries.request.dto';
 import { ListWebhooksQuery } from './list-webhooks/list-webhooks.query';
 import { ListWebhooksQueryDto } from './list-webhooks/list-webhooks.request.dto';
-import { REGISTRATION_DNS_TIMEOUT_MS } from './url-policy';
+import { redactedUrl, REGISTRATION_DNS_TIMEOUT_MS } from './url-policy';
 import { RotateWebhookSecretCommand } from './rotate-secret/rotate-webhook-secret.command';
 import { DEFAULT_PREVIOUS_SECRET_TTL_SECONDS, RotateWebhookSecretRequestDto } from './rotate-secret/rotate-webhook-secret.request.dto';
 import { CreatedWebhookEndpointResponse, RotatedWebhookSecretResponse, WebhookDeliveryResponse, WebhookEndpointResponse } from './webhook-endpoint.entity';
@@ -53,6 +53,13 @@ function deliveryDoc(): string {
 
 const DELIVERY_DOC = deliveryDoc();
 
+/** Members read endpoints with their query values redacted; owners, who manage them, see them whole. */
+function asSeenBy<T extends { url: string }>(s: DashboardPrincipal, endpoint: T): T {
+  return s.tenant!.role === 'owner' ? endpoint : { ...endpoint, url: redactedUrl(endpoint.url) };
+}
+
+const MEMBER_URL = 'To members (not owners) the `url` shows each query parameter\'s value as `REDACTED` (a receiver may put a token there).';
+
 @ApiTags('webhooks')
 @Controller('v1/auth/dashboard/tenants/:slug/webhooks')
 export class WebhooksController {
@@ -73,20 +80,21 @@ export class WebhooksController {
 
   @Get()
   @DashboardAuth({ tenant: true })
-  @ApiOperation({ summary: 'List webhook endpoints (newest first, cursor-paginated); secrets are never listed' })
+  @ApiOperation({ summary: 'List webhook endpoints (newest first, cursor-paginated); secrets are never listed', description: MEMBER_URL })
   @ApiPageResponse(WebhookEndpointResponse)
   @ApiProblems(...Problems.dashboardRead, ...Problems.list, ...Problems.tenant)
-  list(@CurrentDashboard() s: DashboardPrincipal, @Query() q: ListWebhooksQueryDto): Promise<Page<WebhookEndpointResponse>> {
-    return this.queryBus.execute(new ListWebhooksQuery(s.tenant!.id, q.limit ?? 20, q.cursor));
+  async list(@CurrentDashboard() s: DashboardPrincipal, @Query() q: ListWebhooksQueryDto): Promise<Page<WebhookEndpointResponse>> {
+    const page: Page<WebhookEndpointResponse> = await this.queryBus.execute(new ListWebhooksQuery(s.tenant!.id, q.limit ?? 20, q.cursor));
+    return { ...page, data: page.data.map((e) => asSeenBy(s, e)) };
   }
 
   @Get(':id')
   @DashboardAuth({ tenant: true })
-  @ApiOperation({ summary: 'Get a webhook endpoint' })
+  @ApiOperation({ summary: 'Get a webhook endpoint', description: MEMBER_URL })
   @ApiOkResponse({ type: WebhookEndpointResponse })
   @ApiProblems(...Problems.dashboardRead, ...Problems.tenant, 'webhook/not_found')
-  get(@CurrentDashboard() s: DashboardPrincipal, @EndpointId() id: string): Promise<WebhookEndpointResponse> {
-    return this.queryBus.execute(new GetWebhookQuery(s.tenant!.id, id));
+  async get(@CurrentDashboard() s: DashboardPrincipal, @EndpointId() id: string): Promise<WebhookEndpointResponse> {
+    return asSeenBy(s, await this.queryBus.execute(new GetWebhookQuery(s.tenant!.id, id)));
   }
 
   @Delete(':id')

@@ -160,6 +160,23 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
     await get(owner, `/${created.body.id}`).expect(200);
   });
 
+  it('members see the query values of an endpoint\'s URL redacted (a receiver may put a token there); owners see the URL whole', async () => {
+    const secretUrl = `${HOOK}/q?token=s3cr3t-value&v=2&token=again`;
+    const created = await post(owner, { url: secretUrl, events: ['agent.revoked'] }).expect(201);
+    const plain = await post(owner, { url: `${HOOK}/plain`, events: ['agent.revoked'] }).expect(201);
+    const m = { slug: owner.slug, ...member };
+    const redacted = `${HOOK}/q?token=REDACTED&v=REDACTED&token=REDACTED`;
+    expect((await get(m, `/${created.body.id}`).expect(200)).body.url).toBe(redacted);
+    const listed = (await get(m).expect(200)).body.data as { id: string; url: string }[];
+    expect(listed.find((e) => e.id === created.body.id)?.url).toBe(redacted);
+    expect(listed.find((e) => e.id === plain.body.id)?.url).toBe(`${HOOK}/plain`);
+    expect(JSON.stringify(listed)).not.toContain('s3cr3t');
+    expect((await get(owner, `/${created.body.id}`).expect(200)).body.url).toBe(secretUrl);
+    expect(((await get(owner).expect(200)).body.data as { id: string; url: string }[]).find((e) => e.id === created.body.id)?.url).toBe(secretUrl);
+    await del(owner, created.body.id).expect(204);
+    await del(owner, plain.body.id).expect(204);
+  });
+
   it("answers 404 for another tenant's endpoint (same body as an unknown id) and for another tenant's slug", async () => {
     const mine = await post(owner, { url: HOOK, events: ['agent.revoked'] }).expect(201);
     const id = mine.body.id;
