@@ -13,14 +13,22 @@ export const CONCURRENCY_EVENT_WINDOW_SECONDS = 60;
 /** An agent's live tokens: sorted set, member jti, score exp (the hash tag keeps both keys in one slot). */
 export const liveTokensKey = (agentId: string) => `agent_tokens:{${agentId}}`;
 const limitedKey = (agentId: string) => `agent_tokens:{${agentId}}:limited`;
+/**
+ * Present while the live set holds what PostgreSQL knows of the agent's live tokens: set by each
+ * seed, for the longest a token lives. Missing (a Redis flush, or 900 s since the last seed), the
+ * next acquire seeds the set from PostgreSQL first.
+ */
+const seededKey = (agentId: string) => `agent_tokens:{${agentId}}:seeded`;
 
 /**
  * Drops expired members, then adds the jti only while fewer than the maximum are live: one atomic
  * step, so N parallel exchanges with a maximum M add exactly M. A refusal answers the oldest live
- * token's exp and whether it is the first refusal of the event window (SET NX).
- * KEYS: live set, limited marker. ARGV: now (s), max, jti, exp (s), event window (s).
+ * token's exp and whether it is the first refusal of the event window (SET NX). Without the seeded
+ * marker (unless ARGV[6] is 1: just seeded) it changes nothing and answers 2: seed first.
+ * KEYS: live set, limited marker, seeded marker. ARGV: now (s), max, jti, exp (s), event window (s), seeded.
  */
 const ACQUIRE_SCRIPT = `
+if ARGV[6] ~= '1' and redis.call('EXISTS', KEYS[3]) == 0 then return {2, 0, 0} end
 local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
@@ -35,7 +43,7 @@ if ttl < want then redis.call('EXPIRE', KEYS[1], want) end
 return {1, 0, 0}`;
 
 const COMMAND = 'authpAgentTokenSlot';
-type Acquire = (live: string, limited: string, now: number, max: number, jti: string, exp: number, window: number) => Promise<[number, number, number]>;
+type Acquire = (live: string, limited: string, seeded: string, now: number, max: number, jti: string, exp: number, window: number, justSeeded: number) => Promise<[number, number, number]>;
 
 export type SlotResult = { acquired: true } | { acquired: false; retryAfterSeconds: number; firstInWindow: boolean };
 
@@ -44,9 +52,10 @@ export type SlotResult = { acquired: true } | { acquired: false; retryAfterSecon
  * (across users). Redis only (a sorted set per agent); Redis unreachable is 503 (fail closed). A
  * kill-tokens or revoke of the agent clears the set (its tokens are no longer live); a token revoked
  * alone at /oauth/revoke leaves it (its slot frees at its exp). A maximum set on an agent that
- * already has live tokens counts them (seedFromIssued). Known limit: a Redis flush forgets the
- * live tokens, so up to the maximum again may be issued while the forgotten ones still live (a
- * PATCH of the maximum seeds them again).
+ * already has live tokens counts them (seedFromIssued). After a Redis flush the set is seeded
+ * again from PostgreSQL before the next slot is taken (the seeded marker is gone), so the forgotten
+ * live tokens still count; only a token whose exchange was in flight during the flush, and whose
+ * row commits after that seed read, is missed (one at most per exchange in flight).
  */
 @Injectable()
 export class AgentTokenSlotsService {
@@ -57,21 +66,27 @@ export class AgentTokenSlotsService {
     @Inject(REDIS) private readonly redis: Redis,
     private readonly db: Db,
   ) {
-    if (!(COMMAND in redis)) redis.defineCommand(COMMAND, { numberOfKeys: 2, lua: ACQUIRE_SCRIPT });
+    if (!(COMMAND in redis)) redis.defineCommand(COMMAND, { numberOfKeys: 3, lua: ACQUIRE_SCRIPT });
     this.acquireCmd = (redis as unknown as Record<string, Acquire>)[COMMAND].bind(redis);
   }
 
   /** Takes a slot for the token `jti` (expiring at `exp`, NumericDate) if fewer than `max` are live. */
   async acquire(agentId: string, max: number, jti: string, exp: number): Promise<SlotResult> {
-    const now = Math.floor(Date.now() / 1000);
-    let r: [number, number, number];
-    try {
-      r = await this.acquireCmd(liveTokensKey(agentId), limitedKey(agentId), now, max, jti, exp, CONCURRENCY_EVENT_WINDOW_SECONDS);
-    } catch {
-      throw new AppError('server/unavailable', 'Agent token slots unavailable');
+    let r: [number, number, number] | undefined;
+    for (let seeded = 0; seeded <= 1; seeded++) {
+      // not seeded (a Redis flush, or the marker's 900 s are over): from PostgreSQL first, failing closed
+      if (seeded && !(await this.seedFromIssued(agentId))) throw new AppError('server/unavailable', 'Agent token slots unavailable');
+      try {
+        const now = Math.floor(Date.now() / 1000);
+        r = await this.acquireCmd(liveTokensKey(agentId), limitedKey(agentId), seededKey(agentId), now, max, jti, exp, CONCURRENCY_EVENT_WINDOW_SECONDS, seeded);
+      } catch {
+        throw new AppError('server/unavailable', 'Agent token slots unavailable');
+      }
+      if (r[0] !== 2) break;
     }
-    if (r[0] === 1) return { acquired: true };
-    return { acquired: false, retryAfterSeconds: Math.max(1, Math.ceil(Number(r[1]) - now)), firstInWindow: r[2] === 1 };
+    const now = Math.floor(Date.now() / 1000);
+    if (r![0] === 1) return { acquired: true };
+    return { acquired: false, retryAfterSeconds: Math.max(1, Math.ceil(Number(r![1]) - now)), firstInWindow: r![2] === 1 };
   }
 
   /** Gives back the slot of a token that was not issued after all. Logged, not thrown (the slot frees at exp anyway). */
@@ -86,10 +101,11 @@ export class AgentTokenSlotsService {
    * kill-tokens are dead and left out: a row created before the kill's `not_before` is a token
    * signed before it (iat <= signing <= the row's created_at), which the denylist refuses; a token
    * signed before the kill but written after it is kept (strict side). A token revoked alone at /oauth/revoke is kept, as acquire keeps it. Idempotent (ZADD of
-   * the same jti and exp); members already in the set stay. A failure is logged, not thrown: the
-   * PATCH has committed; sending the same value again seeds again.
+   * the same jti and exp); members already in the set stay; the seeded marker is set for the
+   * longest a token lives. A failure is logged, not thrown (false): the PATCH has committed, and
+   * the next acquire seeds again (the marker is set only by a seed that worked).
    */
-  async seedFromIssued(agentId: string): Promise<void> {
+  async seedFromIssued(agentId: string): Promise<boolean> {
     try {
       const rows = await this.db.query<{ jti: string; exp: number }>(
         `SELECT i.jti, floor(extract(epoch FROM i.expires_at))::int8 AS exp FROM (${issuedAgentTokensSql('$1', '$2')}) i
@@ -99,19 +115,21 @@ export class AgentTokenSlotsService {
       );
       const now = Math.floor(Date.now() / 1000);
       const live = rows.map((r) => ({ jti: r.jti, exp: Number(r.exp) })).filter((r) => r.exp > now);
-      if (!live.length) return;
-      const maxExp = Math.max(...live.map((r) => r.exp));
       const key = liveTokensKey(agentId);
-      await execAll(
-        this.redis
-          .multi()
+      const multi = this.redis.multi();
+      if (live.length) {
+        const maxExp = Math.max(...live.map((r) => r.exp));
+        multi
           .zadd(key, ...live.flatMap((r) => [r.exp, r.jti]))
           .zremrangebyscore(key, '-inf', now)
           .expire(key, maxExp - now + 1, 'GT')
-          .expire(key, maxExp - now + 1, 'NX'),
-      );
+          .expire(key, maxExp - now + 1, 'NX');
+      }
+      await execAll(multi.set(seededKey(agentId), '1', 'EX', AGENT_TOKEN_MAX_TTL_SECONDS));
+      return true;
     } catch (e) {
       this.log.warn(`live tokens seed failed for agent ${agentId}: ${(e as Error).message}`);
+      return false;
     }
   }
 

@@ -3,7 +3,7 @@ import { REDIS } from '../../../src/shared/redis/redis.module';
 import { createAgent } from '../../factories/agent.factory';
 import { createTestApp, TestApp } from '../../setup/app';
 import { auditRows, basic, claims, exchangeBody, postToken } from '../oauth/oauth-helpers';
-import { agentsUrl, agentToken, as, bearerCall, endUser, EndUser, nextSecond, registerAgent, sleep, tenantOnTier } from './agents.helpers';
+import { agentsUrl, agentToken, as, bearerCall, endUser, EndUser, flushTestPrefix, nextSecond, rawRedis, registerAgent, sleep, tenantOnTier } from './agents.helpers';
 
 type Res = { status: number; body: Record<string, unknown>; headers: Record<string, string> };
 
@@ -267,6 +267,39 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       const refused = await exchangeAs(a, users[1].accessToken);
       expect(refused.status).toBe(429);
       expect(refused.body.error).toBe('slow_down');
+    });
+
+    it('a Redis flush forgets no live token: the set is seeded again from PostgreSQL before the next slot is taken (tokens killed before stay dead)', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const users = await subjects(owner, 3);
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { max_concurrent_tokens: 3 } });
+      for (let i = 0; i < 2; i++) expect((await exchangeAs(a, users[i].accessToken)).status).toBe(200);
+      await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+      await nextSecond();
+      const live: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const r = await exchangeAs(a, users[i].accessToken);
+        expect(r.status).toBe(200);
+        live.push(claims(r.body.access_token as string).jti as string);
+      }
+      const raw = rawRedis();
+      try {
+        expect(await flushTestPrefix(raw)).toBeGreaterThan(0);
+      } finally {
+        await raw.quit();
+      }
+      expect(await redis.exists(`agent_tokens:{${a.id}}`)).toBe(0);
+      // two live tokens survive the flush in PostgreSQL: one slot of three is left, not three
+      const third = await exchangeAs(a, users[2].accessToken);
+      expect(third.status).toBe(200);
+      live.push(claims(third.body.access_token as string).jti as string);
+      const refused = await exchangeAs(a, users[2].accessToken);
+      expect([refused.status, refused.body.error]).toEqual([429, 'slow_down']);
+      expect((await redis.zrange(`agent_tokens:{${a.id}}`, 0, -1)).sort()).toEqual([...live].sort());
+      // the seed is remembered for the longest a token lives, then read again
+      const ttl = await redis.ttl(`agent_tokens:{${a.id}}:seeded`);
+      expect(ttl).toBeGreaterThan(800);
+      expect(ttl).toBeLessThanOrEqual(900);
     });
 
     it('without max_concurrent_tokens nothing is counted', async () => {
