@@ -1,5 +1,9 @@
 import { performance } from 'perf_hooks';
+import Redis from 'ioredis';
 import { AgentDenylistService } from '../../../src/modules/agents/agent-denylist.service';
+import { AGENT_LIMIT_BUCKETS, agentLimitKey } from '../../../src/modules/agents/agents.service';
+import { throttlerKeys } from '../../../src/shared/rate-limit/throttler-storage';
+import { REDIS } from '../../../src/shared/redis/redis.module';
 import { hashPrefix } from '../../../src/shared/crypto/tokens';
 import { AgentFixture, createAgent } from '../../factories/agent.factory';
 import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
@@ -273,6 +277,25 @@ describe('dashboard actions on an agent and the token endpoint (spec 3.2, contra
     }
     throw new Error('no exchange waited out the kill in 5 rounds');
   }
+
+  it('an exchange that waited out the kill\'s second counts once in the rate limits (per client and per subject token), not once per run', async () => {
+    // a new agent and subject token each round (a round that did not wait counted them once)
+    let [agentId, st] = ['', ''];
+    const res = await duringTheWait(
+      async () => {
+        const a = await createAgent(t.db, tenant.id);
+        [agentId, st] = [a.id, await subject()];
+        return a;
+      },
+      async () => undefined,
+      (agent) => postToken(t, agent, exchangeBody(st)),
+    );
+    expect(res.status).toBe(200);
+    const jti = claims(st).jti as string;
+    const redis = t.app.get<Redis>(REDIS);
+    expect(await redis.get(throttlerKeys(`rl:${agentLimitKey(agentId)}`, AGENT_LIMIT_BUCKETS.token_exchange_per_min!).hits)).toBe('1');
+    expect(await redis.get(throttlerKeys(`rl:jti:${jti}`, 'token_exchange_jti').hits)).toBe('1');
+  });
 
   it('the subject token revoked (RFC 7009) during the wait: invalid_grant, nothing issued', async () => {
     const st = await subject();

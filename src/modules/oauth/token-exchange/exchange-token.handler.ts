@@ -84,6 +84,10 @@ interface Issuance {
  * the user. Every refusal of the subject token is invalid_grant with a generic description; the
  * precise reason goes only to the audit record.
  */
+
+/** A request's limits when it runs again after a kill-second wait: counted, and let through, on its first run. */
+const COUNTED = { allowed: true, count: 0, retryAfterSeconds: 0 } as const;
+
 @CommandHandler(ExchangeTokenCommand)
 export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenCommand, TokenExchangeResponse> {
   private readonly issuer: Batcher<Issuance, IssueFlags>;
@@ -149,7 +153,8 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     // audit event) is answered once the per-client limit has counted the request
     const checked = await this.checkRequest(caller, agent, form);
     if (!checked.ok) {
-      const perClient = await this.limiter.hit(perClientLimit.bucket, perClientLimit.key, clientLimit, 60);
+      // (a request run again after a kill-second wait was counted on its first run)
+      const perClient = waited ? COUNTED : await this.limiter.hit(perClientLimit.bucket, perClientLimit.key, clientLimit, 60);
       if (!perClient.allowed) throw await clientRefused(perClient);
       throw await checked.refusal();
     }
@@ -161,7 +166,9 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     // issuing statement itself (pair_ok), read in PostgreSQL in the same snapshot as the writes.
     const nowSec = Math.floor(Date.now() / 1000);
     const [[perClient, perJti], revokedReason, denied] = await Promise.all([
-      this.limiter.hitInOrder([perClientLimit, { bucket: 'token_exchange_jti', key: `jti:${subject.jti}`, limit: TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, windowSeconds: 60 }]),
+      waited
+        ? [COUNTED, COUNTED]
+        : this.limiter.hitInOrder([perClientLimit, { bucket: 'token_exchange_jti', key: `jti:${subject.jti}`, limit: TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, windowSeconds: 60 }]),
       this.revocation.revokedReason(subject),
       this.denylist.isDenied(agent.id, nowSec),
     ]);
@@ -177,7 +184,8 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       // the wait took up to a second: what was read before it (the client and its settings, the
       // subject token's revocation, the limits) is read again, as for a request arriving now. A
       // PATCH narrowing the agent's scopes or lifetime, or an RFC 7009 revocation of the subject
-      // token, that returned during the wait is not overtaken (counted twice in the limits)
+      // token, that returned during the wait is not overtaken (the limits, which counted this
+      // request and let it through, are not counted again)
       return this.exchange(cmd, true);
     }
     if (revokedReason) {
