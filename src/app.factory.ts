@@ -36,6 +36,9 @@ function trustProxy(value: string): boolean | string | ((addr: string) => boolea
   return value; // addresses or CIDRs, comma-separated (a hop count is refused by the config)
 }
 
+/** Connections whose parser refusal waits for the answer to an earlier request (answerClientError). */
+const refusalWaiting = new WeakSet<import('net').Socket>();
+
 /**
  * A request Node's HTTP parser refuses (a control character in a header, headers too large, a
  * malformed request line) never reaches Fastify's routing: answer it in the one error envelope
@@ -46,12 +49,19 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
     socket.destroy();
     return;
   }
+  // its refusal already waits (below): Node reports a client error again for every chunk that
+  // follows on the connection, and one answer is owed, not a pair of listeners per chunk
+  if (refusalWaiting.has(socket)) return;
   // an earlier request of the connection (pipelined, received whole) is still being answered: its
   // answer goes first (RFC 9112 section 9.3.2), then this one; written now, the 400 read as that
   // request's. (The answer owed to a request still arriving, a body cut short or too slow, is this.)
   const owed = (socket as { _httpMessage?: import('http').ServerResponse | null })._httpMessage;
   if (owed && !owed.writableFinished && owed.req?.complete) {
-    owed.once('finish', () => answerClientError(err, socket, baseHeaders));
+    refusalWaiting.add(socket);
+    owed.once('finish', () => {
+      refusalWaiting.delete(socket);
+      answerClientError(err, socket, baseHeaders);
+    });
     owed.once('close', () => !owed.writableFinished && socket.destroy());
     return;
   }

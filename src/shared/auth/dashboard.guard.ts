@@ -59,7 +59,8 @@ export class DashboardGuard implements CanActivate {
       const m = session.memberships.find((x) => x.tenant_slug === slug);
       if (!m) throw new AppError('tenant/not_found');
       session.tenant = { id: m.tenant_id, slug: m.tenant_slug, role: m.role };
-      const self = opts.owner === 'or-self' && (req.params as Record<string, string>)?.userId === session.userId;
+      // (a UUID in either case: the route's pipe reads it lower-cased, and the handler checks again)
+      const self = opts.owner === 'or-self' && (req.params as Record<string, string>)?.userId?.toLowerCase() === session.userId.toLowerCase();
       if (opts.owner && !self && m.role !== 'owner') throw new AppError('auth/forbidden', 'Only tenant owners may do this');
     }
     if (opts.reauth) {

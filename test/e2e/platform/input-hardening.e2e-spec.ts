@@ -1,8 +1,9 @@
-import { connect } from 'net';
+import { connect, Socket } from 'net';
 import { AddressInfo } from 'net';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { signupTenant } from '../../factories/dashboard.factory';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { holdWrites } from '../../setup/hold-writes';
 
 /**
  * Odd input never gets a 5xx (contract "Conventions"): bodies nested without bound, characters
@@ -487,6 +488,53 @@ describe('input hardening: odd bodies, characters and requests', () => {
     expect(r.body.errors[0]).toMatchObject({ field: 'x' });
     const o = await t.http().post('/oauth/introspect?x=%00').type('form').set('X-API-Key', tenant.apiKey).send({ token: 'nope' }).expect(400);
     expect(o.body.error).toBe('invalid_request');
+  });
+
+  it('a refusal waiting behind a pipelined answer is owed once: the bytes that follow it add no listener per chunk (Node reports each as a client error)', async () => {
+    const server = t.app.getHttpServer();
+    if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const { port } = server.address() as AddressInfo;
+    const serverSockets: Socket[] = [];
+    const onConn = (s: Socket) => serverSockets.push(s);
+    server.on('connection', onConn);
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    const email = uniqueEmail('pipelined');
+    // the register's insert of the user sleeps 2 s inside its statement: the first request is owed meanwhile
+    const release = await holdWrites(t.db, 'users', 'INSERT', `NEW.email_normalized = '${email}'`, 2);
+    try {
+      const body = JSON.stringify({ email, password: STRONG_PASSWORD, consent: true });
+      const first = `POST /v1/auth/register HTTP/1.1\r\nHost: x\r\nX-API-Key: ${tenant.apiKey}\r\nX-Forwarded-For: ${randomIp()}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+      let raw = '';
+      const c = connect(port, '127.0.0.1');
+      const ended = new Promise<void>((resolve) => c.on('close', () => resolve()));
+      c.on('data', (d) => (raw += d.toString()));
+      c.on('error', () => undefined);
+      await new Promise<void>((r) => c.once('connect', () => r()));
+      c.write(`${first}GET /health HTTP/1.1\r\nHost: x\r\nX-Bad: a\x01b\r\n\r\n`);
+      await release.reached();
+      // 200 small chunks after the refused request, each its own segment
+      for (let i = 0; i < 200; i++) {
+        c.write('x');
+        await new Promise((r) => setTimeout(r, 2));
+      }
+      await new Promise((r) => setTimeout(r, 100));
+      const sock = serverSockets[serverSockets.length - 1] as Socket & { _httpMessage?: NodeJS.EventEmitter | null };
+      const finishListeners = sock._httpMessage?.listenerCount('finish') ?? -1;
+      const closeListeners = sock._httpMessage?.listenerCount('close') ?? -1;
+      await ended;
+      // both answers, in order
+      expect(raw.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 201', 'HTTP/1.1 400']);
+      // Node's own plus one deferral: a handful, not one pair per chunk the client sent
+      expect(finishListeners).toBeLessThan(6);
+      expect(closeListeners).toBeLessThan(6);
+      expect(warnings).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+      server.off('connection', onConn);
+      await release();
+    }
   });
 
   it('CORS: an allowed origin may use every method the API answers, with credentials; another origin gets no CORS headers, except on the public /.well-known documents (any origin, no credentials)', async () => {
