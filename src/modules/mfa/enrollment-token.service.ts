@@ -29,7 +29,8 @@ export interface EnrollmentProof {
 
 /**
  * The enrollment-only token of spec 2.8 (login after the MFA grace period): an RS256 access token
- * with `scope: mfa:enroll`, `mfa_enrollment_only: true`, no session, and its own audience
+ * with `scope: mfa:enroll`, `mfa_enrollment_only: true`, and its own audience; a sign-in's names no
+ * session, one from a refresh or step-up names its session (`sid`) and dies with it
  * (`<TOKEN_AUDIENCE>/v1/auth/mfa/totp`). The audience is what confines it: the bearer guard of
  * every other endpoint, token exchange, introspection and any resource server checking `aud`
  * refuse it; only MfaEnrollmentGuard (TOTP setup and verify-setup) accepts it, and RFC 7009

@@ -438,11 +438,6 @@ export class SessionsService {
   }
 
   /**
-   * Ends every session of a user except `keep` (password reset and change, sign-out everywhere);
-   * as revokeSession. The user's pending MFA challenges go too: each was granted on a first factor
-   * (a password) that this very change stops trusting, and would otherwise still open a session.
-   */
-  /**
    * Locks the user's live sessions, first thing in a transaction that changes the user's row and
    * then ends its sessions (password reset or change, a first passwordless sign-in clearing unproven
    * credentials): refresh locks a session and then the user's row, so taking the user's row first
@@ -452,7 +447,16 @@ export class SessionsService {
     await tx.query(`SELECT 1 FROM user_sessions WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id FOR UPDATE`, [userId], 'user_sessions_lock');
   }
 
+  /**
+   * Ends every session of a user except `keep` (password reset and change, sign-out everywhere);
+   * as revokeSession. The user's pending MFA challenges go too: each was granted on a first factor
+   * (a password) that this very change stops trusting, and would otherwise still open a session.
+   * The sessions are locked first (a no-op for a caller that locked them already), then the
+   * challenges: the order of every writer of both (an MFA enrollment spends the user's enrollment
+   * grants with the sessions locked; the other order deadlocked with it).
+   */
   async revokeUserSessions(tx: Queryable, userId: string, reason: string, keep?: string): Promise<string[]> {
+    await this.lockUserSessions(tx, userId);
     await tx.query(`DELETE FROM mfa_challenges WHERE user_id = $1 AND used_at IS NULL`, [userId]);
     return this.endSessions(tx, { userId, keep }, reason);
   }

@@ -3,7 +3,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { Db } from '../../../shared/db/db.service';
-import { AppError } from '../../../shared/errors/app-error';
+import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { noticeMfaChange } from '../mfa-notice';
@@ -17,13 +17,18 @@ import { VerifyTotpSetupCommand } from './verify-totp-setup.command';
 
 class WrongCode extends Error {}
 
+/** The pending enrollment was begun by another session (or another sign-in's enrollment-only token). */
+const notThisCallers = () => new AppError('mfa/setup_required', 'The pending enrollment was started by another session; call POST /v1/auth/mfa/totp/setup from this one');
+
 /**
  * Enables the pending factor when the code matches its seed (the code's time step counts as used,
  * so it cannot sign in again), and replaces the recovery codes with 10 new ones, stored hashed.
  * The user's other sessions below AAL2 end with it (their refresh tokens and access tokens stop
  * working), as Supabase Auth does: a password-only session opened before, perhaps a stolen one,
  * would otherwise go on refreshing at AAL1 past the second factor. The caller's own session
- * stays (its sign-in is at most 300 s old, setup's check); an enrollment-only token has none.
+ * stays (its sign-in is at most 300 s old, setup's check), also when it calls with the
+ * enrollment-only token its refresh or step-up got (`sid`); a sign-in's enrollment-only token has
+ * no session.
  */
 @CommandHandler(VerifyTotpSetupCommand)
 export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCommand, RecoveryCodesResponseDto> {
@@ -42,19 +47,29 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
   ) {}
 
   async execute({ user, code, client }: VerifyTotpSetupCommand): Promise<RecoveryCodesResponseDto> {
+    // another caller's pending enrollment is refused before the throttle: its calls, however many,
+    // must hold none of the owner's attempts, not even while in flight (checked again under lock)
+    const [pending] = await this.db.query<{ setup_by: string | null }>(
+      `SELECT setup_by FROM user_mfa_factors WHERE user_id = $1 AND tenant_id = $2 AND kind = 'totp' AND enabled_at IS NULL`,
+      [user.userId, user.tenantId],
+    );
+    if (pending?.setup_by && pending.setup_by !== setupCaller(user)) throw notThisCallers();
     const realm = mfaThrottleRealm(user.tenantId);
     await this.throttle.attempt(realm, user.userId, client.ip, mfaThrottleLimits(this.config));
     try {
       const { codes, ended } = await this.db.tx(async (tx) => {
-        // the sessions first, then the factor: the order of an erasure (sessions, user, factors)
+        // the order of an erasure: the sessions, then the user row, then the factors. The user row
+        // is held (KEY SHARE) until the commit: an erasure committed while this waited leaves none
+        // (401, as setup answers), one in flight waits
         await this.sessions.lockUserSessions(tx, user.userId);
+        const [live] = await tx.query(`SELECT 1 FROM users WHERE id = $1 AND tenant_id = $2 FOR KEY SHARE`, [user.userId, user.tenantId]);
+        if (!live) throw new InvalidTokenError('invalid_token', 'The user no longer exists');
         const factor = await this.factors.lockFactor(tx, user.tenantId, user.userId);
         if (!factor) throw new AppError('mfa/setup_required', 'Call POST /v1/auth/mfa/totp/setup first');
         if (factor.enabled_at) throw new AppError('mfa/already_enabled');
         // another session's enrollment (or another sign-in's token): not this caller's to complete,
         // and not counted against the user (a stale session must not use up the owner's allowance)
-        if (factor.setup_by && factor.setup_by !== setupCaller(user))
-          throw new AppError('mfa/setup_required', 'The pending enrollment was started by another session; call POST /v1/auth/mfa/totp/setup from this one');
+        if (factor.setup_by && factor.setup_by !== setupCaller(user)) throw notThisCallers();
         const step = this.factors.matchStep(user.userId, factor, code);
         if (step === null) throw new WrongCode();
         if (!(await this.factors.enable(tx, factor.id, step))) throw new AppError('mfa/already_enabled');
