@@ -29,7 +29,8 @@ import { passwordLength } from '../../../shared/http/lengths';
  * - RATE_LIMIT_INVITES_PER_TENANT_PER_DAY invitations per tenant.
  *
  * Both limits are counted (the one rate limiter, Redis) only for an invitation that is about to be
- * mailed: not for a refused address (422) or a member already (409). The address limit is counted
+ * mailed: not for a refused address (422) or a member already (409; one who joined while this
+ * invitation was being written is found only after the count, which then stays). The address limit is counted
  * first: a request it refuses uses up nothing of the tenant's allowance. Beyond either, 429
  * rate_limit/exceeded with Retry-After, and nothing is written or mailed.
  */
