@@ -60,7 +60,9 @@ describe('Redis Sentinel: the primary found through the sentinels, and found aga
     sentinel?.disconnect();
     for (const p of procs) p.kill('SIGKILL');
     if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+    // ioredis' socket-close timers of the Sentinel connections the failover replaced (2 s each)
+    await new Promise((r) => setTimeout(r, 2_100));
+  }, 60_000);
 
   const guest = () => t.http().post('/v1/auth/anonymous').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({});
   /** Each of the run's keys on that server, with its serialized value (DUMP). */
