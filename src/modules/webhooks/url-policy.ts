@@ -321,12 +321,11 @@ export function displayUrl(url: URL | string): string {
 }
 
 /**
- * The URL as members (read-only) see it: each query parameter's value replaced by `REDACTED`, its
- * name kept (a receiver may put a token there, and only owners manage endpoints).
+ * The URL as members (read-only) see it: its query, if any, as `?REDACTED` (a receiver may put a
+ * token there, as a value, a name or the whole query, and only owners manage endpoints); anything
+ * but the origin and the path (a fragment stored before they were refused) left out.
  */
 export function redactedUrl(url: string): string {
   const u = new URL(url);
-  if (!u.search) return url;
-  const names = [...u.searchParams.keys()].map((k) => `${encodeURIComponent(k)}=REDACTED`);
-  return `${u.origin}${u.pathname}?${names.join('&')}`;
+  return `${u.origin}${u.pathname}${u.search ? '?REDACTED' : ''}`;
 }
