@@ -443,8 +443,9 @@ export class SessionsService {
    * credentials): refresh locks a session and then the user's row, so taking the user's row first
    * and the sessions after could deadlock with it (one of the two then fails).
    */
-  async lockUserSessions(tx: Queryable, userId: string): Promise<void> {
-    await tx.query(`SELECT 1 FROM user_sessions WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id FOR UPDATE`, [userId], 'user_sessions_lock');
+  async lockUserSessions(tx: Queryable, userId: string): Promise<string[]> {
+    const rows = await tx.query<{ id: string }>(`SELECT id FROM user_sessions WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id FOR UPDATE`, [userId], 'user_sessions_lock');
+    return rows.map((r) => r.id);
   }
 
   /**
@@ -464,10 +465,12 @@ export class SessionsService {
   /**
    * Ends the user's sessions below AAL2 but `keep` (the caller's own): a second factor was just
    * enabled, so a password-only session opened before it (perhaps a stolen one) must not go on
-   * refreshing at AAL1. Call with the user's sessions locked (lockUserSessions).
+   * refreshing at AAL1. Only the sessions `locked` (lockUserSessions, first in the transaction):
+   * one opened since, whose lock another transaction may hold while it waits for ours (a sign-out
+   * everywhere or an erasure from that new session), would be taken out of order, a deadlock.
    */
-  async revokeSessionsBelowAal2(tx: Queryable, userId: string, reason: string, keep?: string): Promise<string[]> {
-    return this.endSessions(tx, { userId, keep, belowAal2: true }, reason);
+  async revokeSessionsBelowAal2(tx: Queryable, userId: string, reason: string, locked: string[], keep?: string): Promise<string[]> {
+    return this.endSessions(tx, { userId, keep, belowAal2: true, only: locked }, reason);
   }
 
   /**
@@ -476,7 +479,7 @@ export class SessionsService {
    * update, a statement of its own, then sees the token that refresh issued. In one statement the
    * token update would read the snapshot taken before the wait and leave that token unrevoked.
    */
-  private async endSessions(tx: Queryable, which: { sessionId: string } | { userId: string; keep?: string; belowAal2?: boolean }, reason: string): Promise<string[]> {
+  private async endSessions(tx: Queryable, which: { sessionId: string } | { userId: string; keep?: string; belowAal2?: boolean; only?: string[] }, reason: string): Promise<string[]> {
     const ended =
       'sessionId' in which
         ? await tx.query<{ id: string }>(
@@ -485,8 +488,9 @@ export class SessionsService {
           )
         : await tx.query<{ id: string }>(
             `UPDATE user_sessions SET revoked_at = now(), revoked_reason = $2
-              WHERE user_id = $1 AND revoked_at IS NULL AND ($3::uuid IS NULL OR id <> $3) AND (NOT $4::boolean OR aal <> 'AAL2') RETURNING id`,
-            [which.userId, reason, which.keep ?? null, which.belowAal2 ?? false],
+              WHERE user_id = $1 AND revoked_at IS NULL AND ($3::uuid IS NULL OR id <> $3) AND (NOT $4::boolean OR aal <> 'AAL2')
+                AND ($5::uuid[] IS NULL OR id = ANY($5::uuid[])) RETURNING id`,
+            [which.userId, reason, which.keep ?? null, which.belowAal2 ?? false, which.only ?? null],
           );
     const ids = ended.map((r) => r.id);
     if (ids.length) await tx.query(`UPDATE refresh_tokens SET revoked_at = now() WHERE session_id = ANY($1::uuid[]) AND revoked_at IS NULL`, [ids]);

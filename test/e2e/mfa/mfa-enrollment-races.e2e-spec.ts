@@ -198,4 +198,48 @@ describe('MFA enrollment races: verify-setup beside logout, erasure, refresh and
     const audits = await t.db.query<{ metadata: { sessions_ended: number } }>(`SELECT metadata FROM audit_events WHERE type = 'user.mfa_enabled' AND target_id = $1`, [u.userId]);
     expect(audits.map((a) => a.metadata.sessions_ended)).toEqual([1]);
   });
+
+  /** A user whose enrolling session's id is not among the lowest (so a new one sorts before it). */
+  const enrollingUser = async () => {
+    for (;;) {
+      const u = await register();
+      if (String(claimsOf(u.access).sid) > '4') return u;
+    }
+  };
+  /** Signs in until a session whose id sorts before `than` exists (uuid order = hex string order). */
+  const sessionBefore = async (email: string, than: string) => {
+    for (let i = 0; i < 40; i++) {
+      const r = await login(email);
+      expect(r.status).toBe(200);
+      if (String(claimsOf(r.body.access_token).sid) < than) return r.body.access_token as string;
+    }
+    throw new Error('no session id below the enrolling one in 40 sign-ins');
+  };
+
+  for (const other of ['sign-out everywhere', 'erasure'] as const) {
+    const named = other === 'erasure' ? 'an erasure' : 'a sign-out everywhere';
+    it(`a sign-in during verify-setup, then ${named} (which locks the new session first): no deadlock, both succeed; the new session is left alone by the enrollment`, async () => {
+      const before = Number((await t.db.query<{ deadlocks: string }>(`SELECT deadlocks::text FROM pg_stat_database WHERE datname = current_database()`))[0].deadlocks);
+      const u = await enrollingUser();
+      const a = String(claimsOf(u.access).sid);
+      const device = new TotpDevice((await setup(u.access).expect(200)).body.secret);
+      const code = await device.next();
+      // verify-setup holds the user's sessions (A), the user row (KEY SHARE) and the factor
+      const gate = await gateWrites(t.db, 'user_mfa_factors', 'UPDATE', `NEW.user_id = '${u.userId}' AND NEW.enabled_at IS NOT NULL`);
+      try {
+        const verifying = verifySetup(u.access, code).then((r) => r);
+        const pid = await gate.reached();
+        // a sign-in meanwhile (the README: a sign-in racing the enrollment can open a session)
+        const n = await sessionBefore(u.email, a);
+        const racing = (other === 'erasure' ? erase(u.userId) : t.http().post('/v1/auth/logout?scope=global').set(bearer(n))).then((r) => r);
+        await gate.waitedOnBy(pid);
+        await gate.open();
+        const [v, o] = await Promise.all([verifying, racing]);
+        const [{ deadlocks }] = await t.db.query<{ deadlocks: string }>(`SELECT deadlocks::text FROM pg_stat_database WHERE datname = current_database()`);
+        expect({ verify: v.status < 500, other: [o.status, o.body.code], deadlocksSoFar: Number(deadlocks) > before }).toEqual({ verify: true, other: [204, undefined], deadlocksSoFar: false });
+      } finally {
+        await gate.release();
+      }
+    });
+  }
 });

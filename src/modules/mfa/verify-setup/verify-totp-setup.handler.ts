@@ -61,7 +61,7 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
         // the order of an erasure: the sessions, then the user row, then the factors. The user row
         // is held (KEY SHARE) until the commit: an erasure committed while this waited leaves none
         // (401, as setup answers), one in flight waits
-        await this.sessions.lockUserSessions(tx, user.userId);
+        const locked = await this.sessions.lockUserSessions(tx, user.userId);
         const [live] = await tx.query(`SELECT 1 FROM users WHERE id = $1 AND tenant_id = $2 FOR KEY SHARE`, [user.userId, user.tenantId]);
         if (!live) throw new InvalidTokenError('invalid_token', 'The user no longer exists');
         const factor = await this.factors.lockFactor(tx, user.tenantId, user.userId);
@@ -75,7 +75,8 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
         if (!(await this.factors.enable(tx, factor.id, step))) throw new AppError('mfa/already_enabled');
         const recovery = await this.factors.replaceRecoveryCodes(tx, user.tenantId, user.userId);
         await this.enrollment.spend(tx, user.userId);
-        const ended = await this.sessions.revokeSessionsBelowAal2(tx, user.userId, 'mfa_enabled', user.sessionId);
+        // (a session a sign-in opened since the lock above stays, as one opened just after the commit would)
+        const ended = await this.sessions.revokeSessionsBelowAal2(tx, user.userId, 'mfa_enabled', locked, user.sessionId);
         await this.events.audit(tx, {
           tenantId: user.tenantId,
           type: 'user.mfa_enabled',
