@@ -19,6 +19,31 @@ const limitedKey = (agentId: string) => `agent_tokens:{${agentId}}:limited`;
  * next acquire seeds the set from PostgreSQL first.
  */
 const seededKey = (agentId: string) => `agent_tokens:{${agentId}}:seeded`;
+/** Bumped by every clear (kill-tokens, revoke): a seed that read PostgreSQL before it writes nothing. */
+const generationKey = (agentId: string) => `agent_tokens:{${agentId}}:gen`;
+
+/**
+ * A seed's write: only while the generation is the one read before the seed's PostgreSQL read (no
+ * clear since, whose killed tokens the read may hold), adds the live tokens, drops expired ones,
+ * keeps the set for its longest token, and sets the seeded marker for the longest a token lives.
+ * KEYS: live set, seeded marker, generation. ARGV: generation read, now (s), marker seconds, then
+ * exp (s) and jti of each token. Answers 1 written, 0 a clear came in between.
+ */
+const SEED_SCRIPT = `
+if (redis.call('GET', KEYS[3]) or '0') ~= ARGV[1] then return 0 end
+local now = tonumber(ARGV[2])
+if #ARGV > 3 then
+  local maxExp = now
+  for i = 4, #ARGV, 2 do
+    local exp = tonumber(ARGV[i])
+    redis.call('ZADD', KEYS[1], exp, ARGV[i + 1])
+    if exp > maxExp then maxExp = exp end
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  if redis.call('TTL', KEYS[1]) < maxExp - now + 1 then redis.call('EXPIRE', KEYS[1], maxExp - now + 1) end
+end
+redis.call('SET', KEYS[2], '1', 'EX', tonumber(ARGV[3]))
+return 1`;
 
 /**
  * Drops expired members, then adds the jti only while fewer than the maximum are live: one atomic
@@ -43,7 +68,9 @@ if ttl < want then redis.call('EXPIRE', KEYS[1], want) end
 return {1, 0, 0}`;
 
 const COMMAND = 'authpAgentTokenSlot';
+const SEED_COMMAND = 'authpAgentTokenSeed';
 type Acquire = (live: string, limited: string, seeded: string, now: number, max: number, jti: string, exp: number, window: number, justSeeded: number) => Promise<[number, number, number]>;
+type Seed = (live: string, seeded: string, generation: string, ...args: (string | number)[]) => Promise<number>;
 
 export type SlotResult = { acquired: true } | { acquired: false; retryAfterSeconds: number; firstInWindow: boolean };
 
@@ -55,19 +82,24 @@ export type SlotResult = { acquired: true } | { acquired: false; retryAfterSecon
  * already has live tokens counts them (seedFromIssued). After a Redis flush the set is seeded
  * again from PostgreSQL before the next slot is taken (the seeded marker is gone), so the forgotten
  * live tokens still count; only a token whose exchange was in flight during the flush, and whose
- * row commits after that seed read, is missed (one at most per exchange in flight).
+ * row commits after that seed read, is missed (one at most per exchange in flight). A seed never
+ * brings back tokens a kill-tokens cleared meanwhile (the generation), and one that fails leaves
+ * no marker, so the next acquire seeds again.
  */
 @Injectable()
 export class AgentTokenSlotsService {
   private readonly log = new Logger(AgentTokenSlotsService.name);
   private readonly acquireCmd: Acquire;
+  private readonly seedCmd: Seed;
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
     private readonly db: Db,
   ) {
     if (!(COMMAND in redis)) redis.defineCommand(COMMAND, { numberOfKeys: 3, lua: ACQUIRE_SCRIPT });
+    if (!(SEED_COMMAND in redis)) redis.defineCommand(SEED_COMMAND, { numberOfKeys: 3, lua: SEED_SCRIPT });
     this.acquireCmd = (redis as unknown as Record<string, Acquire>)[COMMAND].bind(redis);
+    this.seedCmd = (redis as unknown as Record<string, Seed>)[SEED_COMMAND].bind(redis);
   }
 
   /** Takes a slot for the token `jti` (expiring at `exp`, NumericDate) if fewer than `max` are live. */
@@ -95,38 +127,39 @@ export class AgentTokenSlotsService {
   }
 
   /**
-   * After a PATCH that set `max_concurrent_tokens` committed: the agent's live tokens issued while
-   * no maximum was set (so never counted) join the set, so the new maximum counts them. Read from
+   * After a PATCH that set `max_concurrent_tokens` committed, and by an acquire that finds no
+   * seeded marker: the agent's live tokens issued while no maximum was set, or forgotten by a Redis
+   * flush, join the set, so the maximum counts them. Read from
    * PostgreSQL (issuedAgentTokensSql: the tokens of the last 900 s, with their expiry); those issued before the agent's last
    * kill-tokens are dead and left out: a row created before the kill's `not_before` is a token
    * signed before it (iat <= signing <= the row's created_at), which the denylist refuses; a token
    * signed before the kill but written after it is kept (strict side). A token revoked alone at /oauth/revoke is kept, as acquire keeps it. Idempotent (ZADD of
    * the same jti and exp); members already in the set stay; the seeded marker is set for the
-   * longest a token lives. A failure is logged, not thrown (false): the PATCH has committed, and
-   * the next acquire seeds again (the marker is set only by a seed that worked).
+   * longest a token lives. The marker is deleted first and set again only by a seed that worked, so
+   * after a failure (logged, not thrown: false; the PATCH has committed) the next acquire seeds
+   * again. A clear (kill-tokens, revoke) between the read and the write makes the write a no-op
+   * (generation), and the seed reads again, past the kill.
    */
   async seedFromIssued(agentId: string): Promise<boolean> {
     try {
-      const rows = await this.db.query<{ jti: string; exp: number }>(
-        `SELECT i.jti, floor(extract(epoch FROM i.expires_at))::int8 AS exp FROM (${issuedAgentTokensSql('$1', '$2')}) i
-          WHERE i.created_at >= COALESCE((SELECT max(d.not_before) FROM agent_denylist d WHERE d.agent_client_id = $1), '-infinity')`,
-        [agentId, AGENT_TOKEN_MAX_TTL_SECONDS],
-        'agent_live_tokens_seed',
-      );
-      const now = Math.floor(Date.now() / 1000);
-      const live = rows.map((r) => ({ jti: r.jti, exp: Number(r.exp) })).filter((r) => r.exp > now);
-      const key = liveTokensKey(agentId);
-      const multi = this.redis.multi();
-      if (live.length) {
-        const maxExp = Math.max(...live.map((r) => r.exp));
-        multi
-          .zadd(key, ...live.flatMap((r) => [r.exp, r.jti]))
-          .zremrangebyscore(key, '-inf', now)
-          .expire(key, maxExp - now + 1, 'GT')
-          .expire(key, maxExp - now + 1, 'NX');
+      // a clear between the read below and the write: read again (its killed tokens left out then)
+      for (let round = 0; round < 2; round++) {
+        // the marker goes first: a seed that fails from here on leaves none, and the next acquire seeds
+        const [[, generation]] = await execAll(this.redis.multi().get(generationKey(agentId)).del(seededKey(agentId)));
+        const rows = await this.db.query<{ jti: string; exp: number }>(
+          `SELECT i.jti, floor(extract(epoch FROM i.expires_at))::int8 AS exp FROM (${issuedAgentTokensSql('$1', '$2')}) i
+            WHERE i.created_at >= COALESCE((SELECT max(d.not_before) FROM agent_denylist d WHERE d.agent_client_id = $1), '-infinity')`,
+          [agentId, AGENT_TOKEN_MAX_TTL_SECONDS],
+          'agent_live_tokens_seed',
+        );
+        const now = Math.floor(Date.now() / 1000);
+        const live = rows.map((r) => ({ jti: r.jti, exp: Number(r.exp) })).filter((r) => r.exp > now);
+        const args = live.flatMap((r) => [r.exp, r.jti]);
+        const written = await this.seedCmd(liveTokensKey(agentId), seededKey(agentId), generationKey(agentId), (generation as string | null) ?? '0', now, AGENT_TOKEN_MAX_TTL_SECONDS, ...args);
+        if (Number(written) === 1) return true;
       }
-      await execAll(multi.set(seededKey(agentId), '1', 'EX', AGENT_TOKEN_MAX_TTL_SECONDS));
-      return true;
+      this.log.warn(`live tokens seed for agent ${agentId} gave way to two clears in a row`);
+      return false;
     } catch (e) {
       this.log.warn(`live tokens seed failed for agent ${agentId}: ${(e as Error).message}`);
       return false;
@@ -135,6 +168,9 @@ export class AgentTokenSlotsService {
 
   /** After a kill-tokens or revoke committed: none of the agent's tokens is live any more. */
   async clear(agentId: string): Promise<void> {
-    await this.redis.del(liveTokensKey(agentId)).catch((e: Error) => this.log.warn(`slot clear failed for agent ${agentId}: ${e.message}`));
+    // the generation moves on: a seed that read PostgreSQL before the kill does not write its tokens back
+    await execAll(this.redis.multi().incr(generationKey(agentId)).del(liveTokensKey(agentId)))
+      .then(() => undefined)
+      .catch((e: Error) => this.log.warn(`slot clear failed for agent ${agentId}: ${e.message}`));
   }
 }

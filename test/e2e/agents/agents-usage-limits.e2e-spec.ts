@@ -1,5 +1,6 @@
 import Redis from 'ioredis';
 import { REDIS } from '../../../src/shared/redis/redis.module';
+import { Db } from '../../../src/shared/db/db.service';
 import { createAgent } from '../../factories/agent.factory';
 import { createTestApp, TestApp } from '../../setup/app';
 import { auditRows, basic, claims, exchangeBody, postToken } from '../oauth/oauth-helpers';
@@ -300,6 +301,80 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       const ttl = await redis.ttl(`agent_tokens:{${a.id}}:seeded`);
       expect(ttl).toBeGreaterThan(800);
       expect(ttl).toBeLessThanOrEqual(900);
+    });
+
+    it('a PATCH setting the maximum whose seed fails leaves no seeded marker: the next exchange seeds, and the tokens issued while it was unset count', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const users = await subjects(owner, 4);
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { max_concurrent_tokens: 2 } });
+      // the first exchange seeds (an empty set) and sets the marker
+      expect((await exchangeAs(a, users[0].accessToken)).status).toBe(200);
+      expect(await redis.exists(`agent_tokens:{${a.id}}:seeded`)).toBe(1);
+      // the maximum unset: the tokens issued meanwhile are not counted (no Redis work)
+      await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_settings: { max_concurrent_tokens: null } }).expect(200);
+      await sleep(1100);
+      for (let i = 1; i <= 2; i++) expect((await exchangeAs(a, users[i].accessToken)).status).toBe(200);
+      // set again; its seed fails (PostgreSQL refuses the seed's read once): the PATCH answers 200 all the same
+      const db = t.app.get(Db);
+      const query = db.query.bind(db);
+      const spy = jest.spyOn(db, 'query').mockImplementation(((sql: string, params?: unknown[], name?: string) =>
+        name === 'agent_live_tokens_seed' ? Promise.reject(new Error('injected: seed read failed')) : query(sql, params, name)) as never);
+      try {
+        await as(t, owner).patch(agentsUrl(owner, `/${a.id}`), { agent_settings: { max_concurrent_tokens: 2 } }).expect(200);
+      } finally {
+        spy.mockRestore();
+      }
+      expect(await redis.exists(`agent_tokens:{${a.id}}:seeded`)).toBe(0);
+      await sleep(1100);
+      // three tokens live against a maximum of 2: refused
+      const next = await exchangeAs(a, users[3].accessToken);
+      expect([next.status, next.body.error]).toEqual([429, 'slow_down']);
+      expect(await redis.zcard(`agent_tokens:{${a.id}}`)).toBe(3);
+    });
+
+    it('a seed that read PostgreSQL before a kill-tokens and writes after the kill cleared the set brings no killed token back', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const users = await subjects(owner, 4);
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { max_concurrent_tokens: 2 } });
+      const killed: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const r = await exchangeAs(a, users[i].accessToken);
+        expect(r.status).toBe(200);
+        killed.push(claims(r.body.access_token as string).jti as string);
+      }
+      // the marker's 900 s are over (or Redis was flushed): the next exchange seeds
+      await redis.del(`agent_tokens:{${a.id}}:seeded`);
+      const db = t.app.get(Db);
+      const query = db.query.bind(db);
+      let readDone!: () => void;
+      const read = new Promise<void>((r) => (readDone = r));
+      let letGo!: () => void;
+      const go = new Promise<void>((r) => (letGo = r));
+      let seedReads = 0;
+      // the seed's first answer is used late: read before the kill, written after it
+      const spy = jest.spyOn(db, 'query').mockImplementation((async (sql: string, params?: unknown[], name?: string) => {
+        const rows = await query(sql, params, name);
+        if (name === 'agent_live_tokens_seed' && seedReads++ === 0) {
+          readDone();
+          await go;
+        }
+        return rows;
+      }) as never);
+      try {
+        const exchanging = exchangeAs(a, users[2].accessToken).then((r) => r);
+        await read;
+        await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+        letGo();
+        await exchanging;
+      } finally {
+        spy.mockRestore();
+      }
+      // the stale read was not written: the seed read again, past the kill
+      expect(seedReads).toBe(2);
+      const set = await redis.zrange(`agent_tokens:{${a.id}}`, 0, -1);
+      for (const jti of killed) expect(set).not.toContain(jti);
+      await nextSecond();
+      expect((await exchangeAs(a, users[3].accessToken)).status).toBe(200);
     });
 
     it('without max_concurrent_tokens nothing is counted', async () => {
