@@ -1,5 +1,6 @@
 import { execAll } from '../../shared/redis/exec-all';
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import { randomUUID } from 'crypto';
 import Redis from 'ioredis';
 import { Db } from '../../shared/db/db.service';
 import { AppError } from '../../shared/errors/app-error';
@@ -19,30 +20,38 @@ const limitedKey = (agentId: string) => `agent_tokens:{${agentId}}:limited`;
  * next acquire seeds the set from PostgreSQL first.
  */
 const seededKey = (agentId: string) => `agent_tokens:{${agentId}}:seeded`;
-/** Bumped by every clear (kill-tokens, revoke): a seed that read PostgreSQL before it writes nothing. */
+/**
+ * Set anew by every clear (kill-tokens, revoke), to a value that never repeats (a counter would
+ * start again after a Redis flush and could land on the value a seed read): a seed that read
+ * PostgreSQL before the clear writes nothing. It outlives any seed by far, then expires.
+ */
 const generationKey = (agentId: string) => `agent_tokens:{${agentId}}:gen`;
+const GENERATION_TTL_SECONDS = 2 * AGENT_TOKEN_MAX_TTL_SECONDS;
+/** Tokens per seed write: the arguments of one script call stay far below what Node and Redis take. */
+const SEED_CHUNK = 5000;
 
 /**
- * A seed's write: only while the generation is the one read before the seed's PostgreSQL read (no
- * clear since, whose killed tokens the read may hold), adds the live tokens, drops expired ones,
- * keeps the set for its longest token, and sets the seeded marker for the longest a token lives.
- * KEYS: live set, seeded marker, generation. ARGV: generation read, now (s), marker seconds, then
- * exp (s) and jti of each token. Answers 1 written, 0 a clear came in between.
+ * One part of a seed's write, only while the generation is the one read before the seed's
+ * PostgreSQL read (no clear since, whose killed tokens the read may hold): adds the live tokens and
+ * keeps the set for the seed's longest token; the last part also drops expired members and sets
+ * the seeded marker for the longest a token lives. A clear between two parts empties the set, and
+ * the next part sees the new generation.
+ * KEYS: live set, seeded marker, generation. ARGV: generation read, now (s), marker seconds, last
+ * part (1/0), the set's seconds to keep, then exp (s) and jti of each token. Answers 1 written, 0 a
+ * clear came in between.
  */
 const SEED_SCRIPT = `
 if (redis.call('GET', KEYS[3]) or '0') ~= ARGV[1] then return 0 end
 local now = tonumber(ARGV[2])
-if #ARGV > 3 then
-  local maxExp = now
-  for i = 4, #ARGV, 2 do
-    local exp = tonumber(ARGV[i])
-    redis.call('ZADD', KEYS[1], exp, ARGV[i + 1])
-    if exp > maxExp then maxExp = exp end
-  end
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  if redis.call('TTL', KEYS[1]) < maxExp - now + 1 then redis.call('EXPIRE', KEYS[1], maxExp - now + 1) end
+if #ARGV > 5 then
+  for i = 6, #ARGV, 2 do redis.call('ZADD', KEYS[1], tonumber(ARGV[i]), ARGV[i + 1]) end
+  local keep = tonumber(ARGV[5])
+  if redis.call('TTL', KEYS[1]) < keep then redis.call('EXPIRE', KEYS[1], keep) end
 end
-redis.call('SET', KEYS[2], '1', 'EX', tonumber(ARGV[3]))
+if ARGV[4] == '1' then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  redis.call('SET', KEYS[2], '1', 'EX', tonumber(ARGV[3]))
+end
 return 1`;
 
 /**
@@ -154,9 +163,15 @@ export class AgentTokenSlotsService {
         );
         const now = Math.floor(Date.now() / 1000);
         const live = rows.map((r) => ({ jti: r.jti, exp: Number(r.exp) })).filter((r) => r.exp > now);
-        const args = live.flatMap((r) => [r.exp, r.jti]);
-        const written = await this.seedCmd(liveTokensKey(agentId), seededKey(agentId), generationKey(agentId), (generation as string | null) ?? '0', now, AGENT_TOKEN_MAX_TTL_SECONDS, ...args);
-        if (Number(written) === 1) return true;
+        const keep = Math.max(0, ...live.map((r) => r.exp)) - now + 1;
+        let written = true;
+        for (let i = 0; written && (i === 0 || i < live.length); i += SEED_CHUNK) {
+          const part = live.slice(i, i + SEED_CHUNK).flatMap((r) => [r.exp, r.jti]);
+          const last = i + SEED_CHUNK >= live.length ? 1 : 0;
+          const keys = [liveTokensKey(agentId), seededKey(agentId), generationKey(agentId)] as const;
+          written = Number(await this.seedCmd(...keys, (generation as string | null) ?? '0', now, AGENT_TOKEN_MAX_TTL_SECONDS, last, keep, ...part)) === 1;
+        }
+        if (written) return true;
       }
       this.log.warn(`live tokens seed for agent ${agentId} gave way to two clears in a row`);
       return false;
@@ -169,7 +184,7 @@ export class AgentTokenSlotsService {
   /** After a kill-tokens or revoke committed: none of the agent's tokens is live any more. */
   async clear(agentId: string): Promise<void> {
     // the generation moves on: a seed that read PostgreSQL before the kill does not write its tokens back
-    await execAll(this.redis.multi().incr(generationKey(agentId)).del(liveTokensKey(agentId)))
+    await execAll(this.redis.multi().set(generationKey(agentId), randomUUID(), 'EX', GENERATION_TTL_SECONDS).del(liveTokensKey(agentId)))
       .then(() => undefined)
       .catch((e: Error) => this.log.warn(`slot clear failed for agent ${agentId}: ${e.message}`));
   }

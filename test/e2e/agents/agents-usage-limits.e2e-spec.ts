@@ -4,7 +4,7 @@ import { Db } from '../../../src/shared/db/db.service';
 import { createAgent } from '../../factories/agent.factory';
 import { createTestApp, TestApp } from '../../setup/app';
 import { auditRows, basic, claims, exchangeBody, postToken } from '../oauth/oauth-helpers';
-import { agentsUrl, agentToken, as, bearerCall, endUser, EndUser, flushTestPrefix, nextSecond, rawRedis, registerAgent, sleep, tenantOnTier } from './agents.helpers';
+import { agentsUrl, agentToken, as, bearerCall, endUser, EndUser, flushTestPrefix, insertAction, nextSecond, rawRedis, registerAgent, sleep, tenantOnTier } from './agents.helpers';
 
 type Res = { status: number; body: Record<string, unknown>; headers: Record<string, string> };
 
@@ -371,6 +371,79 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       }
       // the stale read was not written: the seed read again, past the kill
       expect(seedReads).toBe(2);
+      const set = await redis.zrange(`agent_tokens:{${a.id}}`, 0, -1);
+      for (const jti of killed) expect(set).not.toContain(jti);
+      await nextSecond();
+      expect((await exchangeAs(a, users[3].accessToken)).status).toBe(200);
+    });
+
+    it('a seed of many live tokens is written in parts (70,001 here: in one script call they overflowed Node\'s argument limit, 503)', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const [u] = await subjects(owner, 1);
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { max_concurrent_tokens: 100000 } });
+      // 70,001 live token rows as the exchange writes them (one through the service, the rest copied from it)
+      const id = await insertAction(t, { tenantId: owner.tenantId, agentId: a.id });
+      await t.db.query(
+        `INSERT INTO agent_actions (tenant_id, agent_client_id, action, actor_user_id, resource, method_or_event, jti, scope_used, ip_hash_prefix, user_agent_hash_prefix)
+         SELECT tenant_id, agent_client_id, action, actor_user_id, resource, method_or_event, 'bulk-' || g, scope_used, ip_hash_prefix, user_agent_hash_prefix
+           FROM agent_actions, generate_series(2, 70001) g WHERE id = $1`,
+        [id],
+      );
+      // the marker's 900 s are over: the next exchange seeds
+      await redis.del(`agent_tokens:{${a.id}}:seeded`);
+      const r = await exchangeAs(a, u.accessToken);
+      expect(r.status).toBe(200);
+      expect(await redis.zcard(`agent_tokens:{${a.id}}`)).toBe(70002);
+      expect(await redis.exists(`agent_tokens:{${a.id}}:seeded`)).toBe(1);
+    });
+
+    it('a Redis flush during a seed, then a kill-tokens: the generation the kill sets never repeats one a seed read, so no killed token comes back; it expires', async () => {
+      const owner = await tenantOnTier(t, 'pro');
+      const users = await subjects(owner, 4);
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { max_concurrent_tokens: 2 } });
+      // an earlier kill: a generation is set, with an expiry
+      await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+      const ttl = await redis.ttl(`agent_tokens:{${a.id}}:gen`);
+      expect(ttl).toBeGreaterThan(900);
+      expect(ttl).toBeLessThanOrEqual(1800);
+      await nextSecond();
+      const killed: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const r = await exchangeAs(a, users[i].accessToken);
+        expect(r.status).toBe(200);
+        killed.push(claims(r.body.access_token as string).jti as string);
+      }
+      await redis.del(`agent_tokens:{${a.id}}:seeded`);
+      const db = t.app.get(Db);
+      const query = db.query.bind(db);
+      let readDone!: () => void;
+      const read = new Promise<void>((r) => (readDone = r));
+      let letGo!: () => void;
+      const go = new Promise<void>((r) => (letGo = r));
+      let seedReads = 0;
+      const spy = jest.spyOn(db, 'query').mockImplementation((async (sql: string, params?: unknown[], name?: string) => {
+        const rows = await query(sql, params, name);
+        if (name === 'agent_live_tokens_seed' && seedReads++ === 0) {
+          readDone();
+          await go;
+        }
+        return rows;
+      }) as never);
+      const raw = rawRedis();
+      let exchanged: { status: number } | undefined;
+      try {
+        const exchanging = exchangeAs(a, users[2].accessToken);
+        // the seed has read the generation and PostgreSQL (both tokens live)
+        await Promise.race([read, exchanging.then((r) => Promise.reject(new Error(`the exchange ended before its seed read: ${r.status}`)))]);
+        await flushTestPrefix(raw);
+        await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+        letGo();
+        exchanged = await exchanging;
+      } finally {
+        spy.mockRestore();
+        await raw.quit();
+      }
+      expect(exchanged!.status).toBe(200);
       const set = await redis.zrange(`agent_tokens:{${a.id}}`, 0, -1);
       for (const jti of killed) expect(set).not.toContain(jti);
       await nextSecond();
