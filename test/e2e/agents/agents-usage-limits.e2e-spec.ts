@@ -332,18 +332,30 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       expect(await redis.zcard(`agent_tokens:{${a.id}}`)).toBe(3);
     });
 
-    it('a seed that read PostgreSQL before a kill-tokens and writes after the kill cleared the set brings no killed token back', async () => {
+    /**
+     * A new agent (maximum 2) with two live tokens, after `before` (e.g. an earlier kill), and its
+     * seeded marker gone (its 900 s over, or a flush): the next exchange seeds.
+     */
+    async function twoLiveUnseeded(before?: (owner: Parameters<typeof endUser>[1], a: Record<string, any>) => Promise<void>) {
       const owner = await tenantOnTier(t, 'pro');
       const users = await subjects(owner, 4);
       const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { max_concurrent_tokens: 2 } });
-      const killed: string[] = [];
+      await before?.(owner, a);
+      const live: string[] = [];
       for (let i = 0; i < 2; i++) {
         const r = await exchangeAs(a, users[i].accessToken);
         expect(r.status).toBe(200);
-        killed.push(claims(r.body.access_token as string).jti as string);
+        live.push(claims(r.body.access_token as string).jti as string);
       }
-      // the marker's 900 s are over (or Redis was flushed): the next exchange seeds
       await redis.del(`agent_tokens:{${a.id}}:seeded`);
+      return { owner, users, a, live };
+    }
+
+    /**
+     * Runs `exchange` with its seed's first PostgreSQL answer held until `during` has run (read
+     * before it, written after it): the exchange's answer, and how many seed reads were made.
+     */
+    async function withSeedReadHeld(exchange: () => Promise<Res>, during: () => Promise<unknown>): Promise<{ res: Res; seedReads: number }> {
       const db = t.app.get(Db);
       const query = db.query.bind(db);
       let readDone!: () => void;
@@ -351,7 +363,6 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       let letGo!: () => void;
       const go = new Promise<void>((r) => (letGo = r));
       let seedReads = 0;
-      // the seed's first answer is used late: read before the kill, written after it
       const spy = jest.spyOn(db, 'query').mockImplementation((async (sql: string, params?: unknown[], name?: string) => {
         const rows = await query(sql, params, name);
         if (name === 'agent_live_tokens_seed' && seedReads++ === 0) {
@@ -361,14 +372,20 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
         return rows;
       }) as never);
       try {
-        const exchanging = exchangeAs(a, users[2].accessToken).then((r) => r);
-        await read;
-        await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+        const exchanging = exchange();
+        await Promise.race([read, exchanging.then((r) => Promise.reject(new Error(`the exchange ended before its seed read: ${r.status}`)))]);
+        await during();
         letGo();
-        await exchanging;
+        return { res: await exchanging, seedReads };
       } finally {
         spy.mockRestore();
       }
+    }
+
+    it('a seed that read PostgreSQL before a kill-tokens and writes after the kill cleared the set brings no killed token back', async () => {
+      const { owner, users, a, live: killed } = await twoLiveUnseeded();
+      const kill = () => as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+      const { seedReads } = await withSeedReadHeld(() => exchangeAs(a, users[2].accessToken), kill);
       // the stale read was not written: the seed read again, past the kill
       expect(seedReads).toBe(2);
       const set = await redis.zrange(`agent_tokens:{${a.id}}`, 0, -1);
@@ -398,52 +415,27 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
     });
 
     it('a Redis flush during a seed, then a kill-tokens: the generation the kill sets never repeats one a seed read, so no killed token comes back; it expires', async () => {
-      const owner = await tenantOnTier(t, 'pro');
-      const users = await subjects(owner, 4);
-      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { max_concurrent_tokens: 2 } });
-      // an earlier kill: a generation is set, with an expiry
-      await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
-      const ttl = await redis.ttl(`agent_tokens:{${a.id}}:gen`);
-      expect(ttl).toBeGreaterThan(900);
-      expect(ttl).toBeLessThanOrEqual(1800);
-      await nextSecond();
-      const killed: string[] = [];
-      for (let i = 0; i < 2; i++) {
-        const r = await exchangeAs(a, users[i].accessToken);
-        expect(r.status).toBe(200);
-        killed.push(claims(r.body.access_token as string).jti as string);
-      }
-      await redis.del(`agent_tokens:{${a.id}}:seeded`);
-      const db = t.app.get(Db);
-      const query = db.query.bind(db);
-      let readDone!: () => void;
-      const read = new Promise<void>((r) => (readDone = r));
-      let letGo!: () => void;
-      const go = new Promise<void>((r) => (letGo = r));
-      let seedReads = 0;
-      const spy = jest.spyOn(db, 'query').mockImplementation((async (sql: string, params?: unknown[], name?: string) => {
-        const rows = await query(sql, params, name);
-        if (name === 'agent_live_tokens_seed' && seedReads++ === 0) {
-          readDone();
-          await go;
-        }
-        return rows;
-      }) as never);
+      const { owner, users, a, live: killed } = await twoLiveUnseeded(async (o, agent) => {
+        // an earlier kill: a generation is set, with an expiry
+        await as(t, o).post(agentsUrl(o, `/${agent.id}/kill-tokens`)).expect(200);
+        const ttl = await redis.ttl(`agent_tokens:{${agent.id}}:gen`);
+        expect(ttl).toBeGreaterThan(900);
+        expect(ttl).toBeLessThanOrEqual(1800);
+        await nextSecond();
+      });
       const raw = rawRedis();
-      let exchanged: { status: number } | undefined;
       try {
-        const exchanging = exchangeAs(a, users[2].accessToken);
-        // the seed has read the generation and PostgreSQL (both tokens live)
-        await Promise.race([read, exchanging.then((r) => Promise.reject(new Error(`the exchange ended before its seed read: ${r.status}`)))]);
-        await flushTestPrefix(raw);
-        await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
-        letGo();
-        exchanged = await exchanging;
+        const { res } = await withSeedReadHeld(
+          () => exchangeAs(a, users[2].accessToken),
+          async () => {
+            await flushTestPrefix(raw);
+            await as(t, owner).post(agentsUrl(owner, `/${a.id}/kill-tokens`)).expect(200);
+          },
+        );
+        expect(res.status).toBe(200);
       } finally {
-        spy.mockRestore();
         await raw.quit();
       }
-      expect(exchanged!.status).toBe(200);
       const set = await redis.zrange(`agent_tokens:{${a.id}}`, 0, -1);
       for (const jti of killed) expect(set).not.toContain(jti);
       await nextSecond();

@@ -47,6 +47,35 @@ describe('MFA enrollment races: verify-setup beside logout, erasure, refresh and
   };
   afterEach(relax);
 
+  type Answer = { status: number; body: Record<string, any> };
+  /**
+   * Runs `verify` (a verify-setup of user `userId`) until it holds the user's sessions, the user row
+   * and the factor (gated at the factor's enable), then `other`, and lets verify-setup go once a
+   * request of `other` waits on its locks: both answers.
+   */
+  async function besideVerifySetup(userId: string, verify: () => Promise<Answer>, other: () => Promise<Answer>): Promise<[Answer, Answer]> {
+    const gate = await gateWrites(t.db, 'user_mfa_factors', 'UPDATE', `NEW.user_id = '${userId}' AND NEW.enabled_at IS NOT NULL`);
+    try {
+      const verifying = verify().then((r) => r);
+      const pid = await gate.reached();
+      const racing = other().then((r) => r);
+      await gate.waitedOnBy(pid);
+      await gate.open();
+      return await Promise.all([verifying, racing]);
+    } finally {
+      await gate.release();
+    }
+  }
+  /** A user without a live session under an enforced policy, its sign-in's enrollment-only token (no sid) with setup called, and a code. */
+  async function signInEnrollment() {
+    const u = await register();
+    await t.http().post('/v1/auth/logout').set(bearer(u.access)).expect(204); // no live session left
+    await enforce(u.userId);
+    const enrollment = (await login(u.email).expect(403)).body.enrollment_token as string;
+    const device = new TotpDevice((await setup(enrollment).expect(200)).body.secret);
+    return { u, enrollment, code: await device.next() };
+  }
+
   it('verify-setup (with the enrollment-only token of a refresh) and a sign-out everywhere from another session of the user: both succeed, no 503 deadlock', async () => {
     const u = await register(); // session A
     const b = (await login(u.email).expect(200)).body; // session B
@@ -56,51 +85,21 @@ describe('MFA enrollment races: verify-setup beside logout, erasure, refresh and
     expect(claimsOf(enrollment).sid).toBe(claimsOf(u.access).sid);
     const device = new TotpDevice((await setup(enrollment).expect(200)).body.secret);
     const code = await device.next();
-    // verify-setup stops once it holds the user's session locks and the factor (at the factor's enable)
-    const gate = await gateWrites(t.db, 'user_mfa_factors', 'UPDATE', `NEW.user_id = '${u.userId}' AND NEW.enabled_at IS NOT NULL`);
-    try {
-      const verifying = verifySetup(enrollment, code).then((r) => r);
-      const pid = await gate.reached();
-      // B signs out everywhere: it deletes the user's pending challenges (the enrollment grant), then waits for the sessions
-      const loggingOut = t.http().post('/v1/auth/logout?scope=global').set(bearer(b.access_token)).then((r) => r);
-      await gate.waitedOnBy(pid);
-      await gate.open();
-      const [v, l] = await Promise.all([verifying, loggingOut]);
-      expect({ verify: [v.status, v.body.code], logout: [l.status, l.body.code] }).toEqual({ verify: [200, undefined], logout: [204, undefined] });
-    } finally {
-      await gate.release();
-    }
+    // B signs out everywhere while verify-setup holds the locks (it used to delete the user's pending
+    // challenges, the enrollment grant, before locking the sessions: a deadlock)
+    const [v, l] = await besideVerifySetup(u.userId, () => verifySetup(enrollment, code), () => t.http().post('/v1/auth/logout?scope=global').set(bearer(b.access_token)));
+    expect({ verify: [v.status, v.body.code], logout: [l.status, l.body.code] }).toEqual({ verify: [200, undefined], logout: [204, undefined] });
   });
 
   it('verify-setup (with a sign-in enrollment-only token, no live session) racing the user\'s erasure: erasure 204, verify-setup 200 or 401, never 5xx', async () => {
-    const u = await register();
-    await t.http().post('/v1/auth/logout').set(bearer(u.access)).expect(204); // no live session left
-    await enforce(u.userId);
-    const enrollment = (await login(u.email).expect(403)).body.enrollment_token as string;
-    const device = new TotpDevice((await setup(enrollment).expect(200)).body.secret);
-    const code = await device.next();
-    const gate = await gateWrites(t.db, 'user_mfa_factors', 'UPDATE', `NEW.user_id = '${u.userId}' AND NEW.enabled_at IS NOT NULL`);
-    try {
-      const verifying = verifySetup(enrollment, code).then((r) => r);
-      const pid = await gate.reached();
-      const erasing = erase(u.userId).then((r) => r);
-      await gate.waitedOnBy(pid);
-      await gate.open();
-      const [v, e] = await Promise.all([verifying, erasing]);
-      expect(e.status).toBe(204);
-      expect([200, 401]).toContain(v.status);
-      expect((await t.db.query(`SELECT 1 FROM users WHERE id = $1`, [u.userId])).length).toBe(0);
-    } finally {
-      await gate.release();
-    }
+    const { u, enrollment, code } = await signInEnrollment();
+    const [v, e] = await besideVerifySetup(u.userId, () => verifySetup(enrollment, code), () => erase(u.userId));
+    expect(e.status).toBe(204);
+    expect([200, 401]).toContain(v.status);
+    expect((await t.db.query(`SELECT 1 FROM users WHERE id = $1`, [u.userId])).length).toBe(0);
   });
   it('verify-setup of a user whose erasure commits while it waits: 401 (the user is gone, as setup answers), not 409 mfa/setup_required', async () => {
-    const u = await register();
-    await t.http().post('/v1/auth/logout').set(bearer(u.access)).expect(204);
-    await enforce(u.userId);
-    const enrollment = (await login(u.email).expect(403)).body.enrollment_token as string;
-    const device = new TotpDevice((await setup(enrollment).expect(200)).body.secret);
-    const code = await device.next();
+    const { u, enrollment, code } = await signInEnrollment();
     // the erasure stops at its audit row, after deleting the user (uncommitted)
     const gate = await gateWrites(t.db, 'audit_events', 'INSERT', `NEW.type = 'user.deleted' AND NEW.target_id = '${u.userId}'`);
     try {
@@ -165,21 +164,11 @@ describe('MFA enrollment races: verify-setup beside logout, erasure, refresh and
     const b = (await login(u.email).expect(200)).body;
     const device = new TotpDevice((await setup(u.access).expect(200)).body.secret);
     const code = await device.next();
-    const gate = await gateWrites(t.db, 'user_mfa_factors', 'UPDATE', `NEW.user_id = '${u.userId}' AND NEW.enabled_at IS NOT NULL`);
-    try {
-      const verifying = verifySetup(u.access, code).then((r) => r);
-      const pid = await gate.reached();
-      const refreshing = refresh(b.refresh_token).then((r) => r);
-      await gate.waitedOnBy(pid);
-      await gate.open();
-      const [v, r] = await Promise.all([verifying, refreshing]);
-      expect(v.status).toBe(200);
-      expect([r.status, r.body.code]).toEqual([401, 'auth/invalid_refresh_token']);
-      await t.http().get('/v1/auth/me').set(bearer(b.access_token)).expect(401);
-      await refresh(u.refresh).expect(200);
-    } finally {
-      await gate.release();
-    }
+    const [v, r] = await besideVerifySetup(u.userId, () => verifySetup(u.access, code), () => refresh(b.refresh_token));
+    expect(v.status).toBe(200);
+    expect([r.status, r.body.code]).toEqual([401, 'auth/invalid_refresh_token']);
+    await t.http().get('/v1/auth/me').set(bearer(b.access_token)).expect(401);
+    await refresh(u.refresh).expect(200);
   });
 
   it("a step-up's enrollment-only token (policy enforced) names the session: enrolling with it keeps that session, ends the other AAL1 one", async () => {
@@ -224,22 +213,14 @@ describe('MFA enrollment races: verify-setup beside logout, erasure, refresh and
       const a = String(claimsOf(u.access).sid);
       const device = new TotpDevice((await setup(u.access).expect(200)).body.secret);
       const code = await device.next();
-      // verify-setup holds the user's sessions (A), the user row (KEY SHARE) and the factor
-      const gate = await gateWrites(t.db, 'user_mfa_factors', 'UPDATE', `NEW.user_id = '${u.userId}' AND NEW.enabled_at IS NOT NULL`);
-      try {
-        const verifying = verifySetup(u.access, code).then((r) => r);
-        const pid = await gate.reached();
-        // a sign-in meanwhile (the README: a sign-in racing the enrollment can open a session)
+      // while verify-setup holds the user's sessions (A), the user row and the factor: a sign-in
+      // (the README: a sign-in racing the enrollment can open a session), then the other request
+      const [v, o] = await besideVerifySetup(u.userId, () => verifySetup(u.access, code), async () => {
         const n = await sessionBefore(u.email, a);
-        const racing = (other === 'erasure' ? erase(u.userId) : t.http().post('/v1/auth/logout?scope=global').set(bearer(n))).then((r) => r);
-        await gate.waitedOnBy(pid);
-        await gate.open();
-        const [v, o] = await Promise.all([verifying, racing]);
-        const [{ deadlocks }] = await t.db.query<{ deadlocks: string }>(`SELECT deadlocks::text FROM pg_stat_database WHERE datname = current_database()`);
-        expect({ verify: v.status < 500, other: [o.status, o.body.code], deadlocksSoFar: Number(deadlocks) > before }).toEqual({ verify: true, other: [204, undefined], deadlocksSoFar: false });
-      } finally {
-        await gate.release();
-      }
+        return other === 'erasure' ? erase(u.userId) : t.http().post('/v1/auth/logout?scope=global').set(bearer(n));
+      });
+      const [{ deadlocks }] = await t.db.query<{ deadlocks: string }>(`SELECT deadlocks::text FROM pg_stat_database WHERE datname = current_database()`);
+      expect({ verify: v.status < 500, other: [o.status, o.body.code], deadlocksSoFar: Number(deadlocks) > before }).toEqual({ verify: true, other: [204, undefined], deadlocksSoFar: false });
     });
   }
 });
