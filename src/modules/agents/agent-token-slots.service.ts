@@ -153,8 +153,12 @@ export class AgentTokenSlotsService {
     try {
       // a clear between the read below and the write: read again (its killed tokens left out then)
       for (let round = 0; round < 2; round++) {
-        // the marker goes first: a seed that fails from here on leaves none, and the next acquire seeds
-        const [[, generation]] = await execAll(this.redis.multi().get(generationKey(agentId)).del(seededKey(agentId)));
+        // the marker goes first: a seed that fails from here on leaves none, and the next acquire
+        // seeds. A generation is made if there is none, so a Redis flush between two parts of the
+        // write (which empties the set) is seen by the parts after it, as a clear is
+        const [, [, generation]] = await execAll(
+          this.redis.multi().set(generationKey(agentId), randomUUID(), 'EX', GENERATION_TTL_SECONDS, 'NX').get(generationKey(agentId)).del(seededKey(agentId)),
+        );
         const rows = await this.db.query<{ jti: string; exp: number }>(
           `SELECT i.jti, floor(extract(epoch FROM i.expires_at))::int8 AS exp FROM (${issuedAgentTokensSql('$1', '$2')}) i
             WHERE i.created_at >= COALESCE((SELECT max(d.not_before) FROM agent_denylist d WHERE d.agent_client_id = $1), '-infinity')`,
@@ -163,7 +167,8 @@ export class AgentTokenSlotsService {
         );
         const now = Math.floor(Date.now() / 1000);
         const live = rows.map((r) => ({ jti: r.jti, exp: Number(r.exp) })).filter((r) => r.exp > now);
-        const keep = Math.max(0, ...live.map((r) => r.exp)) - now + 1;
+        // (a reduce: Math.max of 125,000 arguments overflows the stack)
+        const keep = live.reduce((m, r) => Math.max(m, r.exp), 0) - now + 1;
         let written = true;
         for (let i = 0; written && (i === 0 || i < live.length); i += SEED_CHUNK) {
           const part = live.slice(i, i + SEED_CHUNK).flatMap((r) => [r.exp, r.jti]);

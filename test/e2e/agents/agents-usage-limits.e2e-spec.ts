@@ -1,6 +1,7 @@
 import Redis from 'ioredis';
 import { REDIS } from '../../../src/shared/redis/redis.module';
 import { Db } from '../../../src/shared/db/db.service';
+import { AgentTokenSlotsService } from '../../../src/modules/agents/agent-token-slots.service';
 import { createAgent } from '../../factories/agent.factory';
 import { createTestApp, TestApp } from '../../setup/app';
 import { auditRows, basic, claims, exchangeBody, postToken } from '../oauth/oauth-helpers';
@@ -394,24 +395,52 @@ describe('agent usage limits: api_calls_per_min and max_concurrent_tokens (spec 
       expect((await exchangeAs(a, users[3].accessToken)).status).toBe(200);
     });
 
-    it('a seed of many live tokens is written in parts (70,001 here: in one script call they overflowed Node\'s argument limit, 503)', async () => {
+    /** A new agent with `n` live token rows in PostgreSQL (one through the service, the rest copied from it) and no seed yet. */
+    async function agentWithLive(n: number, max: number) {
       const owner = await tenantOnTier(t, 'pro');
-      const [u] = await subjects(owner, 1);
-      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { max_concurrent_tokens: 100000 } });
-      // 70,001 live token rows as the exchange writes them (one through the service, the rest copied from it)
+      const users = await subjects(owner, 2);
+      const a = await registerAgent(t, owner, { scopes: ['openid', 'email'], agent_settings: { max_concurrent_tokens: max } });
       const id = await insertAction(t, { tenantId: owner.tenantId, agentId: a.id });
       await t.db.query(
         `INSERT INTO agent_actions (tenant_id, agent_client_id, action, actor_user_id, resource, method_or_event, jti, scope_used, ip_hash_prefix, user_agent_hash_prefix)
          SELECT tenant_id, agent_client_id, action, actor_user_id, resource, method_or_event, 'bulk-' || g, scope_used, ip_hash_prefix, user_agent_hash_prefix
-           FROM agent_actions, generate_series(2, 70001) g WHERE id = $1`,
-        [id],
+           FROM agent_actions, generate_series(2, $2::int) g WHERE id = $1`,
+        [id, n],
       );
-      // the marker's 900 s are over: the next exchange seeds
-      await redis.del(`agent_tokens:{${a.id}}:seeded`);
-      const r = await exchangeAs(a, u.accessToken);
-      expect(r.status).toBe(200);
-      expect(await redis.zcard(`agent_tokens:{${a.id}}`)).toBe(70002);
+      await redis.del(`agent_tokens:{${a.id}}:seeded`, `agent_tokens:{${a.id}}`);
+      return { users, a };
+    }
+
+    it('a seed of many live tokens is written in parts: 130,001 live against a maximum of 100000 are all counted (429), not a 503 (one script call overflowed Node\'s argument limit, then Math.max did)', async () => {
+      const { users, a } = await agentWithLive(130001, 100000);
+      const r = await exchangeAs(a, users[0].accessToken);
+      expect([r.status, r.body.error]).toEqual([429, 'slow_down']);
+      expect(await redis.zcard(`agent_tokens:{${a.id}}`)).toBe(130001);
       expect(await redis.exists(`agent_tokens:{${a.id}}:seeded`)).toBe(1);
+    });
+
+    it('a Redis flush between two parts of a seed is seen by the parts after it: the seed reads again and counts every live token', async () => {
+      const { users, a } = await agentWithLive(5001, 5001);
+      // the flush comes right before the seed's second part (the service's script call, wrapped)
+      const slots = t.app.get(AgentTokenSlotsService) as unknown as { seedCmd: (...args: unknown[]) => Promise<number> };
+      const seedCmd = slots.seedCmd;
+      let calls = 0;
+      const raw = rawRedis();
+      slots.seedCmd = async (...args: unknown[]) => {
+        if (++calls === 2) await flushTestPrefix(raw);
+        return seedCmd(...args);
+      };
+      let inFlight: Res;
+      try {
+        inFlight = await exchangeAs(a, users[0].accessToken);
+      } finally {
+        slots.seedCmd = seedCmd;
+        await raw.quit();
+      }
+      expect(calls).toBeGreaterThan(2);
+      // 5,001 live against a maximum of 5,001: refused, and still after
+      expect([inFlight.status, await redis.zcard(`agent_tokens:{${a.id}}`)]).toEqual([429, 5001]);
+      expect((await exchangeAs(a, users[1].accessToken)).status).toBe(429);
     });
 
     it('a Redis flush during a seed, then a kill-tokens: the generation the kill sets never repeats one a seed read, so no killed token comes back; it expires', async () => {
