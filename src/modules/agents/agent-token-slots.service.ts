@@ -113,21 +113,19 @@ export class AgentTokenSlotsService {
 
   /** Takes a slot for the token `jti` (expiring at `exp`, NumericDate) if fewer than `max` are live. */
   async acquire(agentId: string, max: number, jti: string, exp: number): Promise<SlotResult> {
-    let r: [number, number, number] | undefined;
-    for (let seeded = 0; seeded <= 1; seeded++) {
-      // not seeded (a Redis flush, or the marker's 900 s are over): from PostgreSQL first, failing closed
-      if (seeded && !(await this.seedFromIssued(agentId))) throw new AppError('server/unavailable', 'Agent token slots unavailable');
-      try {
-        const now = Math.floor(Date.now() / 1000);
-        r = await this.acquireCmd(liveTokensKey(agentId), limitedKey(agentId), seededKey(agentId), now, max, jti, exp, CONCURRENCY_EVENT_WINDOW_SECONDS, seeded);
-      } catch {
-        throw new AppError('server/unavailable', 'Agent token slots unavailable');
-      }
-      if (r[0] !== 2) break;
+    const unavailable = () => new AppError('server/unavailable', 'Agent token slots unavailable');
+    const attempt = (justSeeded: number) =>
+      this.acquireCmd(liveTokensKey(agentId), limitedKey(agentId), seededKey(agentId), Math.floor(Date.now() / 1000), max, jti, exp, CONCURRENCY_EVENT_WINDOW_SECONDS, justSeeded).catch(() => {
+        throw unavailable();
+      });
+    let r = await attempt(0);
+    // not seeded (a Redis flush, or the marker's 900 s are over): from PostgreSQL first, failing closed
+    if (r[0] === 2) {
+      if (!(await this.seedFromIssued(agentId))) throw unavailable();
+      r = await attempt(1);
     }
-    const now = Math.floor(Date.now() / 1000);
-    if (r![0] === 1) return { acquired: true };
-    return { acquired: false, retryAfterSeconds: Math.max(1, Math.ceil(Number(r![1]) - now)), firstInWindow: r![2] === 1 };
+    if (r[0] === 1) return { acquired: true };
+    return { acquired: false, retryAfterSeconds: Math.max(1, Math.ceil(Number(r[1]) - Math.floor(Date.now() / 1000))), firstInWindow: r[2] === 1 };
   }
 
   /** Gives back the slot of a token that was not issued after all. Logged, not thrown (the slot frees at exp anyway). */
@@ -174,7 +172,7 @@ export class AgentTokenSlotsService {
           const part = live.slice(i, i + SEED_CHUNK).flatMap((r) => [r.exp, r.jti]);
           const last = i + SEED_CHUNK >= live.length ? 1 : 0;
           const keys = [liveTokensKey(agentId), seededKey(agentId), generationKey(agentId)] as const;
-          written = Number(await this.seedCmd(...keys, (generation as string | null) ?? '0', now, AGENT_TOKEN_MAX_TTL_SECONDS, last, keep, ...part)) === 1;
+          written = Number(await this.seedCmd(...keys, generation as string, now, AGENT_TOKEN_MAX_TTL_SECONDS, last, keep, ...part)) === 1;
         }
         if (written) return true;
       }
@@ -189,8 +187,8 @@ export class AgentTokenSlotsService {
   /** After a kill-tokens or revoke committed: none of the agent's tokens is live any more. */
   async clear(agentId: string): Promise<void> {
     // the generation moves on: a seed that read PostgreSQL before the kill does not write its tokens back
-    await execAll(this.redis.multi().set(generationKey(agentId), randomUUID(), 'EX', GENERATION_TTL_SECONDS).del(liveTokensKey(agentId)))
-      .then(() => undefined)
-      .catch((e: Error) => this.log.warn(`slot clear failed for agent ${agentId}: ${e.message}`));
+    await execAll(this.redis.multi().set(generationKey(agentId), randomUUID(), 'EX', GENERATION_TTL_SECONDS).del(liveTokensKey(agentId))).catch((e: Error) =>
+      this.log.warn(`slot clear failed for agent ${agentId}: ${e.message}`),
+    );
   }
 }

@@ -62,6 +62,15 @@ export class MfaFactorsService {
   }
 
   /** The user's TOTP factor (pending or enabled), locked for the caller's transaction. */
+  /** Who started the user's pending enrollment (setupCaller), read without a lock; undefined: none pending. */
+  async pendingSetupBy(q: Queryable, tenantId: string, userId: string): Promise<string | null | undefined> {
+    const [f] = await q.query<{ setup_by: string | null }>(
+      `SELECT setup_by FROM user_mfa_factors WHERE user_id = $1 AND tenant_id = $2 AND kind = 'totp' AND enabled_at IS NULL`,
+      [userId, tenantId],
+    );
+    return f?.setup_by;
+  }
+
   async lockFactor(tx: Queryable, tenantId: string, userId: string): Promise<TotpFactor | undefined> {
     const [f] = await tx.query<TotpFactor>(
       `SELECT id, secret_enc, enabled_at, setup_by FROM user_mfa_factors WHERE user_id = $1 AND tenant_id = $2 AND kind = 'totp' FOR UPDATE`,

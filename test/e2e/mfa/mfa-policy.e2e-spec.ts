@@ -202,14 +202,19 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
       expect(claims.mfa_enrollment_deadline).toBe(claimsOf(signedIn.body.access_token).mfa_enrollment_deadline);
     });
 
-    it('after the deadline refresh answers 403 mfa/enrollment_required with an enrollment-only token and keeps the refresh token', async () => {
+    /** A session signed in within the grace, whose grace then ends: its refresh's 403 answer. */
+    async function refusedAfterGrace() {
       const u = await api.register();
       await userCreatedDaysAgo(u.userId, 60);
       await requireMfa(2, 7);
       const signedIn = await api.login(u.email).expect(200);
       // the grace ends while the session is open
       await requireMfa(10, 3);
-      const res = await refresh(signedIn.body.refresh_token).expect(403);
+      return { u, signedIn, res: await refresh(signedIn.body.refresh_token).expect(403) };
+    }
+
+    it('after the deadline refresh answers 403 mfa/enrollment_required with an enrollment-only token and keeps the refresh token', async () => {
+      const { u, signedIn, res } = await refusedAfterGrace();
       expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
       expect(res.body).toMatchObject({ code: 'mfa/enrollment_required', enrollment_token: expect.any(String), enrollment_token_expires_in: 600 });
       expect(res.body.access_token).toBeUndefined();
@@ -224,12 +229,7 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
     });
 
     it("a refresh's enrollment-only token ends with its session (a logout of it): it enrolls nothing after", async () => {
-      const u = await api.register();
-      await userCreatedDaysAgo(u.userId, 60);
-      await requireMfa(2, 7);
-      const signedIn = await api.login(u.email).expect(200);
-      await requireMfa(10, 3);
-      const res = await refresh(signedIn.body.refresh_token).expect(403);
+      const { u, signedIn, res } = await refusedAfterGrace();
       await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${signedIn.body.access_token}`).expect(204);
       await api.setup(res.body.enrollment_token).expect(401);
       expect(await t.db.query(`SELECT 1 FROM user_mfa_factors WHERE user_id = $1`, [u.userId])).toHaveLength(0);

@@ -49,11 +49,8 @@ export class VerifyTotpSetupHandler implements ICommandHandler<VerifyTotpSetupCo
   async execute({ user, code, client }: VerifyTotpSetupCommand): Promise<RecoveryCodesResponseDto> {
     // another caller's pending enrollment is refused before the throttle: its calls, however many,
     // must hold none of the owner's attempts, not even while in flight (checked again under lock)
-    const [pending] = await this.db.query<{ setup_by: string | null }>(
-      `SELECT setup_by FROM user_mfa_factors WHERE user_id = $1 AND tenant_id = $2 AND kind = 'totp' AND enabled_at IS NULL`,
-      [user.userId, user.tenantId],
-    );
-    if (pending?.setup_by && pending.setup_by !== setupCaller(user)) throw notThisCallers();
+    const pendingBy = await this.factors.pendingSetupBy(this.db, user.tenantId, user.userId);
+    if (pendingBy && pendingBy !== setupCaller(user)) throw notThisCallers();
     const realm = mfaThrottleRealm(user.tenantId);
     await this.throttle.attempt(realm, user.userId, client.ip, mfaThrottleLimits(this.config));
     try {
