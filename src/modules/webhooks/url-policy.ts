@@ -321,11 +321,12 @@ export function displayUrl(url: URL | string): string {
 }
 
 /**
- * The URL as members (read-only) see it: its query, if any, as `?REDACTED` (a receiver may put a
- * token there, as a value, a name or the whole query, and only owners manage endpoints); anything
- * but the origin and the path (a fragment stored before they were refused) left out.
+ * The URL as members (read-only) see it: the origin, then the path as `/REDACTED` unless it is `/`
+ * (Slack's and Discord's incoming-webhook URLs carry their secret in the path), then the query,
+ * if any, as `?REDACTED` (a token as a value, a name or the whole query); a fragment (stored before
+ * they were refused) left out. Only owners, who manage endpoints, see more.
  */
 export function redactedUrl(url: string): string {
   const u = new URL(url);
-  return `${u.origin}${u.pathname}${u.search ? '?REDACTED' : ''}`;
+  return `${u.origin}${u.pathname === '/' ? '/' : '/REDACTED'}${u.search ? '?REDACTED' : ''}`;
 }

@@ -53,12 +53,12 @@ function deliveryDoc(): string {
 
 const DELIVERY_DOC = deliveryDoc();
 
-/** Members read endpoints with their query redacted; owners, who manage them, see them whole. */
+/** Members read endpoints with their path and query redacted; owners, who manage them, see them whole. */
 function asSeenBy<T extends { url: string }>(s: DashboardPrincipal, endpoint: T): T {
   return s.tenant!.role === 'owner' ? endpoint : { ...endpoint, url: redactedUrl(endpoint.url) };
 }
 
-const MEMBER_URL = 'To members (not owners) the `url` shows its query, if any, as `?REDACTED` (a receiver may put a token there).';
+const MEMBER_URL = 'To members (not owners) the `url` shows its origin, its path (unless `/`) as `/REDACTED` and its query, if any, as `?REDACTED` (a receiver may put a token in either, as Slack and Discord do in the path).';
 
 @ApiTags('webhooks')
 @Controller('v1/auth/dashboard/tenants/:slug/webhooks')

@@ -10,7 +10,8 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
   let other: DashboardFixture;
   let member: { cookie: string; csrf: string };
   const base = (slug: string) => `/v1/auth/dashboard/tenants/${slug}/webhooks`;
-  const HOOK = 'https://93.184.216.34/hooks/authp';
+  const HOOK_ORIGIN = 'https://93.184.216.34';
+  const HOOK = `${HOOK_ORIGIN}/hooks/authp`;
 
   const post = (d: { slug: string; cookie: string; csrf: string }, body: unknown) =>
     t.http().post(base(d.slug)).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send(body as object);
@@ -160,23 +161,33 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
     await get(owner, `/${created.body.id}`).expect(200);
   });
 
-  it('members see an endpoint URL\'s query as ?REDACTED (a token may be a value, a name or the whole query) and nothing past the path; owners see the URL whole', async () => {
+  it('members see an endpoint URL as its origin with the path as /REDACTED and the query as ?REDACTED (a token may be in either) and nothing past them; owners see the URL whole', async () => {
     const m = { slug: owner.slug, ...member };
-    for (const secretUrl of [`${HOOK}/q?token=s3cr3t-value&v=2`, `${HOOK}/q?s3cr3t-value`, `${HOOK}/q?v=1&s3cr3t-value`, `${HOOK}/q?api_key%3Ds3cr3t-value`]) {
+    const cases: [string, string][] = [
+      [`${HOOK}/q?token=s3cr3t-value&v=2`, `${HOOK_ORIGIN}/REDACTED?REDACTED`],
+      [`${HOOK}/q?s3cr3t-value`, `${HOOK_ORIGIN}/REDACTED?REDACTED`],
+      [`${HOOK}/q?v=1&s3cr3t-value`, `${HOOK_ORIGIN}/REDACTED?REDACTED`],
+      [`${HOOK}/q?api_key%3Ds3cr3t-value`, `${HOOK_ORIGIN}/REDACTED?REDACTED`],
+      // Slack and Discord incoming webhooks carry their secret in the path
+      [`${HOOK_ORIGIN}/services/T0001/B0001/s3cr3t-value`, `${HOOK_ORIGIN}/REDACTED`],
+      [`${HOOK_ORIGIN}/api/webhooks/123/s3cr3t-value`, `${HOOK_ORIGIN}/REDACTED`],
+      [`${HOOK_ORIGIN}/?s3cr3t-value`, `${HOOK_ORIGIN}/?REDACTED`],
+    ];
+    for (const [secretUrl, seen] of cases) {
       const created = await post(owner, { url: secretUrl, events: ['agent.revoked'] }).expect(201);
-      expect((await get(m, `/${created.body.id}`).expect(200)).body.url).toBe(`${HOOK}/q?REDACTED`);
+      expect((await get(m, `/${created.body.id}`).expect(200)).body.url).toBe(seen);
       const listed = (await get(m).expect(200)).body.data as { id: string; url: string }[];
-      expect(listed.find((e) => e.id === created.body.id)?.url).toBe(`${HOOK}/q?REDACTED`);
+      expect(listed.find((e) => e.id === created.body.id)?.url).toBe(seen);
       expect(JSON.stringify(listed)).not.toContain('s3cr3t');
       expect((await get(owner, `/${created.body.id}`).expect(200)).body.url).toBe(secretUrl);
       expect(((await get(owner).expect(200)).body.data as { id: string; url: string }[]).find((e) => e.id === created.body.id)?.url).toBe(secretUrl);
       await del(owner, created.body.id).expect(204);
     }
-    // no query: the URL as it is; one stored before fragments were refused: without its fragment
-    const plain = await post(owner, { url: `${HOOK}/plain`, events: ['agent.revoked'] }).expect(201);
-    expect((await get(m, `/${plain.body.id}`).expect(200)).body.url).toBe(`${HOOK}/plain`);
-    await t.db.query(`UPDATE webhook_endpoints SET url = $2 WHERE id = $1`, [plain.body.id, `${HOOK}/plain#access_token=s3cr3t-value`]);
-    expect((await get(m, `/${plain.body.id}`).expect(200)).body.url).toBe(`${HOOK}/plain`);
+    // the root path and no query: the URL as it is; one stored before fragments were refused: without its fragment
+    const plain = await post(owner, { url: `${HOOK_ORIGIN}/`, events: ['agent.revoked'] }).expect(201);
+    expect((await get(m, `/${plain.body.id}`).expect(200)).body.url).toBe(`${HOOK_ORIGIN}/`);
+    await t.db.query(`UPDATE webhook_endpoints SET url = $2 WHERE id = $1`, [plain.body.id, `${HOOK_ORIGIN}/#access_token=s3cr3t-value`]);
+    expect((await get(m, `/${plain.body.id}`).expect(200)).body.url).toBe(`${HOOK_ORIGIN}/`);
     await del(owner, plain.body.id).expect(204);
   });
 
