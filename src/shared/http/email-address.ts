@@ -2,11 +2,26 @@ import { domainToASCII, domainToUnicode } from 'url';
 import { isEmail, ValidateBy, ValidationOptions } from 'class-validator';
 
 // characters nobody sees: controls, format characters (zero-width space and joiners, soft hyphen,
-// word joiner, byte-order mark, bidirectional marks), the combining grapheme joiner, variation
-// selectors and the Hangul and Braille blanks
-const INVISIBLE = /[\p{Cc}\p{Cf}\p{Variation_Selector}\u115F\u1160\u2800\u3164\uFFA0]|\u034F|\u17B4|\u17B5/u;
+// word joiner, byte-order mark, bidirectional marks), every default-ignorable code point (the
+// combining grapheme joiner, variation selectors, fillers; renderers draw them as nothing), the
+// Hangul and Braille blanks, and unassigned code points (U+2065 is both; a font has no glyph for
+// an unassigned one, and a later Unicode may make it anything)
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Cn}\p{Default_Ignorable_Code_Point}\p{Variation_Selector}\u115F\u1160\u2800\u3164\uFFA0]|\u17B4|\u17B5/u;
 
-const JOINER_IN_WORD = /(?<=\P{ASCII})[\u200C\u200D](?=\P{ASCII})/gu;
+// a run of non-ASCII letters and marks with the zero-width joiners in it (the context IDNA's
+// CONTEXTJ rules look at: the character before a joiner, the joining letters around it)
+const JOINED_RUN = /(?:(?=\P{ASCII})[\p{L}\p{M}\u200C\u200D])+/gu;
+
+/**
+ * The text with the zero-width joiners that are part of the spelling taken out: those IDNA allows
+ * in a domain label (RFC 5892 CONTEXTJ: after a virama, as in Sinhala `ශ්‍රී`, or a ZWNJ between
+ * joining letters, as in Persian `می‌خواهم`), checked by the platform's IDNA (its CheckJoiners).
+ * Elsewhere (between two Cyrillic, Latin or Han letters) a joiner changes nothing on screen, so
+ * it stays, and INVISIBLE refuses it: `ко‍т` would be a second account that reads as `кот`.
+ */
+function withoutSpellingJoiners(value: string): string {
+  return value.replace(JOINED_RUN, (run) => (/[\u200C\u200D]/.test(run) && domainToASCII(run) ? run.replace(/[\u200C\u200D]/g, '') : run));
+}
 
 /**
  * Whether the address is one mail can really be sent to and that reads as what it is: a valid
@@ -15,9 +30,8 @@ const JOINER_IN_WORD = /(?<=\P{ASCII})[\u200C\u200D](?=\P{ASCII})/gu;
  * space dropped) could reach another domain than the one the tenant's block lists compared.
  */
 export function isEmailAddress(value: unknown): boolean {
-  // blanks (an ideographic or en space) pass isEmail's UTF-8 local part. Zero-width joiners are
-  // part of the spelling between two non-ASCII letters (Persian ZWNJ, Sinhala ZWJ), and only there
-  if (typeof value !== 'string' || !isEmail(value) || /[\s\p{Z}]/u.test(value) || INVISIBLE.test(value.replace(JOINER_IN_WORD, ''))) return false;
+  // blanks (an ideographic or en space) pass isEmail's UTF-8 local part
+  if (typeof value !== 'string' || !isEmail(value) || /[\s\p{Z}]/u.test(value) || INVISIBLE.test(withoutSpellingJoiners(value))) return false;
   // a quoted local part is read differently by mail software: nodemailer sends `"x@evil.com"@a.com`
   // to the envelope address x@evil.com@a.com, past a tenant's allowlist of a.com; dot-atoms only
   if (value.includes('"')) return false;
@@ -41,7 +55,7 @@ const MAX_EMAIL_LENGTH = 254;
  * Likewise a capital Σ ending the name: IDNA maps it to σ, toLowerCase to the final ς (`mail.ΒΑΣ`).
  * Such a domain is refused; typed in lower case it is accepted.
  */
-function caseStable(domain: string): boolean {
+export function caseStable(domain: string): boolean {
   return /^[A-Za-z0-9.-]*$/.test(domain) || domainToASCII(domain) === domainToASCII(domain.toLowerCase());
 }
 

@@ -48,6 +48,26 @@ describe('internationalized email domains: one address in either IDNA spelling',
     expect((await register(`e.${tag()}@caf\u00e9.example`).expect(422)).body.code).toBe('email/domain_blocked');
   });
 
+  it('a list entry keeps the final sigma of its domain (βας.gr and βασ.gr are two DNS names), whatever way it is typed; one not stable in any case is refused', async () => {
+    const d = await signupTenant(t);
+    const { key } = await createApiKey(t, d);
+    const put = (body: object) => t.http().put(`/v1/auth/dashboard/tenants/${d.slug}/settings/email-domains`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send(body);
+    const register = (email: string) => t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true });
+    for (const entry of ['\u03b2\u03b1\u03c2.example', '@\u03b2\u03b1\u03c2.example', 'xn--mxab3c.example', '\u0392\u0391\u03c2.example']) {
+      expect([entry, (await put({ blocklist: [entry] }).expect(200)).body.blocklist]).toEqual([entry, ['\u03b2\u03b1\u03c2.example']]);
+    }
+    expect((await register(`a.${tag()}@\u03b2\u03b1\u03c2.example`).expect(422)).body.code).toBe('email/domain_blocked');
+    await register(`b.${tag()}@\u03b2\u03b1\u03c3.example`).expect(201);
+    await put({ blocklist: [], allowlist: ['\u03b2\u03b1\u03c2.example'] }).expect(200);
+    await register(`c.${tag()}@\u03b2\u03b1\u03c2.example`).expect(201);
+    expect((await register(`d.${tag()}@\u03b2\u03b1\u03c3.example`).expect(422)).body.code).toBe('email/domain_not_allowed');
+    // as for an address's domain: a capital ẞ (IDNA: ss, toLowerCase: ß) or a capital Σ ending a label (σ, ς) is refused
+    for (const entry of ['STRA\u1e9eE.example', 'mail.\u0392\u0391\u03a3']) {
+      expect([entry, (await put({ blocklist: [entry] }).expect(400)).body.errors]).toEqual([entry, [{ field: 'blocklist.0', message: 'blocklist entries must be domain names' }]]);
+    }
+    expect((await put({ blocklist: ['stra\u00dfe.example', '\u03b2\u03b1\u03c3.example'] }).expect(200)).body.blocklist).toEqual(['stra\u00dfe.example', '\u03b2\u03b1\u03c3.example']);
+  });
+
   it('the migration rewrites stored keys to the Unicode form; a pair that would collide keeps its keys', async () => {
     const tenant = await createTenant(t.db);
     const insert = (email: string, key: string) =>

@@ -146,10 +146,28 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     expect(res.body.errors.map((e: { field: string }) => e.field)).toContain(field);
   });
 
-  it('accepts zero-width joiners inside non-Latin words (Persian ZWNJ, Sinhala ZWJ), not between ASCII letters', async () => {
+  it('accepts zero-width joiners where they shape the word (Persian ZWNJ, Sinhala and Devanagari ZWJ after a virama: IDNA CONTEXTJ), not where they change nothing on screen', async () => {
     await register({ ...valid(), email: `u${Date.now()}@\u0645\u06cc\u200c\u0647\u0627.example` }).expect(201);
+    await register({ ...valid(), email: `\u0645\u06cc\u200c\u0647\u0627${Date.now()}@example.com` }).expect(201);
     await register({ ...valid(), email: `\u0dc1\u0dca\u200d\u0dbb\u0dd3${Date.now()}@example.com` }).expect(201);
+    await register({ ...valid(), email: `\u0915\u094d\u200d\u0937${Date.now()}@example.com` }).expect(201);
     await register({ ...valid(), email: `ev\u200dil${Date.now()}@example.com` }).expect(400);
+  });
+
+  it.each([
+    ['a ZWJ between two Cyrillic letters', '\u043a\u043e\u200d\u0442'],
+    ['a ZWNJ between two accented Latin letters', 'jos\u00e9\u200c\u00e9'],
+    ['a ZWJ between two Han characters', '\u4e2d\u200d\u6587'],
+    ['a ZWNJ ending a Persian word', '\u0645\u06cc\u200c'],
+    ['U+2065 (unassigned, default ignorable) in an ASCII local part', 'adm\u2065in'],
+    ['an unassigned code point (U+0378)', 'a\u0378b'],
+    ['a Mongolian free variation selector (default ignorable)', '\u1820\u180b\u1821'],
+  ])('refuses an address that reads as another (%s): 400, no second account', async (_n, local) => {
+    const tag = `.${Date.now()}${Math.random().toString(36).slice(2, 6)}`;
+    const plain = `${local.replace(/\u200c|\u200d|\u2065|\u0378|\u180b/g, '')}${tag}@example.com`;
+    await register({ ...valid(), email: plain }).expect(201);
+    const res = await register({ ...valid(), email: `${local}${tag}@example.com` }).expect(400);
+    expect(res.body.errors.map((e: { field: string }) => e.field)).toEqual(['email']);
   });
 
   it('accepts an internationalized address (a U-label domain is what IDNA sends to DNS)', async () => {

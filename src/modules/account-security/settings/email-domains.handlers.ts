@@ -4,8 +4,8 @@ import { DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { Db } from '../../../shared/db/db.service';
 import { AppError, FieldError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
-import { idnaStable } from '../../../shared/http/email-address';
-import { canonicalDomain, normalizeEmail } from '../../users/email';
+import { caseStable, idnaStable } from '../../../shared/http/email-address';
+import { canonicalDomain } from '../../users/email';
 import { EmailDomainsResponse, PutEmailDomainsDto } from './security-settings.dto';
 
 export class GetEmailDomainsQuery extends Query<EmailDomainsResponse> {
@@ -33,11 +33,13 @@ export class PutEmailDomainsCommand extends Command<EmailDomainsResponse> {
 }
 
 /**
- * A list entry as stored: trimmed, lower-case, without a leading `@` or `*.` and a trailing dot
- * (a domain covers its subdomains anyway). Undefined for something that cannot be a domain.
+ * A list entry as stored: trimmed, without a leading `@` or `*.` and a trailing dot (a domain
+ * covers its subdomains anyway), in the form addresses' domains are compared in (canonicalDomain:
+ * IDNA's, whose case mapping is DNS's; not the local part's fold, which makes the final sigma of
+ * `βας.gr` a σ, another domain). Undefined for something that cannot be a domain.
  */
 export function normalizeDomain(entry: string): string | undefined {
-  const d = normalizeEmail(entry).replace(/^@/, '').replace(/^\*\./, '').replace(/\.+$/, '');
+  const d = entry.trim().normalize('NFKC').trim().replace(/^@/, '').replace(/^\*\./, '').replace(/\.+$/, '');
   if (!d || /[\s@/:]/.test(d)) return undefined;
   // a host name as DNS has it: no empty label, each label at most 63 octets, 253 in all (an
   // internationalized name counted in its ASCII form, which domainToASCII also checks)
@@ -46,7 +48,8 @@ export function normalizeDomain(entry: string): string | undefined {
   // `1.2.3.4` can match no address (isEmail takes no bare IP domain) and would be a silent no-op
   const ascii = domainToASCII(d);
   const labels = ascii.split('.');
-  if (!idnaStable(d) || ascii.length > 253 || labels.some((label) => !HOST_LABEL.test(label)) || /^\d+$/.test(labels[labels.length - 1])) return undefined;
+  // and, as an address's domain must be (isEmailAddress), stable under IDNA and in any case
+  if (!idnaStable(d.toLowerCase()) || !caseStable(d) || ascii.length > 253 || labels.some((label) => !HOST_LABEL.test(label)) || /^\d+$/.test(labels[labels.length - 1])) return undefined;
   // stored as addresses' domains are compared: the IDNA Unicode form (an A-label is the same name)
   return canonicalDomain(d);
 }
