@@ -18,7 +18,9 @@ export const VERIFY_PER_IP: RateLimitRule = {
  * Limits of every mail-sending endpoint: per client address (one counter for all flows) and per
  * recipient address (one counter per flow). Both are counted before the account is looked up,
  * for known and unknown addresses alike, so a 429 reveals nothing about the address (issue 5:
- * resend throttled per address and per IP).
+ * resend throttled per address and per IP). The client's limit comes first: a client it refuses
+ * does not use up the recipient's quota (which would let one client address, blocked itself, keep
+ * anyone's reset mails from them, and leave a counter per address it named).
  */
 @Injectable()
 export class MailLimits {
@@ -29,8 +31,8 @@ export class MailLimits {
   ) {}
 
   async enforce(flow: string, tenantId: string, address: string, ip: string): Promise<void> {
-    const [byIp, byAddress] = await Promise.all([this.hitClient(ip), this.hitAddress(flow, tenantId, address)]);
-    const waits = [byIp, byAddress].filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);
+    const results = await this.limiter.hitInOrder([this.clientLimit(ip), this.addressLimit(flow, tenantId, address)]);
+    const waits = results.filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);
     if (waits.length) throw new RateLimitedError(Math.max(...waits));
   }
 
@@ -67,10 +69,20 @@ export class MailLimits {
   }
 
   private hitClient(ip: string) {
-    return this.limiter.hit('mail-ip', `ip:${addressSubject(this.hasher, ip)}`, this.config.RATE_LIMIT_EMAIL_PER_IP, this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS);
+    const l = this.clientLimit(ip);
+    return this.limiter.hit(l.bucket, l.key, l.limit, l.windowSeconds);
   }
 
   private hitAddress(flow: string, tenantId: string, address: string) {
-    return this.limiter.hit(`mail-${flow}`, `addr:${this.hasher.subject(`mail:${tenantId}:${address}`)}`, this.config.RATE_LIMIT_EMAIL_PER_ADDRESS, this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS);
+    const l = this.addressLimit(flow, tenantId, address);
+    return this.limiter.hit(l.bucket, l.key, l.limit, l.windowSeconds);
+  }
+
+  private clientLimit(ip: string) {
+    return { bucket: 'mail-ip', key: `ip:${addressSubject(this.hasher, ip)}`, limit: this.config.RATE_LIMIT_EMAIL_PER_IP, windowSeconds: this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS };
+  }
+
+  private addressLimit(flow: string, tenantId: string, address: string) {
+    return { bucket: `mail-${flow}`, key: `addr:${this.hasher.subject(`mail:${tenantId}:${address}`)}`, limit: this.config.RATE_LIMIT_EMAIL_PER_ADDRESS, windowSeconds: this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS };
   }
 }

@@ -1,3 +1,6 @@
+import Redis from 'ioredis';
+import { REDIS } from '../../../src/shared/redis/redis.module';
+import { signupTenant } from '../../factories/dashboard.factory';
 import { randomIp, STRONG_PASSWORD, uniqueEmail } from '../../setup/app';
 import { expectedClientHash, plainSha256Prefix } from '../../setup/client-hash';
 import {
@@ -242,6 +245,31 @@ describe('account security: password forgot, reset and change (issue 5 item 2)',
     const ip = randomIp();
     for (let i = 0; i < 4; i++) await send(uniqueEmail('spray'), ip).expect(202);
     expect((await send(uniqueEmail('spray'), ip).expect(429)).headers['retry-after']).toBeTruthy();
+  });
+
+  it('a client its own limit refuses uses up no recipient\'s quota and leaves no counter for it (end-user and dashboard resets)', async () => {
+    const low = await w.extraApp({ RATE_LIMIT_EMAIL_PER_ADDRESS: '2', RATE_LIMIT_EMAIL_PER_IP: '3' });
+    const redis = low.app.get<Redis>(REDIS);
+    const victim = await register(w.t, tenant.apiKey);
+    const owner = await signupTenant(low);
+    const flows = [
+      { bucket: 'mail-forgot', send: (email: string, ip: string) => post(low, '/v1/auth/password/forgot', tenant.apiKey, { email }, ip), victim: victim.email },
+      { bucket: 'mail-dashboard-forgot', send: (email: string, ip: string) => low.http().post('/v1/auth/dashboard/password/forgot').set('X-Forwarded-For', ip).send({ email }), victim: owner.email },
+    ];
+    for (const f of flows) {
+      const attacker = randomIp();
+      for (let i = 0; i < 3; i++) await f.send(uniqueEmail('own'), attacker).expect(202);
+      const counters = async () => (await redis.keys(`${process.env.REDIS_KEY_PREFIX}*:${f.bucket}}:hits`)).length;
+      const before = await counters();
+      // refused by its own limit, each naming the victim or a new address
+      for (let i = 0; i < 3; i++) await f.send(f.victim, attacker).expect(429);
+      for (let i = 0; i < 5; i++) await f.send(uniqueEmail('spray'), attacker).expect(429);
+      expect([f.bucket, await counters()]).toEqual([f.bucket, before]);
+      // the victim's own requests from elsewhere: the whole per-address allowance (2)
+      await f.send(f.victim, randomIp()).expect(202);
+      await f.send(f.victim, randomIp()).expect(202);
+      await f.send(f.victim, randomIp()).expect(429);
+    }
   });
 
   describe('change (bearer)', () => {
