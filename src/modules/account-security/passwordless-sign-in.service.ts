@@ -66,7 +66,8 @@ export class PasswordlessSignIn {
    * in; the owner signs in by this link or code and sets a password by reset. MFA factors stay: a second factor enrolled before
    * verification is still asked for (an attacker's factor locks the owner out, which support
    * can undo, rather than letting a mailbox alone skip a real owner's factor). The ended
-   * sessions are refused at once by `finish` (after this transaction commits).
+   * sessions are marked in Redis before this transaction commits (a Redis that takes no write
+   * rolls it back, the single-use link or code unspent) and again by `finish` after it.
    */
   async proveEmail(tx: Queryable, tenantId: string, userId: string, emailNormalized: string, method: string): Promise<ProvenUser | undefined> {
     await this.sessions.lockUserSessions(tx, userId);
@@ -83,7 +84,7 @@ export class PasswordlessSignIn {
     if (!u) return undefined;
     if (u.was_verified) return toSessionUser(u);
     // a password the mailbox owner set by reset: that reset already ended every earlier session
-    const ended = u.password_proven ? [] : await this.sessions.revokeUserSessions(tx, u.id, 'unverified_credentials_cleared');
+    const ended = u.password_proven ? [] : await this.sessions.revokeUserSessionsMarked(tx, u.id, 'unverified_credentials_cleared');
     const cleared = { password: u.had_password, sessions: ended.length };
     await this.events.audit(tx, { tenantId, type: 'user.email_verified', actorType: 'user', actorId: u.id, targetType: 'user', targetId: u.id, metadata: { method, cleared_unverified: cleared } });
     return { ...toSessionUser(u), endedSessions: ended };

@@ -463,6 +463,21 @@ export class SessionsService {
   }
 
   /**
+   * revokeUserSessions for a change that cannot be sent again once committed (a single-use reset
+   * link or email code, a password change: the retry's current password is gone): the ended
+   * sessions are also marked in Redis before the caller's commit, so a Redis that takes no write
+   * rolls the change back (503, and the retry finds everything as it was) instead of committing
+   * it with the sessions' access tokens still accepted where they were cached as live. The caller
+   * marks them again after its commit (TokenRevocationService: a Redis that only took the
+   * deletes leaves a slot a reader may fill as live until the commit).
+   */
+  async revokeUserSessionsMarked(tx: Queryable, userId: string, reason: string, keep?: string): Promise<string[]> {
+    const ended = await this.revokeUserSessions(tx, userId, reason, keep);
+    await this.revocation.markSessionsRevoked(ended);
+    return ended;
+  }
+
+  /**
    * Ends the user's sessions below AAL2 but `keep` (the caller's own): a second factor was just
    * enabled, so a password-only session opened before it (perhaps a stolen one) must not go on
    * refreshing at AAL1. Only the sessions `locked` (lockUserSessions, first in the transaction):

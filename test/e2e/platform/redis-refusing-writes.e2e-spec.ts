@@ -14,6 +14,13 @@ import { UpdateAnonymousSettingsCommand } from '../../../src/modules/guests/sett
 import { DeleteUserCommand } from '../../../src/modules/users/admin/delete-user/delete-user.command';
 import { agentToken, agentsUrl, as, bearerCall, endUser as agentEndUser, registerAgent, tenantOnTier } from '../agents/agents.helpers';
 import { DashboardFixture } from '../../factories/dashboard.factory';
+import { tenantWithKey } from '../account-security/account-security.helpers';
+import { OneTimeTokens } from '../../../src/modules/account-security/one-time-tokens.service';
+import { ResetPasswordCommand } from '../../../src/modules/account-security/password/password.commands';
+import { VerifyMagicLinkCommand } from '../../../src/modules/account-security/magic-link/magic-link.commands';
+import { ApiKeyResolver } from '../../../src/shared/auth/api-key.strategy';
+import { TokenRevocationService } from '../../../src/shared/auth/token-revocation.service';
+import { AppError } from '../../../src/shared/errors/app-error';
 
 /**
  * A Redis that answers reads but refuses writes (out of memory under `noeviction`, which
@@ -183,6 +190,66 @@ describe('Redis refusing writes', () => {
       const again = await t.http().delete(`/v1/auth/dashboard/tenants/${d.slug}/users/${userId}`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).expect(404);
       expect(again.body.code).toBe('user/not_found');
       expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.deleted' AND target_id = $1`, [userId])).toHaveLength(1);
+    });
+
+    /**
+     * A change whose request cannot be sent again once committed (a single-use reset link or
+     * magic link, a password change: the retry's current password is gone) is rolled back when
+     * Redis takes no session mark, so its 503 leaves the link usable and the retry ends the
+     * sessions, cached as live in every process, at once (committed first, the other session's
+     * access token stayed accepted for up to ACCESS_TOKEN_TTL_SECONDS + 60 s, and the retry was 400).
+     */
+    describe('a change that cannot be sent again: rolled back when the session marks are refused', () => {
+      const userWithTwoSessions = async () => {
+        const d = await tenantWithKey(t, { magic_link_enabled: true });
+        const key = d.apiKey;
+        const email = uniqueEmail('once');
+        const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+        const other = (await t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(200)).body.access_token as string;
+        const otherMe = () => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${other}`);
+        await otherMe().expect(200); // cached as live
+        const link = (kind: 'password_reset' | 'magic_link') =>
+          t.db.tx((tx) => t.app.get(OneTimeTokens).issue(tx, { tenantId: d.tenantId, userId: reg.body.user.id, kind, emailNormalized: email.toLowerCase(), ttlSeconds: 3600 }));
+        const live = async () => (await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM user_sessions WHERE user_id = $1 AND revoked_at IS NULL`, [reg.body.user.id]))[0].n;
+        return { key, email, reg, otherMe, link, live, principal: await t.app.get(ApiKeyResolver).resolve(key) };
+      };
+      const client = () => ({ ip: randomIp(), userAgent: '' });
+
+      it('a password reset', async () => {
+        const u = await userWithTwoSessions();
+        const token = await u.link('password_reset');
+        await refusingWrites(() => refused(t.app.get(CommandBus).execute(new ResetPasswordCommand(u.principal, token, 'a brand new passphrase 1', client()))));
+        expect(await u.live()).toBe(2);
+        await u.otherMe().expect(200); // nothing happened
+        await t.http().post('/v1/auth/password/reset').set('X-API-Key', u.key).set('X-Forwarded-For', randomIp()).send({ token, password: 'a brand new passphrase 1' }).expect(204);
+        await u.otherMe().expect(401);
+      });
+
+      it('a first magic-link sign-in that clears the unverified account\'s sessions', async () => {
+        const u = await userWithTwoSessions();
+        const token = await u.link('magic_link');
+        await refusingWrites(() => refused(t.app.get(CommandBus).execute(new VerifyMagicLinkCommand(u.principal, token, undefined))));
+        expect(await u.live()).toBe(2);
+        await u.otherMe().expect(200);
+        await t.http().post('/v1/auth/magic-link/verify').set('X-API-Key', u.key).set('X-Forwarded-For', randomIp()).send({ token }).expect(200);
+        await u.otherMe().expect(401);
+      });
+
+      it('a password change (Redis refusing from the session marks on)', async () => {
+        const u = await userWithTwoSessions();
+        const revocation = t.app.get(TokenRevocationService);
+        const refusedOnce = jest.spyOn(revocation, 'markSessionsRevoked').mockRejectedValueOnce(new AppError('server/unavailable', 'Token revocation state unavailable'));
+        try {
+          await t.http().post('/v1/auth/password/change').set('Authorization', `Bearer ${u.reg.body.access_token}`).send({ current_password: STRONG_PASSWORD, new_password: 'a brand new passphrase 3' }).expect(503);
+        } finally {
+          refusedOnce.mockRestore();
+        }
+        expect(await u.live()).toBe(2);
+        await u.otherMe().expect(200);
+        // the retry, with the same current password
+        await t.http().post('/v1/auth/password/change').set('Authorization', `Bearer ${u.reg.body.access_token}`).send({ current_password: STRONG_PASSWORD, new_password: 'a brand new passphrase 3' }).expect(204);
+        await u.otherMe().expect(401);
+      });
     });
 
     it("a revoked agent: its tokens, once checked and cached as not denylisted, are refused once the revocation answers", async () => {

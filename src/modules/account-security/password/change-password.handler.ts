@@ -61,7 +61,7 @@ export class ChangePasswordHandler implements ICommandHandler<ChangePasswordComm
       if (!rowCount) throw new AppError('auth/invalid_credentials', 'The password was changed meanwhile');
       await this.tokens.voidForUser(tx, u.id, ['password_reset', 'magic_link']);
       if (u.email_normalized) await this.codes.voidLogin(tx, { tenantId: p.tenantId, emailNormalized: u.email_normalized });
-      const sids = await this.sessions.revokeUserSessions(tx, u.id, 'password_changed', p.sessionId);
+      const sids = await this.sessions.revokeUserSessionsMarked(tx, u.id, 'password_changed', p.sessionId);
       await this.events.audit(tx, {
         tenantId: p.tenantId,
         type: 'user.password_changed',

@@ -53,7 +53,7 @@ export class ResetPasswordHandler implements ICommandHandler<ResetPasswordComman
       if (!u) throw new AppError('token/invalid');
       await this.tokens.voidForUser(tx, u.id, ['password_reset', 'magic_link', 'step_up_magic_link']);
       await this.codes.voidLogin(tx, { tenantId, emailNormalized: row.email_normalized });
-      const sids = await this.sessions.revokeUserSessions(tx, u.id, 'password_reset');
+      const sids = await this.sessions.revokeUserSessionsMarked(tx, u.id, 'password_reset');
       await this.events.audit(tx, {
         tenantId,
         type: 'user.password_reset',
