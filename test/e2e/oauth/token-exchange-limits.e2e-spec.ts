@@ -118,6 +118,22 @@ describe('POST /oauth/token: rate limits (spec 6, 8)', () => {
     }
   });
 
+  it("rate_limited events carry the requested scope as the exchange reads it (without repeats), and none when it is malformed or too long", async () => {
+    const cases: [string, string | null][] = [
+      ['openid email openid', 'openid email'],
+      ['openid "quoted"', null],
+      [Array.from({ length: 101 }, (_, i) => `s${i}`).join(' '), null],
+    ];
+    for (const [scope, recorded] of cases) {
+      const agent = await createAgent(t.db, tenant.id, { rate_limits: { token_exchange_per_min: 1 } });
+      const [st] = await subjects(1);
+      await postToken(t, agent, exchangeBody(st)).expect(200);
+      expect429(await postToken(t, agent, exchangeBody(st, { scope })));
+      const [row] = await auditRows(t, 'oauth.token_exchange.rate_limited', agent.id);
+      expect(row.metadata).toHaveProperty('requested_scope', recorded);
+    }
+  });
+
   it('an override above the ceiling counts as 600', async () => {
     const agent = await createAgent(t.db, tenant.id, { rate_limits: { token_exchange_per_min: 100_000 } });
     // the limiter's counter for this agent is primed to the ceiling (white box: the key of

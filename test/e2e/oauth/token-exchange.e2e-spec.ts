@@ -205,6 +205,21 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
     it('a malformed scope is invalid_scope', async () => {
       expect((await postToken(t, agent, exchangeBody(await subject(), { scope: 'openid "quoted"' })).expect(400)).body.error).toBe('invalid_scope');
     });
+
+    it('a scope of more than 100 distinct tokens is invalid_scope, recorded nowhere; one of 100 refused is audited without its repeats (bounded, not as long as the body)', async () => {
+      const before = (await auditRows(t, 'oauth.token_exchange.scope_denied', narrow.id)).length;
+      const many = Array.from({ length: 101 }, (_, i) => `x${i}:${'s'.repeat(190)}`);
+      const res = await postToken(t, narrow, exchangeBody(await subject(), { scope: many.join(' ') })).expect(400);
+      expect(res.body).toMatchObject({ error: 'invalid_scope', error_description: 'The scope parameter names more than 100 scopes' });
+      expect(await auditRows(t, 'oauth.token_exchange.scope_denied', narrow.id)).toHaveLength(before);
+      // 100 distinct, each named four times (a 78 KB body): refused as not grantable, recorded once each
+      const hundred = many.slice(0, 100);
+      const repeated = [...hundred, ...hundred, ...hundred, ...hundred].join(' ');
+      expect((await postToken(t, narrow, exchangeBody(await subject(), { scope: repeated })).expect(400)).body.error).toBe('invalid_scope');
+      const rows = await auditRows(t, 'oauth.token_exchange.scope_denied', narrow.id);
+      expect(rows).toHaveLength(before + 1);
+      expect(rows.map((r) => r.metadata.requested_scope)).toContain(hundred.join(' '));
+    });
   });
 
   describe('lifetime: min(requested or 300, agent maximum, 900)', () => {

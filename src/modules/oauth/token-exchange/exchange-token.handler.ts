@@ -308,12 +308,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const requestedType = form.get('requested_token_type');
     if (requestedType !== undefined && requestedType !== ACCESS_TOKEN_TYPE) throw new OAuthError('invalid_request', `requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
 
-    const rawScope = form.get('scope');
-    let scope: string[] | undefined;
-    if (rawScope !== undefined) {
-      scope = splitScope(rawScope);
-      if (!scope.length || scope.some((s) => !SCOPE_TOKEN.test(s) || s.length > 200)) throw new OAuthError('invalid_scope', 'The scope parameter is malformed');
-    }
+    const scope = requestedScope(form.get('scope'));
     // RFC 8693 section 2.1: audience may be repeated; spec 4.3: a target service URI
     const audience = [...new Set(form.all('audience'))];
     if (audience.length > MAX_AUDIENCES || audience.some((a) => a.length > 2048 || !ABSOLUTE_URI.test(a))) {
@@ -550,9 +545,10 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     subjectJtiPrefix: string | null,
   ): Promise<OAuthError> {
     if (r.first) {
+      // as the exchange reads it (bounded, without repeats); a malformed one is not recorded
       let requested: string | null = null;
       try {
-        requested = form.get('scope') ?? null;
+        requested = requestedScope(form.get('scope'))?.join(' ') ?? null;
       } catch {
         requested = null;
       }
@@ -640,6 +636,22 @@ function presentedJtiPrefix(form: FormParams): string | null {
   if (!token || token.length > MAX_SUBJECT_TOKEN_LENGTH) return null;
   const jti = unverifiedJti(token);
   return jti ? hashPrefix(jti) : null;
+}
+
+/** At most as many distinct scope tokens as an agent's allowlist may hold: no more can be granted. */
+const MAX_SCOPE_TOKENS = 100;
+
+/**
+ * The `scope` parameter's tokens without repeats (undefined when omitted); invalid_scope when
+ * malformed or longer than any grant. The refusals' audit rows and webhooks carry it, so it is
+ * bounded (100 tokens of 200 characters) rather than as long as the body allows.
+ */
+function requestedScope(raw: string | undefined): string[] | undefined {
+  if (raw === undefined) return undefined;
+  const scope = dedupe(splitScope(raw));
+  if (!scope.length || scope.some((s) => !SCOPE_TOKEN.test(s) || s.length > 200)) throw new OAuthError('invalid_scope', 'The scope parameter is malformed');
+  if (scope.length > MAX_SCOPE_TOKENS) throw new OAuthError('invalid_scope', `The scope parameter names more than ${MAX_SCOPE_TOKENS} scopes`);
+  return scope;
 }
 
 function splitScope(s: string): string[] {
