@@ -319,6 +319,50 @@ describe('dashboard actions on an agent and the token endpoint (spec 3.2, contra
     expect(claims(res.body.access_token).scope).toBe('openid');
   });
 
+  /**
+   * A PATCH of the agent committed between the exchange's read of the agent (client
+   * authentication) and its issuing statement: the statement sees the agent row changed
+   * (agent_metadata_version) and issues nothing; the exchange runs again with the agent as it is
+   * now. The PATCH is made at the exchange's denylist read (a spy), which lies between the two.
+   */
+  async function patchedAtDenylistRead<T>(agent: AgentFixture, bodies: object[], exchange: () => Promise<T>): Promise<T> {
+    const denylist = t.app.get(AgentDenylistService);
+    const read = denylist.isDenied.bind(denylist);
+    const pending = [...bodies];
+    const spy = jest.spyOn(denylist, 'isDenied').mockImplementation(async (id: string, iat: number) => {
+      const body = id === agent.id ? pending.shift() : undefined;
+      if (body) await patchAgent(agent, body);
+      return read(id, iat);
+    });
+    try {
+      return await exchange();
+    } finally {
+      spy.mockRestore();
+    }
+  }
+
+  it("the agent's scopes and token lifetime narrowed after the exchange read the agent: the token has the narrower ones (run again), counted once", async () => {
+    const st = await subject();
+    const agent = await createAgent(t.db, tenant.id, { scopes: ['openid', 'profile', 'email'], agent_token_max_ttl_sec: 900 });
+    const res = await patchedAtDenylistRead(agent, [{ scopes: ['openid'], agent_token_max_ttl_sec: 60 }], () => postToken(t, agent, exchangeBody(st, { scope: 'openid email', expires_in: '900' })));
+    expect([res.status, res.body.scope, res.body.expires_in]).toEqual([200, 'openid', 60]);
+    const c = claims(res.body.access_token);
+    expect([c.scope, (c.exp as number) - (c.iat as number)]).toEqual(['openid', 60]);
+    expect(await issuedFor(st)).toBe(1);
+    const redis = t.app.get<Redis>(REDIS);
+    expect(await redis.get(throttlerKeys(`rl:${agentLimitKey(agent.id)}`, AGENT_LIMIT_BUCKETS.token_exchange_per_min!).hits)).toBe('1');
+  });
+
+  it('the agent changed again while the exchange ran again: 503 temporarily_unavailable (Retry-After), nothing issued', async () => {
+    const st = await subject();
+    const agent = await createAgent(t.db, tenant.id, { scopes: ['openid', 'profile', 'email'] });
+    const res = await patchedAtDenylistRead(agent, [{ scopes: ['openid', 'email'] }, { scopes: ['openid'] }], () => postToken(t, agent, exchangeBody(st)));
+    expect([res.status, res.body.error, res.headers['retry-after']]).toEqual([503, 'temporarily_unavailable', '1']);
+    expect(await issuedFor(st)).toBe(0);
+    // sent again: the agent as it is now
+    expect((await postToken(t, agent, exchangeBody(st)).expect(200)).body.scope).toBe('openid');
+  });
+
   it("the agent's token lifetime lowered during the wait: the token lives within the new maximum", async () => {
     const st = await subject();
     const res = await duringTheWait(

@@ -38,8 +38,8 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
  */
 const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?[\]]|%[0-9A-Fa-f]{2})+$/;
 const MAX_AUDIENCES = 5;
-/** $1-$8 of the issuing statement: agents, grant type, sessions, users, tenants, client secret hashes, iats, session max age */
-const GUARD_PARAMS = 8;
+/** $1-$9 of the issuing statement: agents, grant type, sessions, users, tenants, client secret hashes, iats, session max age, agent versions */
+const GUARD_PARAMS = 9;
 const MAX_SUBJECT_TOKEN_LENGTH = 16_384;
 /** spec 8 per-client exchange counter of clients that are not agents (every request is refused) */
 const NON_AGENT_BUCKET = 'token_exchange_non_agent';
@@ -59,6 +59,8 @@ interface IssueFlags {
   /** the session is live but past SESSION_MAX_AGE_SECONDS */
   session_too_old: boolean;
   pair_ok: boolean;
+  /** the agent row is the version the exchange read (no PATCH of its scopes, lifetime or limits since) */
+  agent_current: boolean;
   /** the pair is not withdrawn now, but was restored at or after the token's iat second */
   pair_restored_late: boolean;
 }
@@ -73,6 +75,8 @@ interface Issuance {
   tenantId: string;
   /** the token's iat: refused when the user restored the pair at or after it (see issueMany) */
   iat: number;
+  /** the agent_metadata_version the scope and lifetime were computed from: refused if a PATCH came since */
+  agentVersion: number;
   audit: AuditEvent;
   outbox: OutboxMessage;
   action: AgentActionInput;
@@ -84,6 +88,9 @@ interface Issuance {
  * the user. Every refusal of the subject token is invalid_grant with a generic description; the
  * precise reason goes only to the audit record.
  */
+
+/** The issuing statement found the agent row changed since the exchange read it (IssueFlags.agent_current). */
+class AgentChanged extends Error {}
 
 /** A request's limits when it runs again after a kill-second wait: counted, and let through, on its first run. */
 const COUNTED = { allowed: true, count: 0, retryAfterSeconds: 0 } as const;
@@ -121,7 +128,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     }
   }
 
-  /** `waited`: this is the exchange run again after waiting out a kill's second (see below). */
+  /** `waited`: this is the exchange run again, after waiting out a kill's second or after its agent changed (see below). */
   private async exchange(cmd: ExchangeTokenCommand, waited = false): Promise<TokenExchangeResponse> {
     const { form, authorization, client } = cmd;
     // RFC 6749 section 3.2.1: authenticate the client (HTTP Basic or body, never both)
@@ -248,7 +255,12 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       await this.issue(caller, agent, subject, claims, scope, client);
     } catch (e) {
       if (maxLive) await this.slots.release(agent.id, claims.jti);
-      throw e;
+      if (!(e instanceof AgentChanged)) throw e;
+      // nothing was issued: the request runs again with the agent as it is now (its limits, which
+      // counted it and let it through, not counted again), as after a kill-second wait. Changed
+      // again (or its cached row not yet told of the change): 503, to be sent again
+      if (waited) throw new OAuthError('temporarily_unavailable', 'The agent was just changed; retry shortly', 503, { 'Retry-After': '1' });
+      return this.exchange(cmd, true);
     }
 
     // RFC 8693 section 2.2.1: the response (Cache-Control: no-store set by the controller)
@@ -344,6 +356,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       userId: subject.sub,
       tenantId: agent.tenant_id,
       iat: claims.iat,
+      agentVersion: agent.agent_metadata_version,
       audit: {
         tenantId: agent.tenant_id,
         type: 'oauth.token_exchange.issued',
@@ -391,13 +404,16 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         userAgent: client.userAgent || null,
       },
     });
-    if (flags.agent_active && flags.grant_ok && flags.session_ok && flags.pair_ok) return;
+    if (flags.agent_active && flags.grant_ok && flags.agent_current && flags.session_ok && flags.pair_ok) return;
     // the final conditional write lost a race with a revocation (spec 3.2: nothing issued after it)
     if (!flags.agent_active) throw invalidClient();
     if (!flags.grant_ok) {
       await this.clientUnauthorized(caller, 'client_disabled', subjectJtiPrefix);
       throw new OAuthError('unauthorized_client', 'The client is not allowed to use the token-exchange grant');
     }
+    // a PATCH of the agent committed after its row was read: the scope and lifetime may be ones it
+    // took away (see exchange, which runs the request again)
+    if (!flags.agent_current) throw new AgentChanged();
     // signed in the second the user restored the pair: a token introspection would call inactive;
     // nothing is wrong with the request, so it is to be sent again (the next second's token is live)
     if (flags.session_ok && flags.pair_restored_late) {
@@ -423,11 +439,12 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     const [actionSql, xp] = this.agents.recordActionsSql(items.map((i) => i.action), GUARD_PARAMS + 1 + ap.length + op.length, ok);
     const rows = await this.db.query<IssueFlags & { ord: string }>(
       `WITH i AS (
-         SELECT * FROM unnest($1::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::text[], $7::float8[]) WITH ORDINALITY AS i(agent_id, session_id, user_id, tenant_id, secret_hash, iat, ord)
+         SELECT * FROM unnest($1::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::text[], $7::float8[], $9::int[]) WITH ORDINALITY AS i(agent_id, session_id, user_id, tenant_id, secret_hash, iat, agent_version, ord)
        ), f AS (
          SELECT i.ord,
                 COALESCE(ac.revoked_at IS NULL AND ac.secret_hash = i.secret_hash, false) AS agent_active,
                 COALESCE(ac.disabled_at IS NULL AND $2 = ANY (ac.grant_types), false) AS grant_ok,
+                COALESCE(ac.agent_metadata_version = i.agent_version, false) AS agent_current,
                 -- the live session's one row: past SESSION_MAX_AGE_SECONDS it issues nothing either
                 -- (NULL: ended or unknown)
                 (SELECT ${SESSION_TOO_OLD_SQL('s', 'u', '$8')} FROM user_sessions s JOIN users u ON u.id = s.user_id
@@ -438,9 +455,9 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
            FROM i LEFT JOIN agent_clients ac ON ac.id = i.agent_id
            LEFT JOIN agent_user_revocations v ON v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
        ), g AS (
-         SELECT *, agent_active AND grant_ok AND coalesce(NOT session_too_old, false) AND pair_ok AS ok FROM f
+         SELECT *, agent_active AND grant_ok AND agent_current AND coalesce(NOT session_too_old, false) AND pair_ok AS ok FROM f
        ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
-       SELECT ord, agent_active, grant_ok, coalesce(NOT session_too_old, false) AS session_ok, coalesce(session_too_old, false) AS session_too_old, pair_ok, pair_restored_late
+       SELECT ord, agent_active, grant_ok, agent_current, coalesce(NOT session_too_old, false) AS session_ok, coalesce(session_too_old, false) AS session_too_old, pair_ok, pair_restored_late
          FROM g ORDER BY ord`,
       [
         items.map((i) => i.agentId),
@@ -451,6 +468,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         items.map((i) => i.secretHash),
         items.map((i) => i.iat),
         this.config.SESSION_MAX_AGE_SECONDS,
+        items.map((i) => i.agentVersion),
         ...ap,
         ...op,
         ...xp,
