@@ -154,6 +154,13 @@ describe('loadConfig', () => {
     for (const on of ['1', 'TRUE', 'yes', 'on']) expect(loadConfig({ METRICS_ENABLED: on }).METRICS_ENABLED).toBe(true);
   });
 
+  it('REDIS_REVOCATION_REPLICAS is off by default; its wait must be below the command timeout', () => {
+    expect(loadConfig({})).toMatchObject({ REDIS_REVOCATION_REPLICAS: 0, REDIS_REVOCATION_WAIT_MS: 500 });
+    expect(loadConfig({ REDIS_REVOCATION_REPLICAS: '2', REDIS_REVOCATION_WAIT_MS: '1999' })).toMatchObject({ REDIS_REVOCATION_REPLICAS: 2, REDIS_REVOCATION_WAIT_MS: 1999 });
+    expect(() => loadConfig({ REDIS_REVOCATION_REPLICAS: '1', REDIS_REVOCATION_WAIT_MS: '2000' })).toThrow(/REDIS_REVOCATION_WAIT_MS: must be below REDIS_COMMAND_TIMEOUT_MS/);
+    expect(() => loadConfig({ REDIS_REVOCATION_REPLICAS: '17' })).toThrow(/REDIS_REVOCATION_REPLICAS/);
+  });
+
   it('METRICS_TOKEN is optional, and a short one (guessable) stops the start', () => {
     expect(loadConfig({}).METRICS_TOKEN).toBeUndefined();
     expect(() => loadConfig({ METRICS_TOKEN: 'short-token' })).toThrow(/METRICS_TOKEN/);

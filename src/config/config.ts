@@ -77,6 +77,15 @@ export class EnvSchema {
   REDIS_SENTINEL_MASTER?: string;
   /** the sentinels' own password (`requirepass` in sentinel.conf), when they have one */
   @IsOptional() @IsString() REDIS_SENTINEL_PASSWORD?: string;
+  /**
+   * Replicas that must hold a revocation or cache invalidation (an ended session, a revoked access
+   * token, API key or agent, a changed setting) before it is answered (Redis WAIT after the write):
+   * replication is asynchronous, so a failover to a replica that missed it would serve the cached
+   * "live" state it overwrote again until that expires. Fewer in REDIS_REVOCATION_WAIT_MS: 503, to
+   * be sent again. 0 (default): not waited for (a single Redis, or the risk accepted)
+   */
+  @Transform(toInt) @IsInt() @Min(0) @Max(16) REDIS_REVOCATION_REPLICAS = 0;
+  @Transform(toInt) @IsInt() @Min(10) @Max(59000) REDIS_REVOCATION_WAIT_MS = 500;
   @IsOptional() @IsString() SMTP_URL?: string;
   @IsString() EMAIL_FROM = 'no-reply@localhost';
   @IsString() @MinLength(40) KEY_ENCRYPTION_KEY = DEV_KEY_ENCRYPTION_KEY;
@@ -557,6 +566,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     if (typeof sentinels === 'string') problems.push(sentinels);
     if (!parsed.REDIS_SENTINEL_MASTER) problems.push('REDIS_SENTINEL_MASTER: must name the master the sentinels monitor when REDIS_SENTINELS is set');
   }
+  // the WAIT is a Redis command: past the command timeout it would fail whatever the replicas did
+  if (parsed.REDIS_REVOCATION_REPLICAS > 0 && parsed.REDIS_REVOCATION_WAIT_MS >= parsed.REDIS_COMMAND_TIMEOUT_MS)
+    problems.push(`REDIS_REVOCATION_WAIT_MS: must be below REDIS_COMMAND_TIMEOUT_MS (${parsed.REDIS_COMMAND_TIMEOUT_MS})`);
   const dnsServers = parseDnsServers(parsed.WEBHOOK_DNS_SERVERS ?? '');
   problems.push(...dnsServers.problems);
   if (problems.length) {

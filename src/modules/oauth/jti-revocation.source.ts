@@ -1,4 +1,4 @@
-import { execAll } from '../../shared/redis/exec-all';
+import { writeElseDelete } from '../../shared/redis/exec-all';
 import { Inject, Injectable } from '@nestjs/common';
 import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
@@ -67,14 +67,15 @@ export class JtiRevocationSource implements RevocationSource {
     return rowCount > 0;
   }
 
-  /** After the commit (and before answering): the token is refused at once everywhere. */
+  /**
+   * After the commit (and before answering): the token is refused at once everywhere. A Redis that
+   * refuses the marks (out of memory under noeviction) still takes deletes: the cached answers
+   * ("not revoked", "the tenant has none") are deleted instead, so the next check asks PostgreSQL,
+   * which says revoked. A Redis that takes neither throws (503; the repeat tells it).
+   */
   async cacheRevoked(claims: AccessClaims): Promise<void> {
-    await execAll(
-      this.redis
-        .multi()
-        .set(revokedJtiTenantKey(claims.tenant_id), JTI_REVOKED, 'EX', this.tenantTtlSeconds)
-        .set(revokedJtiKey(claims.jti), JTI_REVOKED, 'EX', ttlFor(claims)),
-    );
+    const [gate, jti] = [revokedJtiTenantKey(claims.tenant_id), revokedJtiKey(claims.jti)];
+    await writeElseDelete(this.redis, this.redis.multi().set(gate, JTI_REVOKED, 'EX', this.tenantTtlSeconds).set(jti, JTI_REVOKED, 'EX', ttlFor(claims)), [gate, jti]);
   }
 
   private async revokedInDb(claims: AccessClaims): Promise<boolean> {
@@ -83,7 +84,8 @@ export class JtiRevocationSource implements RevocationSource {
       [claims.jti],
       'jti_revoked',
     );
-    await this.redis.set(revokedJtiKey(claims.jti), row.revoked ? JTI_REVOKED : JTI_LIVE, 'EX', ttlFor(claims), 'NX');
+    // PostgreSQL answered: a Redis refusing the cache fill (out of memory) changes nothing but the next read
+    await this.redis.set(revokedJtiKey(claims.jti), row.revoked ? JTI_REVOKED : JTI_LIVE, 'EX', ttlFor(claims), 'NX').catch(() => undefined);
     return row.revoked;
   }
 
@@ -94,7 +96,7 @@ export class JtiRevocationSource implements RevocationSource {
       [tenantId],
       'jti_revoked_tenant',
     );
-    await this.redis.set(revokedJtiTenantKey(tenantId), row.any ? JTI_REVOKED : JTI_LIVE, 'EX', this.tenantTtlSeconds, 'NX');
+    await this.redis.set(revokedJtiTenantKey(tenantId), row.any ? JTI_REVOKED : JTI_LIVE, 'EX', this.tenantTtlSeconds, 'NX').catch(() => undefined);
     return row.any;
   }
 }

@@ -28,4 +28,27 @@ export async function writeElseDelete(redis: Redis, writes: ChainableCommander, 
   } catch {
     await execAll(redis.pipeline().del(...keys));
   }
+  await replicated(redis);
+}
+
+/** REDIS_REVOCATION_REPLICAS and REDIS_REVOCATION_WAIT_MS of each client that has them (createRedis). */
+const replicaDemands = new WeakMap<Redis, { replicas: number; timeoutMs: number }>();
+
+/** What writeElseDelete waits for on this client after its write (REDIS_REVOCATION_REPLICAS; 0: nothing). */
+export function demandReplicas(redis: Redis, replicas: number, timeoutMs: number): void {
+  if (replicas > 0) replicaDemands.set(redis, { replicas, timeoutMs });
+  else replicaDemands.delete(redis);
+}
+
+/**
+ * Waits until the client's writes so far (this one's included: WAIT counts a connection's writes)
+ * are held by the replicas asked for; rejects when fewer acknowledge them in time. Replication is
+ * asynchronous: a revocation answered without it is lost by a failover to a replica that missed
+ * it, whose cached "live" state then comes back until it expires.
+ */
+async function replicated(redis: Redis): Promise<void> {
+  const demand = replicaDemands.get(redis);
+  if (!demand) return;
+  const acked = Number(await redis.wait(demand.replicas, demand.timeoutMs));
+  if (acked < demand.replicas) throw new Error(`Redis: ${acked} of ${demand.replicas} replica(s) acknowledged the write within ${demand.timeoutMs} ms`);
 }

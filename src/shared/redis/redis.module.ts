@@ -1,3 +1,4 @@
+import { demandReplicas } from './exec-all';
 import { Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
 import Redis, { RedisOptions } from 'ioredis';
 import { APP_CONFIG, AppConfig, parseSentinels } from '../../config/config';
@@ -107,7 +108,7 @@ export async function closeRedisIfBootFails<T>(boot: () => Promise<T>): Promise<
 
 /** One ioredis client per process; every key carries REDIS_KEY_PREFIX. */
 export function createRedis(
-  config: RedisConnectionConfig & Pick<AppConfig, 'REDIS_KEY_PREFIX'> & Partial<Pick<AppConfig, 'REDIS_COMMAND_TIMEOUT_MS'>>,
+  config: RedisConnectionConfig & Pick<AppConfig, 'REDIS_KEY_PREFIX'> & Partial<Pick<AppConfig, 'REDIS_COMMAND_TIMEOUT_MS' | 'REDIS_REVOCATION_REPLICAS' | 'REDIS_REVOCATION_WAIT_MS'>>,
   extra: { maxRetriesPerRequest?: number | null } = {},
 ): Redis {
   const client = new Redis({
@@ -131,6 +132,8 @@ export function createRedis(
     lazyConnect: false,
   });
   opening?.push(client);
+  // revocations and cache invalidations (writeElseDelete) wait for the replicas asked for
+  demandReplicas(client, config.REDIS_REVOCATION_REPLICAS ?? 0, config.REDIS_REVOCATION_WAIT_MS ?? 500);
   // connection errors are expected while Redis is away: one warning per outage, not ioredis'
   // unstructured "Unhandled error event" for every reconnection attempt
   let failing = false;

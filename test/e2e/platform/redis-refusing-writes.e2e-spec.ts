@@ -74,6 +74,50 @@ describe('Redis refusing writes', () => {
     await u.me().expect(401);
   });
 
+  const outOfMemory = async <T>(fn: () => Promise<T>): Promise<T> => {
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    await admin.config('SET', 'maxmemory', '1');
+    try {
+      await expect(admin.set('probe', '1')).rejects.toThrow(/OOM/);
+      return await fn();
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+    }
+  };
+
+  it('out of memory: an RFC 7009 revocation of an access token deletes the cached "not revoked" answers it cannot overwrite: 200, and the token is refused at once', async () => {
+    const dash = await signupTenant(t);
+    const { key } = await createApiKey(t, dash);
+    const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail('oom'), password: STRONG_PASSWORD, consent: true }).expect(201);
+    const me = () => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`);
+    await me().expect(200); // the tenant's "no revoked token" answer cached
+    // the API key principal cached, so the revoke itself needs no cache fill
+    await t.http().post('/oauth/revoke').type('form').set('X-API-Key', key).send({ token: 'not-a-token' }).expect(200);
+    await outOfMemory(async () => {
+      await t.http().post('/oauth/revoke').type('form').set('X-API-Key', key).send({ token: reg.body.access_token }).expect(200);
+      await me().expect(401);
+    });
+    await me().expect(401);
+  });
+
+  it('out of memory: a bearer call whose cached revocation answers expired is answered from PostgreSQL (the refused cache fill ignored), not 503', async () => {
+    const dash = await signupTenant(t);
+    const { key } = await createApiKey(t, dash);
+    const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail('oom'), password: STRONG_PASSWORD, consent: true }).expect(201);
+    const me = () => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${reg.body.access_token}`);
+    await me().expect(200);
+    // the tenant gate's TTL ran out (as if expired); then the tenant has a revoked token, so the jti's own answer is read too
+    await admin.del(`${process.env.REDIS_KEY_PREFIX}revoked:jti-tenant:${dash.tenantId}`);
+    await outOfMemory(() => me().expect(200));
+    const other = await t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: reg.body.user.email, password: STRONG_PASSWORD }).expect(200);
+    await t.http().post('/oauth/revoke').type('form').set('X-API-Key', key).send({ token: other.body.access_token }).expect(200);
+    await admin.del(`${process.env.REDIS_KEY_PREFIX}revoked:jti:${(JSON.parse(Buffer.from(reg.body.access_token.split('.')[1], 'base64url').toString()) as { jti: string }).jti}`);
+    await outOfMemory(async () => {
+      await me().expect(200);
+      await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${other.body.access_token}`).expect(401);
+    });
+  });
+
   it('out of memory: a cache invalidation (a revoked API key, an updated agent) deletes the slots it cannot tombstone, so the next read loads the row', async () => {
     const redis = new Redis(Number(new URL(t.app.get(APP_CONFIG).REDIS_URL).port), '127.0.0.1', { keyPrefix: 'oom-cache:' });
     const cache = new ReadThroughCache<{ v: number }>(redis, 'thing', () => 120);
