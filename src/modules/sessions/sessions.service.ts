@@ -72,6 +72,8 @@ interface RefreshRow {
   grace_ok: boolean;
   /** spec 2.8 `mfa_policy: required` and the user has no MFA: when the enrollment grace ends */
   mfa_enrollment_deadline: Date | null;
+  /** that deadline has passed, by PostgreSQL's clock (the one the rotation itself went by) */
+  enrollment_enforced: boolean;
 }
 
 /** A presented refresh token (id, tenant, SHA-256 of its secret) and the child to issue for it. */
@@ -245,6 +247,11 @@ export class SessionsService {
    * REFRESH_REUSE_GRACE_SECONDS, which gets a fresh pair for the same session.
    */
   async refresh(tenantId: string, presented: string): Promise<TokenResponse> {
+    return this.refreshOnce(tenantId, presented, false);
+  }
+
+  /** `again`: the token is read a second time, after a rotation of it that ran beside this one. */
+  private async refreshOnce(tenantId: string, presented: string, again: boolean): Promise<TokenResponse> {
     const m = REFRESH_SHAPE.exec(presented);
     if (!m) throw new AppError('auth/invalid_refresh_token');
     const [, id, secret] = m;
@@ -287,14 +294,17 @@ export class SessionsService {
     // the tenant requires MFA and this user's grace is over: no new tokens until they enroll (the
     // refresh token stays as it was, so nothing is lost; sign-in answers the same). Reuse
     // detection still comes first: a replayed token ends the session whatever the policy.
-    const enforced = row.mfa_enrollment_deadline !== null && new Date(row.mfa_enrollment_deadline).getTime() <= Date.now();
+    // (by the statement's clock, which the rotation went by: this process's may differ)
+    const enforced = row.enrollment_enforced;
     const refuseEnrollment = async () => (await this.enrollmentRefusal?.({ ...row, id: row.user_id })) ?? new AppError('mfa/enrollment_required');
     if (!row.rotated_at) {
       if (enforced) throw await refuseEnrollment();
       // lost a race with a parallel rotation of the same token: read it again, so the grace rule
       // decides as for a token presented just after the rotation (with the grace off, that is
-      // reuse: the session ends whichever of the two arrived first, as in one rotate batch)
-      return this.refresh(tenantId, presented);
+      // reuse: the session ends whichever of the two arrived first, as in one rotate batch). Read
+      // again, it is rotated; still not (nothing known does that): 503, never a loop
+      if (again) throw new AppError('server/unavailable', 'The refresh token could not be rotated; send it again');
+      return this.refreshOnce(tenantId, presented, true);
     }
     if (!graceful) return this.reuseDetected(row.session_id);
     if (enforced) throw await refuseEnrollment();
@@ -393,7 +403,8 @@ export class SessionsService {
        ), ses AS (
          UPDATE user_sessions SET refreshed_at = now() WHERE id IN (SELECT session_id FROM rot) AND revoked_at IS NULL RETURNING id
        ), ${activityCtes('ANY(ARRAY(SELECT user_id FROM ins))')}
-       SELECT cur.*, (ins.parent_id IS NOT NULL AND ses.id IS NOT NULL) AS rotated_now
+       SELECT cur.*, (ins.parent_id IS NOT NULL AND ses.id IS NOT NULL) AS rotated_now,
+              coalesce(cur.mfa_enrollment_deadline <= now(), false) AS enrollment_enforced
          FROM cur LEFT JOIN ins ON ins.parent_id = cur.id LEFT JOIN ses ON ses.id = cur.session_id`,
       [
         first.map((r) => r.id),

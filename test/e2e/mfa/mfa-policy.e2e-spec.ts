@@ -2,6 +2,7 @@ import { createTestApp, randomIp, STRONG_PASSWORD, TestApp } from '../../setup/a
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { EnrollmentTokenService } from '../../../src/modules/mfa/enrollment-token.service';
 import { claimsOf, mfaApi, TotpDevice } from './mfa.helpers';
+import { namedQueryParams } from '../../setup/query-spy';
 
 const DAY = 86_400;
 
@@ -319,6 +320,28 @@ describe('MFA policy (spec 2.8 mfa_policy, mfa_grace_period_days; issue 5 item 6
         [first.split(':')[0]],
       );
       expect(session.revoked_reason).toBe('refresh_token_reuse');
+    });
+
+    it("the deadline is the database's: with this process's clock behind it, a refresh just past it answers 403 after one rotate statement (it looped on rotating until the clocks agreed)", async () => {
+      const u = await api.register();
+      await userCreatedDaysAgo(u.userId, 60);
+      await requireMfa(2, 7);
+      const signedIn = await api.login(u.email).expect(200);
+      // a grace of 3 days that ended 1 s ago by PostgreSQL's clock
+      await t.db.query(`UPDATE tenants SET mfa_required_since = now() - make_interval(secs => $2), mfa_grace_period_days = 3 WHERE id = $1`, [tenant.id, 3 * DAY + 1]);
+      const real = Date.now.bind(Date);
+      // this process's clock (the API's) 4 s behind
+      const clock = jest.spyOn(Date, 'now').mockImplementation(() => real() - 4000);
+      let res: { status: number; body: { code?: string } } | undefined;
+      let rotates: string[];
+      try {
+        rotates = await namedQueryParams(t.db, 'refresh_rotate_batch', async () => {
+          res = await refresh(signedIn.body.refresh_token);
+        });
+      } finally {
+        clock.mockRestore();
+      }
+      expect([res?.status, res?.body.code, rotates.length]).toEqual([403, 'mfa/enrollment_required', 1]);
     });
 
     it('guests and users of optional tenants refresh as before', async () => {
