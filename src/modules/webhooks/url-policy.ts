@@ -314,7 +314,7 @@ export function pinnedLookup(addresses: dns.LookupAddress[]): LookupFunction {
   }) as LookupFunction;
 }
 
-/** The URL without its query string, for audit records and emails (a query may carry a token). */
+/** The URL without its query string, for the owners' emails (a query may carry a token). */
 export function displayUrl(url: URL | string): string {
   const u = typeof url === 'string' ? new URL(url) : url;
   return `${u.origin}${u.pathname}`;
@@ -324,7 +324,8 @@ export function displayUrl(url: URL | string): string {
  * The URL as members (read-only) see it: the origin, then the path as `/REDACTED` unless it is `/`
  * (Slack's and Discord's incoming-webhook URLs carry their secret in the path), then the query,
  * if any, as `?REDACTED` (a token as a value, a name or the whole query); a fragment (stored before
- * they were refused) left out. Only owners, who manage endpoints, see more.
+ * they were refused) left out. Only owners, who manage endpoints, see more. Audit records carry
+ * this form too: they are kept (by default for ever) and read by more people than the endpoints.
  */
 export function redactedUrl(url: string): string {
   const u = new URL(url);

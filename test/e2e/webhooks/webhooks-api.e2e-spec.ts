@@ -68,16 +68,16 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
       `SELECT metadata, actor_id FROM audit_events WHERE tenant_id = $1 AND type = 'webhook.created' AND target_id = $2`,
       [owner.tenantId, res.body.id],
     );
-    expect(audit).toEqual([{ actor_id: owner.userId, metadata: { url: HOOK, events: ['agent.revoked', 'oauth.token_exchange.issued'], agent_client_id: null } }]);
+    expect(audit).toEqual([{ actor_id: owner.userId, metadata: { url: `${HOOK_ORIGIN}/REDACTED`, events: ['agent.revoked', 'oauth.token_exchange.issued'], agent_client_id: null } }]);
     expect(JSON.stringify(audit)).not.toContain(secret.slice(6));
   });
 
-  it('accepts every catalog event type, "*" alone, loopback http URLs under NODE_ENV=test, and strips the query from audit records', async () => {
+  it('accepts every catalog event type, "*" alone, loopback http URLs under NODE_ENV=test, and audits the URL with its path and query redacted', async () => {
     const all = await post(owner, { url: 'http://127.0.0.1:9/all?token=abc', events: [...WEBHOOK_EVENT_TYPES] }).expect(201);
     expect(all.body.events).toEqual([...WEBHOOK_EVENT_TYPES]);
     expect(all.body.url).toBe('http://127.0.0.1:9/all?token=abc');
     const [audit] = await t.db.query<{ metadata: { url: string } }>(`SELECT metadata FROM audit_events WHERE target_id = $1`, [all.body.id]);
-    expect(audit.metadata.url).toBe('http://127.0.0.1:9/all');
+    expect(audit.metadata.url).toBe('http://127.0.0.1:9/REDACTED?REDACTED');
     const star = await post(owner, { url: 'http://localhost:9/star', events: ['*'] }).expect(201);
     expect(star.body.events).toEqual(['*']);
     await post(owner, { url: 'https://[::1]:9/v6', events: ['user.claimed'] }).expect(201);
@@ -229,8 +229,8 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
     expect((await get(owner, `/${id}`).expect(404)).body.code).toBe('webhook/not_found');
     expect((await del(owner, id).expect(404)).body.code).toBe('webhook/not_found');
     expect(await t.db.query(`SELECT 1 FROM webhook_deliveries WHERE endpoint_id = $1`, [id])).toHaveLength(0);
-    const audit = await t.db.query(`SELECT actor_id FROM audit_events WHERE type = 'webhook.deleted' AND target_id = $1`, [id]);
-    expect(audit).toEqual([{ actor_id: owner.userId }]);
+    const audit = await t.db.query(`SELECT actor_id, metadata FROM audit_events WHERE type = 'webhook.deleted' AND target_id = $1`, [id]);
+    expect(audit).toEqual([{ actor_id: owner.userId, metadata: { url: `${HOOK_ORIGIN}/REDACTED` } }]);
   });
 
   it('enables a disabled endpoint (owner), idempotently, with one audit event', async () => {
@@ -245,7 +245,7 @@ describe('webhooks API: endpoints, secrets, validation, roles, tenant isolation'
     const [row] = await t.db.query<{ consecutive_failed_deliveries: number }>(`SELECT consecutive_failed_deliveries FROM webhook_endpoints WHERE id = $1`, [id]);
     expect(row.consecutive_failed_deliveries).toBe(0);
     // with the URL (no query string), as created, deleted and disabled carry it
-    expect(await t.db.query(`SELECT metadata FROM audit_events WHERE type = 'webhook.enabled' AND target_id = $1`, [id])).toEqual([{ metadata: { url: HOOK.split('?')[0] } }]);
+    expect(await t.db.query(`SELECT metadata FROM audit_events WHERE type = 'webhook.enabled' AND target_id = $1`, [id])).toEqual([{ metadata: { url: `${HOOK_ORIGIN}/REDACTED` } }]);
   });
 
   describe('rotate-secret', () => {

@@ -8,7 +8,7 @@ import { assertTenantCap } from '../../../shared/db/tenant-cap';
 import { AppError, FieldError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { generateWebhookSecret } from '../signature';
-import { defaultLookupAll, displayUrl, LookupAll, REGISTRATION_DNS_TIMEOUT_MS, urlPolicyFor, validateWebhookUrl, WebhookDnsError, WebhookUrlError } from '../url-policy';
+import { defaultLookupAll, redactedUrl, LookupAll, REGISTRATION_DNS_TIMEOUT_MS, urlPolicyFor, validateWebhookUrl, WebhookDnsError, WebhookUrlError } from '../url-policy';
 import { CreatedWebhookEndpointResponse, ENDPOINT_COLUMNS, toEndpointResponse, WebhookEndpointRow } from '../webhook-endpoint.entity';
 import { ALL_EVENTS, MAX_ENDPOINTS_PER_TENANT } from '../webhook-events';
 import { secretAad } from '../webhook-secret';
@@ -98,7 +98,7 @@ export class CreateWebhookHandler implements ICommandHandler<CreateWebhookComman
         actorId: cmd.actor.userId,
         targetType: 'webhook_endpoint',
         targetId: id,
-        metadata: { url: displayUrl(url!), events, agent_client_id: agentClientId },
+        metadata: { url: redactedUrl(url!.href), events, agent_client_id: agentClientId },
       });
       return created;
     });

@@ -2,7 +2,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
-import { displayUrl } from '../url-policy';
+import { redactedUrl } from '../url-policy';
 import { DeleteWebhookCommand } from './delete-webhook.command';
 
 @CommandHandler(DeleteWebhookCommand)
@@ -24,7 +24,7 @@ export class DeleteWebhookHandler implements ICommandHandler<DeleteWebhookComman
         actorId: cmd.actor.userId,
         targetType: 'webhook_endpoint',
         targetId: cmd.endpointId,
-        metadata: { url: displayUrl(gone.url) },
+        metadata: { url: redactedUrl(gone.url) },
       });
     });
   }

@@ -7,7 +7,7 @@ import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { retryDelayMs } from '../backoff';
 import { webhookHeaders } from '../signature';
-import { displayUrl, urlPolicyFor } from '../url-policy';
+import { displayUrl, redactedUrl, urlPolicyFor } from '../url-policy';
 import { openWebhookSecret } from '../webhook-secret';
 import { DeliverWebhookCommand, DeliverWebhookResult, WebhookAttemptFailed } from './deliver-webhook.command';
 import { postWebhook } from './http-sender';
@@ -174,7 +174,6 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
       [d.endpoint_id, this.config.WEBHOOK_DISABLE_AFTER_FAILED_DELIVERIES],
     );
     if (!counted?.just_disabled) return;
-    const url = displayUrl(counted.url);
     await this.events.audit(tx, {
       tenantId: d.tenant_id,
       type: 'webhook.disabled',
@@ -182,13 +181,14 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
       actorType: 'system',
       targetType: 'webhook_endpoint',
       targetId: d.endpoint_id,
-      metadata: { url, reason: 'repeated_failures', consecutive_failed_deliveries: counted.consecutive_failed_deliveries },
+      metadata: { url: redactedUrl(counted.url), reason: 'repeated_failures', consecutive_failed_deliveries: counted.consecutive_failed_deliveries },
     });
     const owners = await tx.query<{ email: string }>(
       `SELECT u.email FROM tenant_members m JOIN dashboard_users u ON u.id = m.user_id WHERE m.tenant_id = $1 AND m.role = 'owner' ORDER BY u.email`,
       [d.tenant_id],
     );
-    for (const o of owners) await this.mail.enqueue(tx, { tenantId: d.tenant_id, to: o.email, template: 'webhook_disabled', data: { url } });
+    // the owners, who see the endpoint's URL whole anyway: with its path, which tells their endpoints apart
+    for (const o of owners) await this.mail.enqueue(tx, { tenantId: d.tenant_id, to: o.email, template: 'webhook_disabled', data: { url: displayUrl(counted.url) } });
     this.log.warn(`webhook endpoint ${d.endpoint_id} of tenant ${d.tenant_id} disabled after ${counted.consecutive_failed_deliveries} failed deliveries`);
   }
 }

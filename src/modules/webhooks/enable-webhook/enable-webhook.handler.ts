@@ -3,7 +3,7 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { ENDPOINT_COLUMNS, toEndpointResponse, WebhookEndpointResponse, WebhookEndpointRow } from '../webhook-endpoint.entity';
-import { displayUrl } from '../url-policy';
+import { redactedUrl } from '../url-policy';
 import { EnableWebhookCommand } from './enable-webhook.command';
 
 /**
@@ -34,7 +34,7 @@ export class EnableWebhookHandler implements ICommandHandler<EnableWebhookComman
           actorId: cmd.actor.userId,
           targetType: 'webhook_endpoint',
           targetId: cmd.endpointId,
-          metadata: { url: displayUrl(enabled.url) },
+          metadata: { url: redactedUrl(enabled.url) },
         });
         return toEndpointResponse(enabled);
       }
