@@ -47,11 +47,13 @@ export class RateLimitService {
    * lowered mid-window leaves the count past limit + 1; a hit may be counted by a request that is
    * then refused for another reason). Call it only for a refused request: one more Redis round
    * trip, on refusals only. A block that ended in between answers false. Redis unreachable: 503.
+   * `who`: for a counter several callers share (a subject token's exchanges by every agent), the
+   * first refusal of each of them (each records its own event).
    */
-  async firstRefusal(bucket: string, key: string): Promise<boolean> {
+  async firstRefusal(bucket: string, key: string, who?: string): Promise<boolean> {
     const { blocked } = throttlerKeys(`rl:${key}`, bucket);
     try {
-      return (await this.firstRefusalCmd(blocked, `${blocked}:first`)) === 1;
+      return (await this.firstRefusalCmd(blocked, who ? `${blocked}:first:${who}` : `${blocked}:first`)) === 1;
     } catch (cause) {
       throw new AppError('server/unavailable', 'Rate limiter unavailable', { cause });
     }

@@ -190,6 +190,16 @@ describe('POST /oauth/token: rate limits (spec 6, 8)', () => {
       subject_token_jti_hash_prefix: hashPrefix(claims(st).jti as string),
     });
     expect(JSON.stringify(row.metadata)).not.toContain(claims(st).jti as string);
+    // each agent the shared limit refuses records its own events, once per window (spec 6:
+    // webhooks are filtered by agent_client_id, so a subscriber of b's hears of b's refusal)
+    expect429(await postToken(t, b, exchangeBody(st)));
+    expect429(await postToken(t, a, exchangeBody(st)));
+    for (const agent of [a, b]) {
+      const rows = await auditRows(t, 'oauth.token_exchange.rate_limited', agent.id);
+      const webhooks = await t.db.query(`SELECT 1 FROM outbox WHERE event_type = 'oauth.token_exchange.rate_limited' AND payload->>'agent_client_id' = $1`, [agent.id]);
+      expect([agent.id, rows.length, webhooks.length]).toEqual([agent.id, 1, 1]);
+      expect(rows[0].metadata).toMatchObject({ limit_scope: 'subject_token_jti', subject_token_jti_hash_prefix: hashPrefix(claims(st).jti as string) });
+    }
     // another subject token of the same user still works
     await postToken(t, a, exchangeBody(fresh)).expect(200);
   });

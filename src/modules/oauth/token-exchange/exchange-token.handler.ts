@@ -181,7 +181,9 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     ]);
     if (!perClient.allowed) throw await clientRefused(perClient);
     if (!perJti.allowed) {
-      const r = await this.windowRefusal(perJti, 'token_exchange_jti', `jti:${subject.jti}`);
+      // the subject token's limit counts every agent's exchanges; each agent it refuses records its
+      // own event (spec 6: webhooks filtered by agent_client_id), once per window
+      const r = await this.windowRefusal(perJti, 'token_exchange_jti', `jti:${subject.jti}`, agent.id);
       throw await this.rateLimited(agent, 'subject_token_jti', TOKEN_EXCHANGE_PER_SUBJECT_JTI_PER_MIN, r, form, hashPrefix(subject.jti));
     }
     if (denied) {
@@ -489,8 +491,8 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
    * (RateLimitService.firstRefusal, whatever the count: an agent's token_exchange_per_min lowered
    * mid-window leaves the count past limit + 1).
    */
-  private async windowRefusal(r: { retryAfterSeconds: number }, bucket: string, key: string): Promise<{ first: boolean; retryAfterSeconds: number }> {
-    return { first: await this.limiter.firstRefusal(bucket, key), retryAfterSeconds: r.retryAfterSeconds };
+  private async windowRefusal(r: { retryAfterSeconds: number }, bucket: string, key: string, who?: string): Promise<{ first: boolean; retryAfterSeconds: number }> {
+    return { first: await this.limiter.firstRefusal(bucket, key, who), retryAfterSeconds: r.retryAfterSeconds };
   }
 
   /** spec 6 oauth.token_exchange.subject_invalid: the precise reason, hash prefixes only. */
