@@ -1,3 +1,4 @@
+import { EventsService } from '../../shared/events/events.service';
 import { randomUUID } from 'crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../../config/config';
@@ -113,6 +114,7 @@ export class SessionsService {
     private readonly db: Db,
     private readonly jwt: JwtService,
     private readonly revocation: TokenRevocationService,
+    private readonly events: EventsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {
     this.rotator = new Batcher((items) => this.rotateMany(items), async (item) => (await this.rotateMany([item]))[0], { name: 'refresh_rotate', maxBatch: 64, maxInFlight: 2 });
@@ -131,7 +133,7 @@ export class SessionsService {
    * so the user signs in again.
    */
   async endTooOld(sessionId: string): Promise<never> {
-    await this.revokeSession(sessionId, 'max_age');
+    await this.endAudited(sessionId, 'max_age');
     throw new InvalidTokenError('invalid_token', 'The session has reached its maximum age; sign in again');
   }
 
@@ -283,7 +285,7 @@ export class SessionsService {
     }
     // the session's absolute lifetime: it ends (listed as such) and the user signs in again
     if (row.session_too_old) {
-      await this.revokeSession(row.session_id, 'max_age');
+      await this.endAudited(row.session_id, 'max_age');
       throw new AppError('auth/invalid_refresh_token', 'The session has reached its maximum age; sign in again');
     }
     // retired while its session goes on: only a claim does that (continueSession). It was never
@@ -337,7 +339,7 @@ export class SessionsService {
 
   /** Reuse detection (RFC 9700 section 4.14): the session ends and the presenter gets a 401. */
   private async reuseDetected(sessionId: string): Promise<never> {
-    await this.revokeSession(sessionId, 'refresh_token_reuse');
+    await this.endAudited(sessionId, 'refresh_token_reuse');
     throw new AppError('auth/invalid_refresh_token', 'Refresh token reuse detected; the session has ended');
   }
 
@@ -434,6 +436,28 @@ export class SessionsService {
    */
   onEnrollmentEnforced(refusal: (user: SessionUser & { auth_time: number; session_id: string }) => Promise<Error>): void {
     this.enrollmentRefusal = refusal;
+  }
+
+  /**
+   * Ends a session the service itself found stolen or too old, audited in the same transaction as
+   * `user.session_ended` with the reason (a refresh token's reuse: severity high, someone else may
+   * hold the session; the maximum age: info), as every other way a session ends is audited.
+   */
+  private async endAudited(sessionId: string, reason: 'refresh_token_reuse' | 'max_age'): Promise<void> {
+    await this.db.tx(async (tx) => {
+      if (!(await this.endSessions(tx, { sessionId }, reason)).length) return;
+      const [s] = await tx.query<{ tenant_id: string; user_id: string }>(`SELECT tenant_id, user_id FROM user_sessions WHERE id = $1`, [sessionId]);
+      await this.events.audit(tx, {
+        tenantId: s.tenant_id,
+        type: 'user.session_ended',
+        severity: reason === 'refresh_token_reuse' ? 'high' : 'info',
+        actorType: 'system',
+        targetType: 'session',
+        targetId: sessionId,
+        metadata: { user_id: s.user_id, reason },
+      });
+    });
+    await this.revocation.markSessionsRevoked([sessionId]);
   }
 
   /**

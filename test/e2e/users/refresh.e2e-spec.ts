@@ -1,6 +1,7 @@
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { gateWrites } from '../../setup/hold-writes';
+const claims = (token: string): Record<string, string> => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString());
 
 async function registerUser(t: TestApp, tenant: TenantFixture) {
   const res = await t
@@ -53,6 +54,14 @@ describe('refresh: rotation, reuse detection and the grace rule (contract "Token
     await refresh(first.body.refresh_token).expect(401);
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${first.body.access_token}`).expect(401);
     expect(await t.db.query(`SELECT 1 FROM user_sessions WHERE user_id = $1 AND revoked_reason = 'refresh_token_reuse'`, [u.user.id])).toHaveLength(1);
+    // audited in the same transaction, high severity (someone else may hold the session)
+    const sid = claims(first.body.access_token).sid;
+    expect(await t.db.query(`SELECT severity, actor_type, target_type, target_id, metadata FROM audit_events WHERE type = 'user.session_ended' AND target_id = $1`, [sid])).toEqual([
+      { severity: 'high', actor_type: 'system', target_type: 'session', target_id: sid, metadata: { user_id: u.user.id, reason: 'refresh_token_reuse' } },
+    ]);
+    // presented again: the session had ended, no second row
+    await refresh(u.refresh_token).expect(401);
+    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE type = 'user.session_ended' AND target_id = $1`, [sid])).toHaveLength(1);
   });
 
   it('an expired token is only refused, rotated or not: the session goes on (the sweep forgets expired tokens, so reuse detection never depends on them)', async () => {

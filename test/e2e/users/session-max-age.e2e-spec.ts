@@ -53,6 +53,10 @@ describe('sessions: absolute lifetime (SESSION_MAX_AGE_SECONDS)', () => {
     expect(over.headers['content-type']).toMatch(/^application\/problem\+json/);
     expect(over.body).toMatchObject({ code: 'auth/invalid_refresh_token', detail: expect.stringMatching(/maximum age/) });
     expect(await sessionRow(reg.body.access_token)).toMatchObject({ revoked_at: expect.any(Date), revoked_reason: 'max_age' });
+    const sid = claims(reg.body.access_token).sid;
+    expect(await t.db.query(`SELECT severity, metadata FROM audit_events WHERE type = 'user.session_ended' AND target_id = $1`, [sid])).toEqual([
+      { severity: 'info', metadata: { user_id: reg.body.user.id, reason: 'max_age' } },
+    ]);
     // nothing was issued: the token was not rotated and no child exists
     expect(await t.db.query(`SELECT 1 FROM refresh_tokens WHERE parent_id = $1`, [r1.body.refresh_token.split(':')[0]])).toHaveLength(0);
     // the session's access tokens are refused from now on, as for any ended session
