@@ -95,7 +95,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     this.messageIdDomain = config.EMAIL_FROM.split('@').pop()?.replace(/[^A-Za-z0-9.-]/g, '') || 'localhost';
   }
 
-  async process(job: Job<OutboxJobData>): Promise<{ messageId?: string; logged?: true; expired?: true }> {
+  async process(job: Job<OutboxJobData>): Promise<{ messageId?: string; logged?: true; expired?: true; withdrawn?: true }> {
     const { to, template, data = {} } = job.data.payload as Partial<MailPayload>;
     if (typeof to !== 'string' || !to || !isMailTemplate(template)) {
       throw new UnrecoverableError(`outbox ${job.data.outboxId}: not a mail (template ${String(template)})`);
@@ -104,6 +104,14 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     // differently by mail software: nodemailer sends "x@evil.com"@a.com to x@evil.com@a.com. Never
     // sent, rather than sent to a mailbox that may be someone else's
     if (to.indexOf('@') !== to.lastIndexOf('@')) throw new UnrecoverableError(`outbox ${job.data.outboxId}: the recipient address is ambiguous (a quoted local part); not sent`);
+    // the mail's outbox row is still owed: an erasure of its recipient (GDPR Art. 17) deletes the
+    // unsent mails to the address, also those whose job waits in BullMQ (a retry after SMTP refused
+    // for now, up to a day later), and a row settled already (sent by a run whose job did not
+    // complete) is not sent twice. Read by id and creation time (ids repeat after a restore)
+    if (!(await this.owed(job))) {
+      this.log.log({ msg: 'mail not sent: its outbox row is gone or settled (its recipient erased, or sent already)', outbox_id: job.data.outboxId, template });
+      return { withdrawn: true };
+    }
     // a link or code mail states how long its secret lasts, counted from the outbox row (written
     // with the secret): one that could not be sent before then (SMTP down, refusing with 4yz) is
     // dropped instead of handing its reader a dead link, and a late one states what is left
@@ -168,6 +176,16 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
    * not queue it again. A failed write is only logged: the completed job stays in Redis for a day,
    * longer than the reconciler looks back, so the mail is not sent twice.
    */
+  private async owed(job: Job<OutboxJobData>): Promise<boolean> {
+    // createdAt went through a JS Date: milliseconds, the row has microseconds
+    const rows = await this.db.query(
+      `SELECT 1 FROM outbox WHERE id = $1::bigint AND processed_at IS NULL AND created_at > $2::timestamptz - interval '1 millisecond' AND created_at < $2::timestamptz + interval '1 millisecond'`,
+      [job.data.outboxId, job.data.createdAt],
+      'outbox_mail_owed',
+    );
+    return rows.length > 0;
+  }
+
   private async settle(job: Job<OutboxJobData>): Promise<void> {
     await settleOutboxRow(this.db, job.data.outboxId).catch((e: Error) => this.log.warn(`settling outbox ${job.data.outboxId}: ${e.message}`));
   }

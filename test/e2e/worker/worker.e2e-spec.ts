@@ -193,6 +193,24 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(Number(job.atm)).toBeGreaterThanOrEqual(3);
   }, 60_000);
 
+  it('a mail whose outbox row went while its job waited for a retry (its recipient erased) is not sent', async () => {
+    const to = uniqueEmail('erased');
+    smtp.failNext(1, (r) => r === to);
+    const rejectedBefore = smtp.rejected;
+    await send({ to, template: 'password_reset', secret: { token: randomBytes(32).toString('base64url') } });
+    await eventually(async () => smtp.rejected > rejectedBefore, 15_000, 'the first attempt refused for now');
+    const row = await outboxRow(to);
+    const key = await jobKey('email', row.id);
+    // what an erasure does to the unsent mails to the address, while this one waits in BullMQ
+    expect((await db.exec(`DELETE FROM outbox WHERE id = $1 AND processed_at IS NULL`, [row.id])).rowCount).toBe(1);
+    const job = await eventually(async () => {
+      const j = await redis.hgetall(key);
+      return j.finishedOn ? j : undefined;
+    }, 20_000, 'the retry');
+    expect(JSON.parse(job.returnvalue)).toEqual({ withdrawn: true });
+    expect(smtp.messages.filter((m) => m.to.includes(to))).toHaveLength(0);
+  }, 60_000);
+
   it('a link or code mail that SMTP refused until its secret expired is never sent (its row settled); one sent late states the time left, not the whole lifetime', async () => {
     const expiring = uniqueEmail('expiring');
     const late = uniqueEmail('late');

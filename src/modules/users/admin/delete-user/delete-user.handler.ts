@@ -32,8 +32,9 @@ interface Erased {
  *   issued before the account existed and so carry no user_id);
  * - unsettled mails to the address in the outbox (not yet relayed, or relayed and not yet sent or
  *   given up): they are not sent, and the address leaves PostgreSQL. A mail the relay already
- *   handed to BullMQ (normally within a second of its commit) may still go out from its job; a
- *   settled row keeps the address until the outbox sweep (OUTBOX_RETENTION_DAYS);
+ *   handed to BullMQ is not sent either (the mail worker sends only while its row is owed: one
+ *   waiting for a retry is dropped), but for one being handed to SMTP at that moment; a settled
+ *   row keeps the address until the outbox sweep (OUTBOX_RETENTION_DAYS);
  * - one `user.deleted` audit event (the dashboard user as actor, the user id as target, counts
  *   only: no address) and a `user.deleted` webhook event carrying the user id only.
  * Earlier audit rows about the user stay: they hold ids and keyed hash prefixes, never the address.
