@@ -135,7 +135,7 @@ export class AgentDenylistService implements OnModuleInit {
   async cacheAfterCommit(agentId: string): Promise<void> {
     const { state, ttl } = await this.liveState(agentId);
     const key = denylistKey(agentId);
-    await writeElseDelete(this.redis, this.redis.pipeline().eval(DENYLIST_MERGE_SCRIPT, 1, key, state, String(ttl)), [key]).catch((e: Error) => {
+    await writeElseDelete(this.redis, (client) => client.pipeline().eval(DENYLIST_MERGE_SCRIPT, 1, key, state, String(ttl)), [key]).catch((e: Error) => {
       this.log.error(`denylist cache write failed for agent ${agentId}: ${e.message}`);
       throw new AppError('server/unavailable', 'The revocation is saved, but not every server could be told yet: send it again');
     });

@@ -75,7 +75,7 @@ export class JtiRevocationSource implements RevocationSource {
    */
   async cacheRevoked(claims: AccessClaims): Promise<void> {
     const [gate, jti] = [revokedJtiTenantKey(claims.tenant_id), revokedJtiKey(claims.jti)];
-    await writeElseDelete(this.redis, this.redis.multi().set(gate, JTI_REVOKED, 'EX', this.tenantTtlSeconds).set(jti, JTI_REVOKED, 'EX', ttlFor(claims)), [gate, jti]);
+    await writeElseDelete(this.redis, (client) => client.multi().set(gate, JTI_REVOKED, 'EX', this.tenantTtlSeconds).set(jti, JTI_REVOKED, 'EX', ttlFor(claims)), [gate, jti]);
   }
 
   private async revokedInDb(claims: AccessClaims): Promise<boolean> {

@@ -508,7 +508,15 @@ export class SessionsService {
    */
   async revokeUserSessionsMarked(tx: Queryable, userId: string, reason: string, keep?: string): Promise<string[]> {
     const ended = await this.revokeUserSessions(tx, userId, reason, keep);
-    await this.revocation.markSessionsRevoked(ended);
+    try {
+      await this.revocation.markSessionsRevoked(ended);
+    } catch (e) {
+      // the change rolls back, so marks Redis did take (too few replicas acknowledged them) would
+      // refuse sessions that stay live: taken away again (a reader then asks PostgreSQL, which
+      // says live), best effort
+      await this.revocation.forgetSessionMarks(ended).catch(() => undefined);
+      throw e;
+    }
     return ended;
   }
 

@@ -87,11 +87,19 @@ export class TokenRevocationService {
   async markSessionsRevoked(sessionIds: string[]): Promise<void> {
     if (!sessionIds.length) return;
     const keys = sessionIds.map((sid) => `revoked:sid:${sid}`);
-    const marks = this.redis.pipeline();
-    for (const key of keys) marks.set(key, SESSION_REVOKED, 'EX', this.ttlSeconds);
+    const marks = (client: Redis) => {
+      const pipe = client.pipeline();
+      for (const key of keys) pipe.set(key, SESSION_REVOKED, 'EX', this.ttlSeconds);
+      return pipe;
+    };
     await writeElseDelete(this.redis, marks, keys).catch((cause: unknown) => {
       throw new AppError('server/unavailable', 'Token revocation state unavailable', { cause });
     });
+  }
+
+  /** Deletes the cached states of these sessions (marks written for a change that then rolled back). */
+  async forgetSessionMarks(sessionIds: string[]): Promise<void> {
+    if (sessionIds.length) await this.redis.del(...sessionIds.map((sid) => `revoked:sid:${sid}`));
   }
 
   /** The reason a verified token is no longer accepted, or null. Fails closed when Redis is down. */

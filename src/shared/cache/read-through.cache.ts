@@ -68,6 +68,8 @@ export class ReadThroughCache<T> {
     private readonly redis: Redis,
     private readonly namespace: string,
     private readonly ttlSeconds: () => number,
+    /** false: invalidations do not wait for REDIS_REVOCATION_REPLICAS (no revocation rides on them) */
+    private readonly replicated = true,
   ) {
     this.log = new Logger(`ReadThroughCache:${namespace}`);
     if (!(REPLACE_TOMBSTONE_COMMAND in redis)) redis.defineCommand(REPLACE_TOMBSTONE_COMMAND, { numberOfKeys: 1, lua: REPLACE_TOMBSTONE });
@@ -129,10 +131,13 @@ export class ReadThroughCache<T> {
   /** After a commit that changed (or removed) these rows; false when Redis could not be told (logged). */
   async invalidate(ids: readonly string[]): Promise<boolean> {
     if (!ids.length) return true;
-    const pipe = this.redis.pipeline();
-    for (const id of ids) pipe.set(this.key(id), TOMBSTONE + randomBytes(9).toString('base64url'), 'EX', TOMBSTONE_SECONDS);
+    const tombstones = (client: Redis) => {
+      const pipe = client.pipeline();
+      for (const id of ids) pipe.set(this.key(id), TOMBSTONE + randomBytes(9).toString('base64url'), 'EX', TOMBSTONE_SECONDS);
+      return pipe;
+    };
     // out of memory, the slots are deleted instead: the next read loads the row
-    return writeElseDelete(this.redis, pipe, ids.map((id) => this.key(id)))
+    return writeElseDelete(this.redis, tombstones, ids.map((id) => this.key(id)), { replicated: this.replicated })
       .then(
         () => true,
         (e: Error) => {

@@ -25,7 +25,9 @@ export class UserProfileCache<T = unknown> extends ReadThroughCache<T> implement
     @Inject(REDIS) private readonly client: Redis,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
-    super(client, 'me', () => config.USER_CACHE_TTL_SECONDS);
+    // a profile slot revokes nothing (ended sessions are refused by their own marks), so its
+    // invalidations at every sign-in are not held up by a missing replica
+    super(client, 'me', () => config.USER_CACHE_TTL_SECONDS, false);
   }
 
   /**

@@ -16,39 +16,78 @@ export async function execAll(pipe: ChainableCommander): Promise<[Error | null, 
 }
 
 /**
- * Writes `keys` with `writes` (a pipeline over those keys); when Redis refuses them, deletes the
- * keys instead and resolves all the same. A Redis out of memory under `noeviction` refuses writes
- * but takes deletes (they free memory): a slot that cannot be overwritten with a newer state (a
- * session ended, a cache tombstone) is emptied, so its next reader goes to PostgreSQL. Rejects when
- * Redis takes neither (unreachable, NOREPLICAS, READONLY).
+ * Writes `keys` with the commands `writes` adds to a pipeline (or MULTI) of the client it is given;
+ * when Redis refuses them, deletes the keys instead and resolves all the same. A Redis out of
+ * memory under `noeviction` refuses writes but takes deletes (they free memory): a slot that
+ * cannot be overwritten with a newer state (a session ended, a cache tombstone) is emptied, so its
+ * next reader goes to PostgreSQL. Rejects when Redis takes neither (unreachable, NOREPLICAS,
+ * READONLY), or when fewer replicas than REDIS_REVOCATION_REPLICAS hold them in time (unless
+ * `replicated: false`).
  */
-export async function writeElseDelete(redis: Redis, writes: ChainableCommander, keys: readonly string[]): Promise<void> {
+export async function writeElseDelete(
+  redis: Redis,
+  writes: (client: Redis) => ChainableCommander,
+  keys: readonly string[],
+  /** false: a cache of no security weight (profiles), never held up by a missing replica */
+  { replicated: waitForReplicas = true }: { replicated?: boolean } = {},
+): Promise<void> {
+  const demand = waitForReplicas ? replicaDemands.get(redis) : undefined;
+  const client = demand ? writerOf(demand, redis) : redis;
   try {
-    await execAll(writes);
+    await execAll(writes(client));
   } catch {
-    await execAll(redis.pipeline().del(...keys));
+    await execAll(client.pipeline().del(...keys));
   }
-  await replicated(redis);
+  if (demand) await replicated(client, demand);
+}
+
+interface ReplicaDemand {
+  replicas: number;
+  timeoutMs: number;
+  /** the connection these writes and their WAIT go on, opened at the first of them */
+  writer?: Redis;
 }
 
 /** REDIS_REVOCATION_REPLICAS and REDIS_REVOCATION_WAIT_MS of each client that has them (createRedis). */
-const replicaDemands = new WeakMap<Redis, { replicas: number; timeoutMs: number }>();
+const replicaDemands = new WeakMap<Redis, ReplicaDemand>();
 
-/** What writeElseDelete waits for on this client after its write (REDIS_REVOCATION_REPLICAS; 0: nothing). */
+/** What writeElseDelete waits for after writing through this client (REDIS_REVOCATION_REPLICAS; 0: nothing). */
 export function demandReplicas(redis: Redis, replicas: number, timeoutMs: number): void {
   if (replicas > 0) replicaDemands.set(redis, { replicas, timeoutMs });
   else replicaDemands.delete(redis);
 }
 
 /**
- * Waits until the client's writes so far (this one's included: WAIT counts a connection's writes)
- * are held by the replicas asked for; rejects when fewer acknowledge them in time. Replication is
- * asynchronous: a revocation answered without it is lost by a failover to a replica that missed
- * it, whose cached "live" state then comes back until it expires.
+ * The connection of the writes that wait for replicas: one of their own beside the client's (same
+ * server, options and key prefix). WAIT counts the writes of the connection it is sent on, and
+ * Redis holds every later command of that connection until it returns: on the client's own
+ * connection, a revocation waiting for a missing replica would hold up every request of the
+ * process (its limits, its revocation checks, /ready) for as long.
  */
-async function replicated(redis: Redis): Promise<void> {
-  const demand = replicaDemands.get(redis);
-  if (!demand) return;
-  const acked = Number(await redis.wait(demand.replicas, demand.timeoutMs));
+function writerOf(demand: ReplicaDemand, redis: Redis): Redis {
+  if (!demand.writer) {
+    demand.writer = redis.duplicate();
+    // its failures reach the writes that use it (503); the client's own listener reports outages
+    demand.writer.on('error', () => undefined);
+  }
+  return demand.writer;
+}
+
+/** Closes the writer connection of a client that has one (with the client: quitRedis). */
+export async function closeReplicaWriter(redis: Redis): Promise<void> {
+  const writer = replicaDemands.get(redis)?.writer;
+  if (!writer) return;
+  await writer.quit().catch(() => undefined);
+  writer.disconnect();
+}
+
+/**
+ * Waits until the writer's writes so far (this one's included) are held by the replicas asked
+ * for; rejects when fewer acknowledge them in time. Replication is asynchronous: a revocation
+ * answered without it is lost by a failover to a replica that missed it, whose cached "live"
+ * state then comes back until it expires.
+ */
+async function replicated(writer: Redis, demand: ReplicaDemand): Promise<void> {
+  const acked = Number(await writer.wait(demand.replicas, demand.timeoutMs));
   if (acked < demand.replicas) throw new Error(`Redis: ${acked} of ${demand.replicas} replica(s) acknowledged the write within ${demand.timeoutMs} ms`);
 }

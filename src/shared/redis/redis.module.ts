@@ -1,4 +1,4 @@
-import { demandReplicas } from './exec-all';
+import { closeReplicaWriter, demandReplicas } from './exec-all';
 import { Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
 import Redis, { RedisOptions } from 'ioredis';
 import { APP_CONFIG, AppConfig, parseSentinels } from '../../config/config';
@@ -163,6 +163,7 @@ export function createRedis(
  * open (only disconnect() cleans them up), and they reconnect every 60 s after the sentinels go.
  */
 export async function quitRedis(client: Redis): Promise<void> {
+  await closeReplicaWriter(client);
   await client.quit().catch(() => undefined);
   client.disconnect();
 }

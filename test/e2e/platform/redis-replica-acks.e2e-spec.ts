@@ -113,6 +113,25 @@ describe('Redis replicas acknowledging revocations (REDIS_REVOCATION_REPLICAS)',
     await u.me().expect(401);
   }, 90_000);
 
+  it("a password change whose session marks no replica acknowledges rolls back (503) and leaves the other sessions working; repeated once one does, it ends them", async () => {
+    const dash = await signupTenant(t);
+    const { key } = await createApiKey(t, dash);
+    const email = uniqueEmail('change');
+    const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    const other = (await t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).expect(200)).body.access_token as string;
+    const otherMe = () => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${other}`);
+    await otherMe().expect(200);
+    const change = () => t.http().post('/v1/auth/password/change').set('Authorization', `Bearer ${reg.body.access_token}`).send({ current_password: STRONG_PASSWORD, new_password: 'a brand new passphrase 4' });
+    await replicaDetached();
+    expect((await change()).status).toBe(503);
+    // rolled back: the marks the primary took are taken away again, the session is live
+    await otherMe().expect(200);
+    await failover();
+    expect(await settled(() => otherMe())).toBe(200);
+    await change().expect(204);
+    await otherMe().expect(401);
+  }, 90_000);
+
   it('an API key revocation no replica acknowledges answers 503; repeated once one does, the key is refused', async () => {
     const dash = await signupTenant(t);
     const k = await createApiKey(t, dash);
@@ -125,4 +144,57 @@ describe('Redis replicas acknowledging revocations (REDIS_REVOCATION_REPLICAS)',
     expect(await settled(async () => revoke())).toBe(200);
     expect((await login()).body.code).toBe('auth/invalid_api_key');
   }, 90_000);
+});
+
+/**
+ * The writes that wait for replicas, and their WAIT, go on a connection of their own: Redis holds
+ * every later command of the connection a WAIT is sent on, so on the process's shared one a
+ * revocation waiting for a missing replica held up every request (/ready included) as long. The
+ * test's Redis has no replica: the WAIT blocks for its whole REDIS_REVOCATION_WAIT_MS. No timing
+ * is asserted: Redis itself (CLIENT LIST) says whether the WAIT still blocks when an answer comes.
+ */
+describe('REDIS_REVOCATION_REPLICAS with the replica down: only the revocation waits', () => {
+  let t: TestApp;
+  let admin: Redis;
+  const waiting = async () => ((await admin.client('LIST')) as string).split('\n').some((l) => / cmd=wait\b/.test(l));
+  beforeAll(async () => {
+    admin = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    expect(await admin.info('replication')).toMatch(/connected_slaves:0/);
+    t = await createTestApp({ REDIS_REVOCATION_REPLICAS: '1', REDIS_REVOCATION_WAIT_MS: '8000', REDIS_COMMAND_TIMEOUT_MS: '20000' });
+  }, 60_000);
+  afterAll(async () => {
+    await t?.close();
+    admin?.disconnect();
+  });
+
+  it("a logout waiting for the missing replica holds up neither /ready, another user's request nor a sign-in; it answers 503", async () => {
+    const dash = await signupTenant(t);
+    const { key } = await createApiKey(t, dash);
+    const email = uniqueEmail('bystander');
+    const register = async (address: string) =>
+      (await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: address, password: STRONG_PASSWORD, consent: true }).expect(201)).body
+        .access_token as string;
+    const [leaving, bystander] = [await register(uniqueEmail('leaving')), await register(email)];
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${bystander}`).expect(200);
+    expect(await waiting()).toBe(false);
+
+    const logout = t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${leaving}`).then((r) => r.status);
+    await eventually(waiting, 10_000, "the logout's WAIT");
+    const answered = async (req: Promise<{ status: number }>) => {
+      const r = await req;
+      return { status: r.status, waitStillBlocking: await waiting() };
+    };
+    const observed = await Promise.all([
+      answered(t.http().get('/ready')),
+      answered(t.http().get('/v1/auth/me').set('Authorization', `Bearer ${bystander}`)),
+      answered(t.http().post('/v1/auth/login').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD })),
+    ]);
+    expect(observed).toEqual([
+      { status: 200, waitStillBlocking: true },
+      { status: 200, waitStillBlocking: true },
+      { status: 200, waitStillBlocking: true },
+    ]);
+    // a revocation no replica acknowledges is not answered as done
+    expect(await logout).toBe(503);
+  }, 60_000);
 });
