@@ -9,7 +9,10 @@ ensure_deps
 if [ ! -f .env ]; then
   echo "creating .env with a fresh KEY_ENCRYPTION_KEY (keep it: it encrypts signing keys and secrets)"
   echo "KEY_ENCRYPTION_KEY=$(node -e "console.log(require('crypto').randomBytes(32).toString('base64'))")" > .env
-elif ! grep -q '^KEY_ENCRYPTION_KEY=' .env; then
+# set in any spelling the loader and dotenv read (`export KEY=...`, leading blanks): never replaced
+elif ! grep -Eq '^[[:space:]]*(export[[:space:]]+)?KEY_ENCRYPTION_KEY[[:space:]]*=' .env; then
+  # on a line of its own, also after a last line without a newline
+  [ -z "$(tail -c 1 .env)" ] || echo >> .env
   echo "KEY_ENCRYPTION_KEY=$(node -e "console.log(require('crypto').randomBytes(32).toString('base64'))")" >> .env
 fi
 load_env

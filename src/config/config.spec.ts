@@ -165,6 +165,9 @@ describe('loadConfig', () => {
     expect(loadConfig({}).METRICS_TOKEN).toBeUndefined();
     expect(() => loadConfig({ METRICS_TOKEN: 'short-token' })).toThrow(/METRICS_TOKEN/);
     expect(loadConfig({ METRICS_TOKEN: 'a'.repeat(32) }).METRICS_TOKEN).toBe('a'.repeat(32));
+    // from a mounted secret file: its final newline (or blanks) is not part of the token
+    expect(loadConfig({ METRICS_TOKEN: `${'a'.repeat(32)}\n` }).METRICS_TOKEN).toBe('a'.repeat(32));
+    expect(loadConfig({ METRICS_TOKEN: '  \n' }).METRICS_TOKEN).toBeUndefined();
   });
 
   it('TRUST_PROXY names the proxies; a hop count is refused (a client could send X-Forwarded-For itself)', () => {

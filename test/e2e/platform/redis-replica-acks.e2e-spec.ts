@@ -1,4 +1,7 @@
 import { spawn } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import Redis from 'ioredis';
 import { createApiKey, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
@@ -22,6 +25,8 @@ describe('Redis replicas acknowledging revocations (REDIS_REVOCATION_REPLICAS)',
   const start = (port: number, replicaOf?: number) => {
     const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
     if (replicaOf) args.push('--replicaof', '127.0.0.1', String(replicaOf));
+    // a replica's full sync writes dump.rdb: into a directory of the server's own, not the checkout
+    args.push('--dir', fs.mkdtempSync(path.join(os.tmpdir(), 'authp-replica-')));
     const p = spawn('redis-server', args, { stdio: 'ignore' });
     servers.push(p);
     return p;
