@@ -13,14 +13,47 @@ const INVISIBLE = /[\p{Cc}\p{Cf}\p{Cn}\p{Default_Ignorable_Code_Point}\p{Variati
 const JOINED_RUN = /(?:(?=\P{ASCII})[\p{L}\p{M}\u200C\u200D])+/gu;
 
 /**
+ * Arabic-script letters that join only to the right (Joining_Type R, Unicode ArabicShaping.txt) or
+ * to neither side (U): a ZWNJ after one changes nothing on screen (it never joined to the left).
+ */
+const NOT_LEFT_JOINING =
+  /[\u0621-\u0625\u0627\u0629\u062F-\u0632\u0648\u0671-\u0677\u0688-\u0699\u06C0\u06C3-\u06CB\u06CD\u06CF\u06D2\u06D3\u06D5\u06DD\u06EE\u06EF\u0759-\u075B\u076B\u076C\u0771\u0773\u0774\u0778\u0779\u08AA-\u08AC\u08AE\u08B1\u08B2\u08B9]/u;
+/** Joining_Type U letters of the Arabic block: a ZWNJ before one changes nothing either. */
+const NOT_RIGHT_JOINING = /[\u0621\u0674\u06DD]/u;
+
+/**
  * The text with the zero-width joiners that are part of the spelling taken out: those IDNA allows
  * in a domain label (RFC 5892 CONTEXTJ: after a virama, as in Sinhala `ශ්‍රී`, or a ZWNJ between
- * joining letters, as in Persian `می‌خواهم`), checked by the platform's IDNA (its CheckJoiners).
- * Elsewhere (between two Cyrillic, Latin or Han letters) a joiner changes nothing on screen, so
- * it stays, and INVISIBLE refuses it: `ко‍т` would be a second account that reads as `кот`.
+ * joining letters, as in Persian `می‌خواهم`), checked by the platform's IDNA (its CheckJoiners),
+ * and, where that is laxer than RFC 5892, here: a ZWNJ after an Arabic letter that never joins to
+ * the left (`و ز ر د ا`), or before one that never joins to the right, is not. Also Bengali and
+ * Devanagari ra + ZWJ + virama (the Unicode Standard's ya-phala and eyelash-ra spelling, which
+ * IDNA has no rule for). Elsewhere (between two Cyrillic, Latin or Han letters) a joiner changes
+ * nothing on screen, so it stays, and INVISIBLE refuses it: `ко‍т` would be a second account that
+ * reads as `кот`.
  */
 function withoutSpellingJoiners(value: string): string {
-  return value.replace(JOINED_RUN, (run) => (/[\u200C\u200D]/.test(run) && domainToASCII(run) ? run.replace(/[\u200C\u200D]/g, '') : run));
+  return value.replace(JOINED_RUN, (run) => {
+    if (!/[\u200C\u200D]/.test(run)) return run;
+    const chars = [...run];
+    const base = (from: number, step: 1 | -1) => {
+      for (let i = from; i >= 0 && i < chars.length; i += step) if (!/\p{M}/u.test(chars[i])) return chars[i];
+      return undefined;
+    };
+    const spelled = chars.map((c, i) => {
+      if (c === '\u200D' && /[\u09B0\u0930]/.test(chars[i - 1] ?? '') && /[\u09CD\u094D]/.test(chars[i + 1] ?? '')) return 'ra-zwj';
+      if (c === '\u200C') {
+        const before = base(i - 1, -1);
+        const after = base(i + 1, 1);
+        if ((before && NOT_LEFT_JOINING.test(before)) || (after && NOT_RIGHT_JOINING.test(after))) return 'invisible';
+      }
+      return undefined;
+    });
+    if (spelled.includes('invisible')) return run;
+    // the ra + ZWJ + virama spellings left out of IDNA's check, which refuses them
+    const checked = chars.filter((_, i) => spelled[i] !== 'ra-zwj').join('');
+    return !/[\u200C\u200D]/.test(checked) || domainToASCII(checked) ? run.replace(/[\u200C\u200D]/g, '') : run;
+  });
 }
 
 /**

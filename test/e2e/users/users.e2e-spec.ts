@@ -151,6 +151,8 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     await register({ ...valid(), email: `\u0645\u06cc\u200c\u0647\u0627${Date.now()}@example.com` }).expect(201);
     await register({ ...valid(), email: `\u0dc1\u0dca\u200d\u0dbb\u0dd3${Date.now()}@example.com` }).expect(201);
     await register({ ...valid(), email: `\u0915\u094d\u200d\u0937${Date.now()}@example.com` }).expect(201);
+    // Bengali ra + ZWJ + virama + ya (the Unicode Standard's ya-phala after ra, as in র‍্যাব)
+    await register({ ...valid(), email: `\u09b0\u200d\u09cd\u09af\u09be\u09ac${Date.now()}@example.com` }).expect(201);
     await register({ ...valid(), email: `ev\u200dil${Date.now()}@example.com` }).expect(400);
   });
 
@@ -162,6 +164,7 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     ['U+2065 (unassigned, default ignorable) in an ASCII local part', 'adm\u2065in'],
     ['an unassigned code point (U+0378)', 'a\u0378b'],
     ['a Mongolian free variation selector (default ignorable)', '\u1820\u180b\u1821'],
+    ['a ZWNJ after a Persian letter that never joins to the left (platform IDNA lets it through)', '\u06a9\u0648\u200c\u0686\u0647'],
   ])('refuses an address that reads as another (%s): 400, no second account', async (_n, local) => {
     const tag = `.${Date.now()}${Math.random().toString(36).slice(2, 6)}`;
     const plain = `${local.replace(/\u200c|\u200d|\u2065|\u0378|\u180b/g, '')}${tag}@example.com`;
