@@ -32,7 +32,7 @@ export async function writeElseDelete(
   { replicated: waitForReplicas = true }: { replicated?: boolean } = {},
 ): Promise<void> {
   const demand = waitForReplicas ? replicaDemands.get(redis) : undefined;
-  const client = demand ? writerOf(demand, redis) : redis;
+  const client = demand ? await writerOf(demand, redis) : redis;
   try {
     await execAll(writes(client));
   } catch {
@@ -62,15 +62,32 @@ export function demandReplicas(redis: Redis, replicas: number, timeoutMs: number
  * server, options and key prefix). WAIT counts the writes of the connection it is sent on, and
  * Redis holds every later command of that connection until it returns: on the client's own
  * connection, a revocation waiting for a missing replica would hold up every request of the
- * process (its limits, its revocation checks, /ready) for as long.
+ * process (its limits, its revocation checks, /ready) for as long. Nothing is queued while it is
+ * down, nor sent again after it reconnected: a WAIT that reached a new primary (after a failover)
+ * would count none of the writes made on the old one and answer "acknowledged" for a write the
+ * failover lost. Such a write fails instead (503, to be sent again).
  */
-function writerOf(demand: ReplicaDemand, redis: Redis): Redis {
+async function writerOf(demand: ReplicaDemand, redis: Redis): Promise<Redis> {
   if (!demand.writer) {
-    demand.writer = redis.duplicate();
+    const writer = redis.duplicate({ enableOfflineQueue: false, autoResendUnfulfilledCommands: false });
     // its failures reach the writes that use it (503); the client's own listener reports outages
-    demand.writer.on('error', () => undefined);
+    writer.on('error', () => undefined);
+    demand.writer = writer;
   }
-  return demand.writer;
+  const writer = demand.writer;
+  if (writer.status !== 'ready') {
+    // its first use, or a reconnection under way: at most a connect timeout, then the write fails
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        writer.off('ready', done);
+        resolve();
+      };
+      const timer = setTimeout(done, 1000);
+      writer.once('ready', done);
+    });
+  }
+  return writer;
 }
 
 /** Closes the writer connection of a client that has one (with the client: quitRedis). */
