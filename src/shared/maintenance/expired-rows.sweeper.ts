@@ -47,11 +47,14 @@ export function expiredRowRules(
     // job after the reconciler's window) goes too: nothing will ever send it, and its link has long
     // expired. A row not handed to the queue yet, or only lately, stays whatever its age: the relay
     // still sends it (a worker back from a long outage sweeps and relays at once; the events must
-    // not go before they are sent)
+    // not go before they are sent). An unsettled row stays at least UNSETTLED_OUTBOX_DAYS after it was
+    // handed over, whatever the retention: a mail is retried for about 25 hours, and the mail worker
+    // sends only while its row is there (an erasure deletes the unsent mails of its user)
     {
       table: 'outbox',
       expired: `created_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)})
-                AND COALESCE(processed_at, dispatched_at) < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)})`,
+                AND (processed_at < now() - make_interval(days => ${Number(config.OUTBOX_RETENTION_DAYS)})
+                     OR (processed_at IS NULL AND dispatched_at < now() - make_interval(days => ${Math.max(Number(config.OUTBOX_RETENTION_DAYS), UNSETTLED_OUTBOX_DAYS)})))`,
     },
     // who was counted in a month's active users: needed only while that month's count can still
     // grow (the race guard of the first activity), so months before the previous one go
@@ -64,6 +67,9 @@ export function expiredRowRules(
     },
   ];
 }
+
+/** Days an unsettled outbox row is kept after it was handed to the queue: longer than a mail's retries (about 25 h, a little more with jitter and a worker outage). */
+export const UNSETTLED_OUTBOX_DAYS = 3;
 
 /** Deletes expired one-time rows in batches (short transactions, no long locks). */
 @Injectable()

@@ -4,7 +4,7 @@ import Redis from 'ioredis';
 import { CliIo, runCli } from '../../../src/cli';
 import { resetConfigForTests } from '../../../src/config/config.module';
 import { GUEST_PURGE_SCHEDULER_ID } from '../../../src/modules/guests/purge/guest-purge.scheduler';
-import { EXPIRED_ROWS_SCHEDULER_ID, ExpiredRowsSweeper } from '../../../src/shared/maintenance/expired-rows.sweeper';
+import { EXPIRED_ROWS_SCHEDULER_ID, expiredRowRules, ExpiredRowsSweeper } from '../../../src/shared/maintenance/expired-rows.sweeper';
 import { sha256Hex } from '../../../src/shared/crypto/tokens';
 import { APP_CONFIG, AppConfig } from '../../../src/config/config';
 import { Db } from '../../../src/shared/db/db.service';
@@ -179,6 +179,28 @@ describe('worker maintenance: expired one-time rows', () => {
     expect(deliveriesLeft.sort()).toEqual([oldPending, recentDelivered].sort());
     expect(deliveriesLeft).not.toContain(oldDelivered);
     expect(deliveriesLeft).not.toContain(oldFailed);
+  });
+
+  it('with OUTBOX_RETENTION_DAYS=1, an unsettled row stays while a mail may still be retried (3 days after it was handed over); a settled one goes after the day', async () => {
+    const db = w.t.db;
+    const tenant = await createTenant(db);
+    const outbox = async (createdHoursAgo: number, processedHoursAgo: number | null) =>
+      (
+        await db.query<{ id: string }>(
+          `INSERT INTO outbox (tenant_id, topic, event_type, payload, created_at, dispatched_at, processed_at)
+           VALUES ($1, 'retention-test', 'retention.test', '{}', now() - make_interval(hours => $2), now() - make_interval(hours => $2),
+                   CASE WHEN $3::int IS NULL THEN NULL ELSE now() - make_interval(hours => $3::int) END) RETURNING id::text AS id`,
+          [tenant.id, createdHoursAgo, processedHoursAgo],
+        )
+      )[0].id;
+    // a mail whose SMTP relay was down for a night: 26 h into its retries (about 25 h, plus jitter)
+    const retrying = await outbox(26, null);
+    const settled = await outbox(26, 25);
+    const lost = await outbox(80, null);
+    // the sweep's rule with a one-day retention, on these rows only (the database is shared)
+    const rule = expiredRowRules({ ...w.worker.get<AppConfig>(APP_CONFIG), OUTBOX_RETENTION_DAYS: 1 }).find((r) => r.table === 'outbox')!;
+    const swept = await db.query<{ id: string }>(`DELETE FROM outbox WHERE id = ANY($1::bigint[]) AND ${rule.expired} RETURNING id::text AS id`, [[retrying, settled, lost]]);
+    expect(swept.map((r) => r.id).sort()).toEqual([settled, lost].sort());
   });
 
   it("deletes who was counted in months before the previous one (tenant_mau_users); the previous and current months' stay, and the counts", async () => {
