@@ -6,11 +6,14 @@ set -euo pipefail
 # Sources .env like the service's own loader (dotenv without override): a variable already in the
 # environment wins over .env, so `PORT=4000 npm start` listens on 4000 whatever .env says.
 load_env() {
-  if [ -f .env ]; then
+  # DOTENV_PATH, as src/config reads it; else ./.env
+  local __env_file="${DOTENV_PATH:-.env}"
+  if [ -f "$__env_file" ]; then
     local -A __env_kept=()
     local __env_name
     for __env_name in $(compgen -e); do __env_kept[$__env_name]=${!__env_name}; done
-    set -a; . ./.env; set +a
+    # shellcheck disable=SC1090
+    set -a; . "$(cd "$(dirname "$__env_file")" && pwd)/$(basename "$__env_file")"; set +a
     for __env_name in "${!__env_kept[@]}"; do
       [ "${!__env_name-}" = "${__env_kept[$__env_name]}" ] || export "$__env_name=${__env_kept[$__env_name]}"
     done

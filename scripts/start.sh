@@ -6,14 +6,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 ensure_deps
-if [ ! -f .env ]; then
-  echo "creating .env with a fresh KEY_ENCRYPTION_KEY (keep it: it encrypts signing keys and secrets)"
-  echo "KEY_ENCRYPTION_KEY=$(node -e "console.log(require('crypto').randomBytes(32).toString('base64'))")" > .env
+# the env file the service reads (DOTENV_PATH, as src/config does; else ./.env)
+envfile="${DOTENV_PATH:-.env}"
+fresh_key() { node -e "console.log(require('crypto').randomBytes(32).toString('base64'))"; }
+if [ -n "${KEY_ENCRYPTION_KEY:-}" ]; then
+  : # set in the environment: it wins over any file, nothing to write
+elif [ ! -f "$envfile" ]; then
+  echo "creating $envfile with a fresh KEY_ENCRYPTION_KEY (keep it: it encrypts signing keys and secrets)"
+  echo "KEY_ENCRYPTION_KEY=$(fresh_key)" > "$envfile"
 # set in any spelling the loader and dotenv read (`export KEY=...`, leading blanks): never replaced
-elif ! grep -Eq '^[[:space:]]*(export[[:space:]]+)?KEY_ENCRYPTION_KEY[[:space:]]*=' .env; then
+elif ! grep -Eq '^[[:space:]]*(export[[:space:]]+)?KEY_ENCRYPTION_KEY[[:space:]]*=' "$envfile"; then
   # on a line of its own, also after a last line without a newline
-  [ -z "$(tail -c 1 .env)" ] || echo >> .env
-  echo "KEY_ENCRYPTION_KEY=$(node -e "console.log(require('crypto').randomBytes(32).toString('base64'))")" >> .env
+  [ -z "$(tail -c 1 "$envfile")" ] || echo >> "$envfile"
+  echo "KEY_ENCRYPTION_KEY=$(fresh_key)" >> "$envfile"
 fi
 load_env
 admin_url=$(node -e "const u=new URL(process.argv[1]); u.pathname='/postgres'; console.log(u.toString())" "$DATABASE_URL")

@@ -167,6 +167,7 @@ describe('loadConfig', () => {
     expect(loadConfig({ METRICS_TOKEN: 'a'.repeat(32) }).METRICS_TOKEN).toBe('a'.repeat(32));
     // from a mounted secret file: its final newline (or blanks) is not part of the token
     expect(loadConfig({ METRICS_TOKEN: `${'a'.repeat(32)}\n` }).METRICS_TOKEN).toBe('a'.repeat(32));
+    // a blank one is unset, as every blank variable is (loadConfig)
     expect(loadConfig({ METRICS_TOKEN: '  \n' }).METRICS_TOKEN).toBeUndefined();
   });
 

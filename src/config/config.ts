@@ -241,7 +241,7 @@ export class EnvSchema {
   @Transform(toBool) @IsBoolean() @IsOptional() METRICS_ENABLED = true;
   /** when set, GET /metrics answers only `Authorization: Bearer <METRICS_TOKEN>` (Prometheus `authorization` / `bearer_token`) */
   // trimmed: a token read from a mounted secret file often ends in a newline, which Prometheus does not send
-  @Transform(({ value }) => (blank(value) ? undefined : trim({ value }))) @IsOptional() @IsString() @MinLength(32) @MaxLength(512) METRICS_TOKEN?: string;
+  @Transform(trim) @IsOptional() @IsString() @MinLength(32) @MaxLength(512) METRICS_TOKEN?: string;
 }
 
 export type AppConfig = Readonly<

@@ -29,8 +29,12 @@ describe('isEmailAddress', () => {
     'کو\u200cچه@example.com',
     'بهروز\u200cجان@example.com',
     'بد\u200cنام@example.com',
+    'ب\u0870\u200cب@example.com',
+    'ب\u088e\u200cب@example.com',
+    'ܒܐ\u200cܒ@example.com',
     // before one that never joins to the right
     'می\u200cء@example.com',
+    'ب\u200c\u08adب@example.com',
     // a ZWJ before a virama after another letter than ra
     'ক\u200d\u09cdয@example.com',
   ])('refuses %s', (a) => {

@@ -13,13 +13,20 @@ const INVISIBLE = /[\p{Cc}\p{Cf}\p{Cn}\p{Default_Ignorable_Code_Point}\p{Variati
 const JOINED_RUN = /(?:(?=\P{ASCII})[\p{L}\p{M}\u200C\u200D])+/gu;
 
 /**
- * Arabic-script letters that join only to the right (Joining_Type R, Unicode ArabicShaping.txt) or
- * to neither side (U): a ZWNJ after one changes nothing on screen (it never joined to the left).
+ * Letters of the joining scripts that join only to the right (Joining_Type R, Unicode
+ * DerivedJoiningType.txt, checked against the idna package's table) or to neither side (U): a
+ * ZWNJ after one changes nothing on screen (it never joined to the left). Arabic (its blocks and
+ * Arabic Extended-B), Syriac (and its supplement), Mandaic; N'Ko and Adlam the platform's IDNA
+ * refuses outright, Mongolian letters join both ways.
  */
-const NOT_LEFT_JOINING =
-  /[\u0621-\u0625\u0627\u0629\u062F-\u0632\u0648\u0671-\u0677\u0688-\u0699\u06C0\u06C3-\u06CB\u06CD\u06CF\u06D2\u06D3\u06D5\u06DD\u06EE\u06EF\u0759-\u075B\u076B\u076C\u0771\u0773\u0774\u0778\u0779\u08AA-\u08AC\u08AE\u08B1\u08B2\u08B9]/u;
-/** Joining_Type U letters of the Arabic block: a ZWNJ before one changes nothing either. */
-const NOT_RIGHT_JOINING = /[\u0621\u0674\u06DD]/u;
+const NOT_LEFT_JOINING = new RegExp(
+  '[\\u0621-\\u0625\\u0627\\u0629\\u062F-\\u0632\\u0648\\u0671-\\u0677\\u0688-\\u0699\\u06C0\\u06C3-\\u06CB\\u06CD\\u06CF\\u06D2\\u06D3\\u06D5\\u06DD\\u06E5\\u06E6\\u06EE\\u06EF' +
+    '\\u0710\\u0715-\\u0719\\u071E\\u0728\\u072A\\u072C\\u072F\\u074D\\u0840\\u0846\\u0847\\u0849\\u0854\\u0856-\\u0858\\u0867\\u0869\\u086A' +
+    '\\u0759-\\u075B\\u076B\\u076C\\u0771\\u0773\\u0774\\u0778\\u0779\\u0870-\\u0882\\u0887\\u088E\\u08AA-\\u08AD\\u08AE\\u08B1\\u08B2\\u08B9\\u08C9\\u{10EC2}]',
+  'u',
+);
+/** Joining_Type U letters of those scripts: a ZWNJ before one changes nothing either. */
+const NOT_RIGHT_JOINING = /[\u0621\u0674\u06DD\u06E5\u06E6\u0887\u08AD\u08C9]/u;
 
 /**
  * The text with the zero-width joiners that are part of the spelling taken out: those IDNA allows

@@ -15,8 +15,11 @@ const ROOT = path.resolve(__dirname, '../../..');
  * then fails to start, which does not matter here); only `.env` is read afterwards.
  */
 describe('npm start and the KEY_ENCRYPTION_KEY of .env', () => {
-  /** `.env` after scripts/start.sh ran on one holding `before`. */
-  function afterStart(before: string): string {
+  /**
+   * The env files after scripts/start.sh ran with `.env` holding `before` (null: none), in the
+   * environment `env` (DOTENV_PATH relative to the copy); `after[name]` is null for a file absent.
+   */
+  function afterStart(before: string | null, env: Record<string, string> = {}, files = ['.env']): Record<string, string | null> {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'authp-start-'));
     try {
       fs.mkdirSync(path.join(dir, 'scripts'));
@@ -24,14 +27,17 @@ describe('npm start and the KEY_ENCRYPTION_KEY of .env', () => {
       fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
       fs.mkdirSync(path.join(dir, 'bin'));
       fs.writeFileSync(path.join(dir, 'bin', 'npm'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
-      fs.writeFileSync(path.join(dir, '.env'), before);
+      if (before !== null) {
+        fs.mkdirSync(path.dirname(path.join(dir, files[0])), { recursive: true });
+        fs.writeFileSync(path.join(dir, files[0]), before);
+      }
       spawnSync('bash', ['scripts/start.sh'], {
         cwd: dir,
-        env: { PATH: `${path.join(dir, 'bin')}:${process.env.PATH}`, HOME: dir, REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
+        env: { PATH: `${path.join(dir, 'bin')}:${process.env.PATH}`, HOME: dir, REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', ...env },
         encoding: 'utf8',
         timeout: 60_000,
       });
-      return fs.readFileSync(path.join(dir, '.env'), 'utf8');
+      return Object.fromEntries(files.map((f) => [f, fs.existsSync(path.join(dir, f)) ? fs.readFileSync(path.join(dir, f), 'utf8') : null]));
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -41,14 +47,21 @@ describe('npm start and the KEY_ENCRYPTION_KEY of .env', () => {
     const key = randomBytes(32).toString('base64');
     const before = `LOG_LEVEL=warn\n${prefix}${key}\n`;
     expect(dotenv.parse(before).KEY_ENCRYPTION_KEY).toBe(key);
-    expect(afterStart(before)).toBe(before);
+    expect(afterStart(before)['.env']).toBe(before);
   }, 90_000);
 
   it('adds a key, on a line of its own, to a .env without one (also when its last line has no newline)', () => {
     for (const before of ['LOG_LEVEL=warn\n', 'LOG_LEVEL=warn']) {
-      const after = dotenv.parse(afterStart(before));
+      const after = dotenv.parse(afterStart(before)['.env']!);
       expect(after.LOG_LEVEL).toBe('warn');
       expect(Buffer.from(after.KEY_ENCRYPTION_KEY, 'base64')).toHaveLength(32);
     }
+  }, 90_000);
+
+  it("uses DOTENV_PATH's file, as the service does: its key is kept and no ./.env with another is written; a key set in the environment writes nothing", () => {
+    const key = randomBytes(32).toString('base64');
+    const before = `KEY_ENCRYPTION_KEY=${key}\n`;
+    expect(afterStart(before, { DOTENV_PATH: 'conf/authp.env' }, ['conf/authp.env', '.env'])).toEqual({ 'conf/authp.env': before, '.env': null });
+    expect(afterStart(null, { KEY_ENCRYPTION_KEY: key })).toEqual({ '.env': null });
   }, 90_000);
 });
