@@ -46,6 +46,8 @@ interface ReplicaDemand {
   timeoutMs: number;
   /** the connection these writes and their WAIT go on, opened at the first of them */
   writer?: Redis;
+  /** the wait for it to be ready, while it is not */
+  connecting?: Promise<void>;
 }
 
 /** REDIS_REVOCATION_REPLICAS and REDIS_REVOCATION_WAIT_MS of each client that has them (createRedis). */
@@ -76,16 +78,19 @@ async function writerOf(demand: ReplicaDemand, redis: Redis): Promise<Redis> {
   }
   const writer = demand.writer;
   if (writer.status !== 'ready') {
-    // its first use, or a reconnection under way: at most a connect timeout, then the write fails
-    await new Promise<void>((resolve) => {
+    // its first use, or a reconnection under way: at most a connect timeout, then the write fails.
+    // One wait shared by every write meanwhile (one listener, however many revocations wait)
+    demand.connecting ??= new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);
         writer.off('ready', done);
+        demand.connecting = undefined;
         resolve();
       };
       const timer = setTimeout(done, 1000);
       writer.once('ready', done);
     });
+    await demand.connecting;
   }
   return writer;
 }

@@ -1,4 +1,5 @@
 import { spawn } from 'child_process';
+import { createServer } from 'net';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -8,6 +9,8 @@ import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '
 import { redisAnswers } from '../../setup/own-redis';
 import { freePortBelowEphemeral } from '../../setup/ports';
 import { eventually, sleep } from '../webhooks/webhook-helpers';
+import { writeElseDelete } from '../../../src/shared/redis/exec-all';
+import { createRedis, quitRedis } from '../../../src/shared/redis/redis.module';
 
 /**
  * REDIS_REVOCATION_REPLICAS: a revocation or cache invalidation is answered only once that many
@@ -202,4 +205,44 @@ describe('REDIS_REVOCATION_REPLICAS with the replica down: only the revocation w
     // a revocation no replica acknowledges is not answered as done
     expect(await logout).toBe(503);
   }, 60_000);
+});
+
+/** A client of a Redis that is away (nothing listens on its port), with its replica writer's connections recorded. */
+async function deadRedis(): Promise<{ client: Redis; writers: Redis[] }> {
+  // a port nothing answers on
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  const client = createRedis({ REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_KEY_PREFIX: 'replica-acks:', REDIS_REVOCATION_REPLICAS: 1, REDIS_REVOCATION_WAIT_MS: 500 });
+  client.on('error', () => undefined);
+  // the writer connection writeElseDelete opens (client.duplicate)
+  const writers: Redis[] = [];
+  const duplicate = client.duplicate.bind(client);
+  jest.spyOn(client, 'duplicate').mockImplementation((o) => {
+    const w = duplicate(o);
+    writers.push(w);
+    return w;
+  });
+  return { client, writers };
+}
+
+/** While the writer connection is not ready, the writes waiting for it share one wait. */
+describe('REDIS_REVOCATION_REPLICAS while Redis is away', () => {
+  it('20 revocations at once fail (503) without passing the listener limit (MaxListenersExceededWarning)', async () => {
+    const { client, writers } = await deadRedis();
+    try {
+      const pending = Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) => writeElseDelete(client, (c) => c.pipeline().set(`k${i}`, '1'), [`k${i}`])),
+      );
+      await new Promise((r) => setTimeout(r, 100));
+      const readyListeners = writers[0].listenerCount('ready');
+      const results = await pending;
+      expect(results.every((r) => r.status === 'rejected')).toBe(true);
+      // Node warns (MaxListenersExceededWarning) past getMaxListeners() (10)
+      expect(readyListeners).toBeLessThanOrEqual(writers[0].getMaxListeners());
+    } finally {
+      await quitRedis(client);
+    }
+  });
 });
