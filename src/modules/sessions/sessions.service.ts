@@ -1,4 +1,3 @@
-import { EventsService } from '../../shared/events/events.service';
 import { randomUUID } from 'crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '../../config/config';
@@ -7,6 +6,7 @@ import { Aal, JwtService } from '../../shared/crypto/jwt.service';
 import { randomToken, safeEqual, sha256Hex } from '../../shared/crypto/tokens';
 import { Batcher } from '../../shared/db/batcher';
 import { Db, Queryable } from '../../shared/db/db.service';
+import { EventsService } from '../../shared/events/events.service';
 import { AppError, InvalidTokenError } from '../../shared/errors/app-error';
 import { activityCtes } from './activity.sql';
 
@@ -445,7 +445,7 @@ export class SessionsService {
    */
   private async endAudited(sessionId: string, reason: 'refresh_token_reuse' | 'max_age'): Promise<void> {
     await this.db.tx(async (tx) => {
-      if (!(await this.endSessions(tx, { sessionId }, reason)).length) return;
+      if (!(await this.revokeSession(sessionId, reason, tx))) return;
       const [s] = await tx.query<{ tenant_id: string; user_id: string }>(`SELECT tenant_id, user_id FROM user_sessions WHERE id = $1`, [sessionId]);
       await this.events.audit(tx, {
         tenantId: s.tenant_id,

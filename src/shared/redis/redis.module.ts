@@ -1,7 +1,7 @@
-import { closeReplicaWriter, demandReplicas } from './exec-all';
 import { Global, Inject, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
 import Redis, { RedisOptions } from 'ioredis';
 import { APP_CONFIG, AppConfig, parseSentinels } from '../../config/config';
+import { closeReplicaWriter, demandReplicas } from './exec-all';
 
 export const REDIS = Symbol('REDIS');
 

@@ -1,4 +1,4 @@
-import { createApiKey, signupTenant, DashboardFixture } from '../../factories/dashboard.factory';
+import { tenantWithKey, TenantWithKey } from '../account-security/account-security.helpers';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { gateWrites } from '../../setup/hold-writes';
 import { claimsOf, TotpDevice } from '../mfa/mfa.helpers';
@@ -15,12 +15,12 @@ const DAY = 86_400;
  */
 describe('MFA enrollment races: verify-setup beside logout, erasure, refresh and other sessions', () => {
   let t: TestApp;
-  let owner: DashboardFixture;
+  let owner: TenantWithKey;
   let key: string;
   beforeAll(async () => {
     t = await createTestApp();
-    owner = await signupTenant(t);
-    key = (await createApiKey(t, owner)).key;
+    owner = await tenantWithKey(t);
+    key = owner.apiKey;
   });
   afterAll(() => t.close());
 
