@@ -40,6 +40,26 @@ describe('JwtService', () => {
     await expect(service.verify(expired)).rejects.toThrow('jwt expired');
   });
 
+  it('names the client (RFC 9068 section 2.2): the tenant for a user token, the agent for an agent token; verify refuses any other', async () => {
+    const { claims: user } = await service.sign(claims);
+    expect(user.client_id).toBe(claims.tenant_id);
+    const agent = randomUUID();
+    const { claims: agentClaims } = await service.sign({ ...claims, sid: undefined, act: { sub: agent }, client_id: agent });
+    expect(agentClaims.client_id).toBe(agent);
+    const raw = (extra: Record<string, unknown>) => {
+      const now = Math.floor(Date.now() / 1000);
+      const payload = { ...claims, iss: 'https://auth.example', aud: 'https://auth.example', iat: now, exp: now + 60, jti: randomUUID(), ...extra };
+      return jwt.sign(payload, privateKey, { algorithm: 'RS256', keyid: 'k1', header: { alg: 'RS256', typ: 'at+jwt' } });
+    };
+    // signed before client_id was a claim: still good
+    await expect(service.verify(raw({}))).resolves.toMatchObject({ sub: claims.sub });
+    await expect(service.verify(raw({ client_id: claims.tenant_id }))).resolves.toMatchObject({ sub: claims.sub });
+    // another tenant's, or an agent's without act: not a token this service signs
+    await expect(service.verify(raw({ client_id: randomUUID() }))).rejects.toBeInstanceOf(TokenVerificationError);
+    await expect(service.verify(raw({ act: { sub: agent }, client_id: claims.tenant_id }))).rejects.toBeInstanceOf(TokenVerificationError);
+    await expect(service.verify(raw({ act: { sub: agent }, client_id: agent }))).resolves.toMatchObject({ client_id: agent });
+  });
+
   describe('the cache of verified tokens', () => {
     afterEach(() => jest.useRealTimers());
 

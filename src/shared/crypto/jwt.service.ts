@@ -28,7 +28,12 @@ export interface AccessClaims {
   email?: string | null;
   email_verified?: boolean;
   act?: { sub: string };
-  /** an agent token's client (RFC 9068 section 2.2, RFC 8693 section 4.3): the agent, as act.sub */
+  /**
+   * The client the token was issued to (RFC 9068 section 2.2, REQUIRED with `typ: at+jwt`): an
+   * agent token's is its agent (act.sub, RFC 8693 section 4.3); a user's, guest's or enrollment
+   * token's is its tenant (the tenant's application, whichever of its API keys it came through).
+   * Absent from tokens signed before it was a claim.
+   */
   client_id?: string;
   [extra: string]: unknown;
 }
@@ -46,7 +51,8 @@ const isUuid = (v: unknown): boolean => typeof v === 'string' && UUID.test(v);
  * Whether verified claims have the shape every token this service signs has (user, guest,
  * agent and MFA-enrollment tokens alike): whole-second `iat` and `exp` (a JSON number such as
  * 1e309 reads as Infinity and would never expire), UUIDs for `sub`, `tenant_id`, `jti`, `sid` when
- * present and `act.sub` when present. Only the holder of a signing key could sign anything else;
+ * present and `act.sub` when present, `client_id` when present its agent (`act.sub`) or else its
+ * tenant. Only the holder of a signing key could sign anything else;
  * refused here, such a token never reaches a query that expects these shapes.
  */
 function wellFormed(c: AccessClaims): boolean {
@@ -58,7 +64,7 @@ function wellFormed(c: AccessClaims): boolean {
     isUuid(c.jti) &&
     (c.sid === undefined || isUuid(c.sid)) &&
     (c.act === undefined || (typeof c.act === 'object' && c.act !== null && isUuid(c.act.sub))) &&
-    (c.client_id === undefined || (isUuid(c.client_id) && c.act?.sub === c.client_id))
+    (c.client_id === undefined || c.client_id === (c.act === undefined ? c.tenant_id : c.act.sub))
   );
 }
 
@@ -98,7 +104,8 @@ export class JwtService implements OnModuleDestroy {
    * use. The compact JWS is the one jsonwebtoken writes (header alg, typ, kid; RFC 7515 section
    * 7.1); jsonwebtoken verifies it (jwt.service.spec.ts checks both directions). Every token this
    * service signs is an access token: `typ: at+jwt` (RFC 9068 section 2.1), which resource
-   * servers using a standard validator (oauth4webapi, jose with `typ`) require.
+   * servers using a standard validator (oauth4webapi, jose with `typ`) require, with the claims
+   * that profile requires (`client_id`: the agent's, or else the tenant id).
    */
   async sign(claims: ClaimsInput, ttlSeconds = this.config.ACCESS_TOKEN_TTL_SECONDS): Promise<{ token: string; claims: AccessClaims }> {
     const { kid, key } = this.keys.signingKey();
@@ -107,6 +114,7 @@ export class JwtService implements OnModuleDestroy {
       iss: this.config.PUBLIC_BASE_URL,
       aud: this.config.TOKEN_AUDIENCE,
       ...claims,
+      client_id: claims.client_id ?? claims.tenant_id,
       iat,
       exp: iat + ttlSeconds,
       jti: randomUUID(),

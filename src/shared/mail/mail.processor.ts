@@ -1,4 +1,5 @@
 import { createHmac } from 'crypto';
+import { domainToASCII } from 'url';
 import { OnWorkerEvent, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Inject, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { Job, UnrecoverableError } from 'bullmq';
@@ -72,6 +73,18 @@ export function mailMessageId(key: Buffer, outboxId: string, createdAt: string |
 }
 
 /**
+ * The domain of a mail's Message-ID (RFC 5322 section 3.6.4: the sender's own, so ids are unique
+ * and not another sender's): EMAIL_FROM's domain, `Name <box@domain>` or `box@domain`, as its
+ * A-label (`bücher.example` is `xn--bcher-kva.example`, as nodemailer writes it in From), or
+ * `localhost` when it has none.
+ */
+export function messageIdDomain(emailFrom: string): string {
+  const address = /<([^<>]*)>\s*$/.exec(emailFrom)?.[1] ?? emailFrom;
+  const at = address.lastIndexOf('@');
+  return (at >= 0 && domainToASCII(address.slice(at + 1).trim())) || 'localhost';
+}
+
+/**
  * Sends the emails of the outbox (topic `email`): decrypts the secret fields only here, renders
  * the template and hands it to SMTP_URL. A failure throws, so BullMQ retries (MAIL_RETRY_STEPS_SECONDS, about 25 hours);
  * a mail that can never be rendered, or that SMTP refused with a 5yz reply, fails at once. Without SMTP_URL (development and test
@@ -92,7 +105,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     super();
     if (config.SMTP_URL) this.transport = createTransport(smtpUrlWithTimeouts(config.SMTP_URL));
     this.messageIdKey = messageIdKey(config.keyEncryptionKey);
-    this.messageIdDomain = config.EMAIL_FROM.split('@').pop()?.replace(/[^A-Za-z0-9.-]/g, '') || 'localhost';
+    this.messageIdDomain = messageIdDomain(config.EMAIL_FROM);
   }
 
   async process(job: Job<OutboxJobData>): Promise<{ messageId?: string; logged?: true; expired?: true; withdrawn?: true }> {

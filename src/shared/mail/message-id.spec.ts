@@ -1,5 +1,5 @@
 import { randomBytes } from 'crypto';
-import { mailMessageId, messageIdKey } from './mail.processor';
+import { mailMessageId, messageIdDomain, messageIdKey } from './mail.processor';
 
 describe('mailMessageId', () => {
   const kek = messageIdKey(randomBytes(32));
@@ -24,5 +24,23 @@ describe('mailMessageId', () => {
       mailMessageId(messageIdKey(randomBytes(32)), '41', at, 'example.com'),
     ]);
     expect(ids.size).toBe(4);
+  });
+});
+
+describe('messageIdDomain', () => {
+  it("is EMAIL_FROM's domain, with or without a display name", () => {
+    expect(messageIdDomain('no-reply@example.com')).toBe('example.com');
+    expect(messageIdDomain('Auth Platform <no-reply@auth.example.com>')).toBe('auth.example.com');
+    expect(messageIdDomain('"a@b" <no-reply@Example.COM>')).toBe('example.com');
+  });
+
+  it('is the A-label of an internationalised domain (not the name with its non-ASCII letters dropped: another domain)', () => {
+    expect(messageIdDomain('no-reply@bücher.example')).toBe('xn--bcher-kva.example');
+    expect(messageIdDomain('Bücher <no-reply@bücher.example>')).toBe('xn--bcher-kva.example');
+  });
+
+  it('is localhost without a domain', () => {
+    expect(messageIdDomain('no-reply')).toBe('localhost');
+    expect(messageIdDomain('no-reply@')).toBe('localhost');
   });
 });

@@ -55,12 +55,11 @@ describe('POST /oauth/introspect (RFC 7662) and POST /oauth/revoke (RFC 7009)', 
       expect(res.amr).toContain('tx');
     });
 
-    it('answers with Cache-Control: no-store; a user token is active without client_id; the API key works too', async () => {
+    it('answers with Cache-Control: no-store; a user token is active, its client the tenant, no act; the API key works too', async () => {
       const s = await session();
       const res = await introspectWithKey(s.access_token).expect(200);
       expect(res.headers['cache-control']).toBe('no-store');
-      expect(res.body).toMatchObject({ active: true, sub: user.id, tenant_id: tenant.id, token_type: 'Bearer', is_anonymous: false });
-      expect(res.body).not.toHaveProperty('client_id');
+      expect(res.body).toMatchObject({ active: true, sub: user.id, tenant_id: tenant.id, token_type: 'Bearer', is_anonymous: false, client_id: tenant.id });
       expect(res.body).not.toHaveProperty('act');
     });
 

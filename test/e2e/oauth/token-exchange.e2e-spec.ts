@@ -1,6 +1,7 @@
 import { generateKeyPairSync, randomUUID } from 'crypto';
 import * as jwt from 'jsonwebtoken';
 import * as client from 'openid-client';
+import * as oauth from 'oauth4webapi';
 import { JwtService, peekJwt } from '../../../src/shared/crypto/jwt.service';
 import { SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
 import { hashPrefix } from '../../../src/shared/crypto/tokens';
@@ -87,6 +88,12 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       // the agent token works on a bearer endpoint and names the user
       const me = await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${res.access_token}`).expect(200);
       expect(me.body.id).toBe(user.id);
+      // a resource server with a standard RFC 9068 validator accepts both the agent's token and the user's (client_id: the tenant)
+      const as: oauth.AuthorizationServer = { issuer: t.baseUrl, jwks_uri: `${t.baseUrl}/.well-known/jwks.json` };
+      const validate = (token: string) =>
+        oauth.validateJwtAccessToken(as, new Request(`${t.baseUrl}/r`, { headers: { authorization: `Bearer ${token}` } }), t.baseUrl, { [oauth.allowInsecureRequests]: true });
+      await expect(validate(res.access_token)).resolves.toMatchObject({ sub: user.id, client_id: agent.id, act: { sub: agent.id } });
+      await expect(validate(st)).resolves.toMatchObject({ sub: user.id, client_id: tenant.id });
     });
 
     it('answers with Cache-Control: no-store and Pragma: no-cache (RFC 6749 section 5.1)', async () => {

@@ -3,6 +3,7 @@ import { AddressInfo } from 'net';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import * as argon2 from 'argon2';
 import jwt from 'jsonwebtoken';
+import * as oauth from 'oauth4webapi';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { JWKS_MAX_AGE_SECONDS, SigningKeysService } from '../../../src/shared/crypto/signing-keys.service';
@@ -108,6 +109,11 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     expect(payload.sid).toEqual(expect.any(String));
     expect(payload.jti).toEqual(expect.any(String));
     expect(payload.exp! - payload.iat!).toBe(900);
+    // and as one with oauth4webapi's RFC 9068 validator, which also requires client_id (section 2.2): the tenant
+    const as: oauth.AuthorizationServer = { issuer: 'http://localhost:3001', jwks_uri: `${baseUrl}/.well-known/jwks.json` };
+    const req = new Request(`${baseUrl}/resource`, { headers: { authorization: `Bearer ${res.body.access_token}` } });
+    const validated = await oauth.validateJwtAccessToken(as, req, 'http://localhost:3001', { [oauth.allowInsecureRequests]: true });
+    expect(validated).toMatchObject({ sub: res.body.user.id, client_id: tenant.id });
   });
 
   it('normalizes emails: unique per tenant case-insensitively, free in another tenant', async () => {

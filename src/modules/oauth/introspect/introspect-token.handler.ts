@@ -61,7 +61,9 @@ export class IntrospectTokenHandler implements IQueryHandler<IntrospectTokenQuer
     return {
       active: true,
       scope: claims.scope,
-      ...(agentId ? { client_id: agentId } : {}),
+      // the token's client (RFC 9068 section 2.2): its agent, or else its tenant (tokens signed
+      // before client_id was a claim: an agent's has act.sub)
+      ...(claims.client_id || agentId ? { client_id: claims.client_id ?? agentId } : {}),
       token_type: 'Bearer',
       exp: claims.exp,
       iat: claims.iat,
