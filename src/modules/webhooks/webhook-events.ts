@@ -1,6 +1,7 @@
 /**
  * The event types a webhook endpoint may subscribe to: every event of spec 6 plus `user.claimed`
- * and `user.deleted` (an end user erased by a tenant owner; payload `{user_id}` only).
+ * and `user.deleted` (an end user erased by a tenant owner, payload `{user_id}` only; or a guest
+ * removed by the daily purge, `{user_id, reason: 'guest_retention'}`).
  * Not `tenant.created`: it happens before the tenant can have an endpoint (only endpoints that
  * existed at an event receive it), so a subscription to it could never deliver anything.
  * `*` subscribes to every event type, including ones added later; it must be the only entry.

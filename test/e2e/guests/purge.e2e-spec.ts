@@ -16,6 +16,7 @@ import { shutGate } from '../../setup/hold-writes';
 import { createIsolatedTestApp } from '../../setup/isolated-db';
 import { withEnv } from '../../setup/with-env';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
+import { createAgent } from '../../factories/agent.factory';
 
 /** Inserts `n` guests of a tenant last active `daysAgo` days ago, each with a session and refresh token. */
 async function staleGuests(t: TestApp, tenant: TenantFixture, n: number, daysAgo: number): Promise<void> {
@@ -180,6 +181,45 @@ describe('guest purge (spec 3.1, 8)', () => {
     expect(second.perTenant.find((x) => x.tenantId === big.id)?.deleted).toBe(3);
     const audits = await t.db.query<{ metadata: { count: number } }>(`SELECT metadata FROM audit_events WHERE tenant_id = $1 AND type = 'guests.purged' ORDER BY created_at`, [big.id]);
     expect(audits.map((a) => a.metadata.count)).toEqual([1000, 3]);
+  });
+
+  it("announces each purged guest to webhooks as user.deleted {user_id, reason: 'guest_retention'}, with the delete, only while an endpoint would get it", async () => {
+    const endpoint = (tenantId: string, events: string[], o: { disabled?: boolean; agentId?: string } = {}) =>
+      t.db.query(`INSERT INTO webhook_endpoints (tenant_id, url, events, secret_enc, disabled_at, agent_client_id) VALUES ($1, 'https://hooks.example/x', $2, 'x', $3, $4)`, [
+        tenantId,
+        events,
+        o.disabled ? new Date() : null,
+        o.agentId ?? null,
+      ]);
+    const announced = async (tenantId: string) =>
+      (await t.db.query<{ topic: string; payload: { user_id: string; reason: string } }>(`SELECT topic, payload FROM outbox WHERE tenant_id = $1 AND event_type = 'user.deleted' ORDER BY id`, [tenantId]));
+    const stale = async (tenant: TenantFixture) => {
+      await staleGuests(t, tenant, 2, 31);
+      return (await t.db.query<{ id: string }>(`SELECT id FROM users WHERE tenant_id = $1 ORDER BY id`, [tenant.id])).map((r) => r.id);
+    };
+    const opts = { anonymous_signins_enabled: true, anonymous_user_ttl_days: 30 };
+    const [subscribed, everything, none, otherEvent, disabled, oneAgent] = await Promise.all([1, 2, 3, 4, 5, 6].map(() => createTenant(t.db, opts)));
+    await endpoint(subscribed.id, ['user.deleted']);
+    await endpoint(everything.id, ['*']);
+    await endpoint(otherEvent.id, ['user.claimed']);
+    await endpoint(disabled.id, ['user.deleted'], { disabled: true });
+    // filtered to one agent's events: user.deleted names no agent, so it would not get it
+    await endpoint(oneAgent.id, ['*'], { agentId: (await createAgent(t.db, oneAgent.id)).id });
+    const ids = { subscribed: await stale(subscribed), everything: await stale(everything) };
+    for (const tn of [none, otherEvent, disabled, oneAgent]) await stale(tn);
+
+    await purge.runOnce();
+    for (const [tn, guests] of [[subscribed, ids.subscribed], [everything, ids.everything]] as const) {
+      expect(await t.db.query(`SELECT 1 FROM users WHERE tenant_id = $1`, [tn.id])).toHaveLength(0);
+      const rows = await announced(tn.id);
+      expect(rows.map((r) => r.topic)).toEqual(['webhook', 'webhook']);
+      expect(rows.map((r) => r.payload).sort((a, b) => a.user_id.localeCompare(b.user_id))).toEqual(guests.map((id) => ({ user_id: id, reason: 'guest_retention' })));
+    }
+    // no endpoint that would receive it: no outbox rows (the guests are purged all the same)
+    for (const tn of [none, otherEvent, disabled, oneAgent]) {
+      expect(await t.db.query(`SELECT 1 FROM users WHERE tenant_id = $1`, [tn.id])).toHaveLength(0);
+      expect(await announced(tn.id)).toEqual([]);
+    }
   });
 });
 

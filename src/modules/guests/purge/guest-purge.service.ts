@@ -1,12 +1,15 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
-import { Db } from '../../../shared/db/db.service';
+import { Db, Queryable } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
 import { RunLeaseHeldError, withRunLease } from '../../../shared/maintenance/run-lock';
+import { WEBHOOK_TOPIC } from '../../webhooks/webhook-events';
 
 /** spec 8: at most this many guests per tenant per run. */
 export const PURGE_BATCH_PER_TENANT = 1000;
+/** The `reason` of the `user.deleted` webhook event of a purged guest (an owner's erasure has none). */
+export const GUEST_RETENTION_REASON = 'guest_retention';
 /** The maintenance job name of the purge (its row of maintenance_runs: lease and last completed run). */
 export const GUEST_PURGE_RUN = 'guests-purge';
 /**
@@ -53,7 +56,11 @@ export class PurgeAlreadyRunningError extends RunLeaseHeldError {
  * releases the lease. A tenant whose delete fails is logged and left to the next run; the other
  * tenants go on. The lease is checked (renewed) after each tenant, failed or not: when that fails
  * (PostgreSQL away, or the lease lost to another run after it expired) the run stops there and
- * fails, and a worker job's retry takes its lease back and runs again.
+ * fails, and a worker job's retry takes its lease back and runs again. Each purged guest is sent
+ * to webhooks as `user.deleted` `{user_id, reason: 'guest_retention'}`, as an owner's erasure is
+ * (a tenant keeps data under guest ids: spec 3.1 carries them over on a claim), in the same
+ * transaction as the delete; only when the tenant has an endpoint that would receive it (a
+ * tenant without one gets no outbox rows: a run deletes up to 1000 guests per tenant).
  */
 @Injectable()
 export class GuestPurgeService {
@@ -109,6 +116,21 @@ export class GuestPurgeService {
     return { tenants: perTenant.length, deleted: total, perTenant, failedTenants, untoldTenants };
   }
 
+  /**
+   * One `user.deleted` outbox row per purged guest, written only while an endpoint of the tenant
+   * would get it (enabled, subscribed to it or to `*`, not filtered to one agent: the event names
+   * no agent); the fan-out checks each endpoint again when it runs.
+   */
+  private async announce(tx: Queryable, tenantId: string, ids: string[]): Promise<void> {
+    const [insert, params] = this.events.outboxRowsSql(
+      ids.map((id) => ({ tenantId, topic: WEBHOOK_TOPIC, eventType: 'user.deleted', payload: { user_id: id, reason: GUEST_RETENTION_REASON } })),
+      2,
+      `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.tenant_id = $1 AND e.disabled_at IS NULL AND e.agent_client_id IS NULL
+                 AND ('user.deleted' = ANY (e.events) OR '*' = ANY (e.events)))`,
+    );
+    await tx.query(insert, [tenantId, ...params], 'guest_purge_announce');
+  }
+
   /** One tenant's batch in one transaction; its retention is read in the same statement (a change made during the run applies). */
   private async purgeTenant(tenantId: string): Promise<{ deleted: number; told: boolean }> {
     const { ids, sids } = await this.db.tx(async (tx) => {
@@ -143,6 +165,7 @@ export class GuestPurgeService {
           actorType: 'system',
           metadata: { count: r.n, retention_days: r.ttl, batch_limit: PURGE_BATCH_PER_TENANT },
         });
+        await this.announce(tx, tenantId, r.ids);
       }
       return { ids: r.ids, sids: r.sids };
     });
