@@ -59,7 +59,7 @@ export class WellKnownController {
       id_token_signing_alg_values_supported: ['RS256'],
       scopes_supported: ['openid', 'profile', 'email'],
       claims_supported: [
-        'iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'tenant_id', 'sid', 'scope', 'amr', 'aal', 'auth_time', 'role', 'is_anonymous', 'email', 'email_verified', 'act', 'client_id',
+        'iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'tenant_id', 'sid', 'scope', 'amr', 'aal', 'auth_time', 'role', 'is_anonymous', 'email', 'email_verified', 'act', 'client_id', 'subject_sid',
         // step-up tokens, tokens of the MFA enrollment grace, the enrollment-only token
         'step_up_at', 'mfa_enrollment_required', 'mfa_enrollment_deadline', 'mfa_enrollment_only',
       ],

@@ -36,7 +36,8 @@ export interface RevocationSource {
 
 /**
  * Access tokens are stateless, so the bearer guard asks whether the token's session has ended
- * (logout, reuse detection, password change, revocation). The answer for a session lives in
+ * (logout, reuse detection, password change, revocation); for an agent token, the session of its
+ * subject token (`subject_sid`). The answer for a session lives in
  * Redis, `revoked:sid:<id>`, and is checked in one pipelined round trip with the other checks.
  * PostgreSQL stays the source of truth: on a miss (a new session, or Redis lost its keys) the
  * session row is read and its state cached. Writers set "ended" unconditionally after their
@@ -114,7 +115,8 @@ export class TokenRevocationService {
    */
   async check(claims: AccessClaims, extraKeys: readonly string[] = []): Promise<{ reason: string | null; extra: (string | null)[] }> {
     const checks: RevocationCheck[] = [];
-    const sid = claims.sid;
+    // an agent token ends with the session of the token it was exchanged for
+    const sid = claims.sid ?? (claims.act ? claims.subject_sid : undefined);
     if (sid)
       checks.push({
         key: `revoked:sid:${sid}`,

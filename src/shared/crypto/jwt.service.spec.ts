@@ -60,6 +60,17 @@ describe('JwtService', () => {
     await expect(service.verify(raw({ act: { sub: agent }, client_id: agent }))).resolves.toMatchObject({ client_id: agent });
   });
 
+  it("takes subject_sid (an agent token's subject session) only on an agent token, and only a UUID", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const raw = (extra: Record<string, unknown>) =>
+      jwt.sign({ ...claims, sid: undefined, iss: 'https://auth.example', aud: 'https://auth.example', iat: now, exp: now + 60, jti: randomUUID(), ...extra }, privateKey, { algorithm: 'RS256', keyid: 'k1' });
+    const agent = randomUUID();
+    const sid = randomUUID();
+    await expect(service.verify(raw({ act: { sub: agent }, subject_sid: sid }))).resolves.toMatchObject({ subject_sid: sid });
+    await expect(service.verify(raw({ subject_sid: sid }))).rejects.toBeInstanceOf(TokenVerificationError);
+    await expect(service.verify(raw({ act: { sub: agent }, subject_sid: 'not-a-uuid' }))).rejects.toBeInstanceOf(TokenVerificationError);
+  });
+
   describe('the cache of verified tokens', () => {
     afterEach(() => jest.useRealTimers());
 

@@ -29,6 +29,14 @@ export interface AccessClaims {
   email_verified?: boolean;
   act?: { sub: string };
   /**
+   * An agent token's subject session (the `sid` of the token it was exchanged for): the agent
+   * token ends with that session (sign-out, sign-out everywhere, a password reset or change, reuse
+   * detection), as the session's own tokens do. Not `sid`: an agent token is no session's token
+   * (contract "Tokens"), and the session routes refuse it. Absent from agent tokens signed before
+   * 2026-11-30.
+   */
+  subject_sid?: string;
+  /**
    * The client the token was issued to (RFC 9068 section 2.2, REQUIRED with `typ: at+jwt`): an
    * agent token's is its agent (act.sub, RFC 8693 section 4.3); a user's, guest's or enrollment
    * token's is its tenant (the tenant's application, whichever of its API keys it came through).
@@ -51,7 +59,7 @@ const isUuid = (v: unknown): boolean => typeof v === 'string' && UUID.test(v);
  * Whether verified claims have the shape every token this service signs has (user, guest,
  * agent and MFA-enrollment tokens alike): whole-second `iat` and `exp` (a JSON number such as
  * 1e309 reads as Infinity and would never expire), UUIDs for `sub`, `tenant_id`, `jti`, `sid` when
- * present and `act.sub` when present, `client_id` when present its agent (`act.sub`) or else its
+ * present and `act.sub` when present, `subject_sid` only with `act`, `client_id` when present its agent (`act.sub`) or else its
  * tenant. Only the holder of a signing key could sign anything else;
  * refused here, such a token never reaches a query that expects these shapes.
  */
@@ -64,6 +72,7 @@ function wellFormed(c: AccessClaims): boolean {
     isUuid(c.jti) &&
     (c.sid === undefined || isUuid(c.sid)) &&
     (c.act === undefined || (typeof c.act === 'object' && c.act !== null && isUuid(c.act.sub))) &&
+    (c.subject_sid === undefined || (c.act !== undefined && isUuid(c.subject_sid))) &&
     (c.client_id === undefined || c.client_id === (c.act === undefined ? c.tenant_id : c.act.sub))
   );
 }
@@ -114,7 +123,7 @@ export class JwtService implements OnModuleDestroy {
       iss: this.config.PUBLIC_BASE_URL,
       aud: this.config.TOKEN_AUDIENCE,
       ...claims,
-      client_id: claims.client_id ?? claims.tenant_id,
+      client_id: claims.client_id ?? claims.act?.sub ?? claims.tenant_id,
       iat,
       exp: iat + ttlSeconds,
       jti: randomUUID(),

@@ -377,7 +377,7 @@ describe('discovery documents (RFC 8414, OpenID Discovery)', () => {
     const u = await registerUser(t, tenant);
     const stepped = await t.http().post('/v1/auth/step-up/password').set('Authorization', `Bearer ${u.access_token}`).send({ password: STRONG_PASSWORD }).expect(200);
     for (const token of [u.access_token, stepped.body.access_token]) expect(listed).toEqual(expect.arrayContaining(Object.keys(claims(token))));
-    expect(listed).toEqual(expect.arrayContaining(['step_up_at', 'mfa_enrollment_required', 'mfa_enrollment_deadline', 'mfa_enrollment_only', 'act']));
+    expect(listed).toEqual(expect.arrayContaining(['step_up_at', 'mfa_enrollment_required', 'mfa_enrollment_deadline', 'mfa_enrollment_only', 'act', 'subject_sid']));
   });
 
   it('openid-client discovers both documents', async () => {

@@ -7,11 +7,13 @@ import { SigningKeysService } from '../../../src/shared/crypto/signing-keys.serv
 import { hashPrefix } from '../../../src/shared/crypto/tokens';
 import { AgentFixture, createAgent, createOAuthClient } from '../../factories/agent.factory';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
-import { randomIp } from '../../setup/app';
+import { randomIp, STRONG_PASSWORD } from '../../setup/app';
+import { TokenRevocationService } from '../../../src/shared/auth/token-revocation.service';
 import { expectedClientHash, plainSha256Prefix } from '../../setup/client-hash';
 import {
   ACCESS_TOKEN_TYPE,
   auditRows,
+  basic,
   claims,
   discoverAs,
   exchange,
@@ -245,6 +247,58 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       const c = claims(long.access_token);
       expect((c.exp as number) - (c.iat as number)).toBe(900);
       expect((await postToken(t, agent, exchangeBody(await subject(), { expires_in: '-5' })).expect(400)).body.error).toBe('invalid_request');
+    });
+  });
+
+  describe("the agent token ends with its subject token's session (subject_sid)", () => {
+    const me = (token: string) => t.http().get('/v1/auth/me').set('Authorization', `Bearer ${token}`).set('X-Forwarded-For', randomIp());
+    const active = async (token: string) =>
+      (await t.http().post('/oauth/introspect').type('form').set('Authorization', basic(agent.id, agent.secret)).send({ token }).expect(200)).body.active as boolean;
+    const pair = async (u: RegisteredUser) => {
+      const s = await login(t, tenant, u.email);
+      const agentToken = (await exchange(config, s.access_token)).access_token;
+      return { ...s, agentToken };
+    };
+
+    it('carries the session as subject_sid (not sid); a sign-out of that session ends it on every bearer route and at introspection', async () => {
+      const u = await registerUser(t, tenant);
+      const a = await pair(u);
+      const other = await pair(u);
+      expect(claims(a.agentToken)).toMatchObject({ subject_sid: claims(a.access_token).sid });
+      expect(claims(a.agentToken)).not.toHaveProperty('sid');
+      await me(a.agentToken).expect(200);
+      // a refresh rotates the session's tokens, it does not end the session
+      await t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ refresh_token: a.refresh_token }).expect(200);
+      await me(a.agentToken).expect(200);
+      await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${a.access_token}`).expect(204);
+      const refused = await me(a.agentToken).expect(401);
+      expect(refused.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token"/);
+      expect(await active(a.agentToken)).toBe(false);
+      // the user's other session, and the agent token exchanged for its token, go on
+      await me(other.agentToken).expect(200);
+      expect(await active(other.agentToken)).toBe(true);
+    });
+
+    it('sign-out everywhere and a password change end the agent tokens of the sessions they end (the changing session keeps its own)', async () => {
+      const u = await registerUser(t, tenant);
+      const a = await pair(u);
+      const b = await pair(u);
+      await t.http().post('/v1/auth/password/change').set('Authorization', `Bearer ${a.access_token}`).set('X-Forwarded-For', randomIp())
+        .send({ current_password: STRONG_PASSWORD, new_password: 'another horse battery staple' }).expect(204);
+      await me(b.agentToken).expect(401);
+      expect(await active(b.agentToken)).toBe(false);
+      await me(a.agentToken).expect(200);
+      await t.http().post('/v1/auth/logout?scope=global').set('Authorization', `Bearer ${a.access_token}`).expect(204);
+      await me(a.agentToken).expect(401);
+      expect(await active(a.agentToken)).toBe(false);
+    });
+
+    it('PostgreSQL decides when Redis forgot the session: an ended session\'s agent token stays refused after its cached state is gone', async () => {
+      const u = await registerUser(t, tenant);
+      const a = await pair(u);
+      await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${a.access_token}`).expect(204);
+      await t.app.get(TokenRevocationService).forgetSessionMarks([claims(a.access_token).sid as string]);
+      await me(a.agentToken).expect(401);
     });
   });
 

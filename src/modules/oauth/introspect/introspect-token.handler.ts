@@ -51,9 +51,16 @@ export class IntrospectTokenHandler implements IQueryHandler<IntrospectTokenQuer
       agentId ? this.denylist.isDenied(agentId, claims.iat) : false,
       agentId ? this.denylist.isUserRevoked(caller.tenantId, claims.sub, agentId, claims.iat) : false,
       // PostgreSQL is the source of truth of ended sessions (a Redis flush must not revive them)
-      // an agent token has no session: its user must still exist (an erased user's agent tokens
-      // end at once here, as their sessions' tokens do)
-      agentId ? this.userExists(caller.tenantId, claims.sub) : typeof claims.sid === 'string' ? this.sessionLive(caller.tenantId, claims.sid, claims.sub) : true,
+      // an agent token ends with its subject token's session (subject_sid); one signed before it
+      // carried that: its user must still exist (an erased user's agent tokens end at once here,
+      // as their sessions' tokens do)
+      agentId
+        ? typeof claims.subject_sid === 'string'
+          ? this.sessionLive(caller.tenantId, claims.subject_sid, claims.sub)
+          : this.userExists(caller.tenantId, claims.sub)
+        : typeof claims.sid === 'string'
+          ? this.sessionLive(caller.tenantId, claims.sid, claims.sub)
+          : true,
     ]);
     if (reason || denied || pairRevoked || !live) return INACTIVE;
 

@@ -239,6 +239,8 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         act: { sub: agent.id },
         // RFC 9068 section 2.2 (and RFC 8693 section 4.3): the client the token was issued to
         client_id: agent.id,
+        // the token ends with the subject's session (no sid: it is no session's token)
+        subject_sid: subject.sid as string,
         ...(req.audience.length ? { aud: req.audience.length === 1 ? req.audience[0] : req.audience } : {}),
       },
       ttl,
