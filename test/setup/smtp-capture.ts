@@ -55,7 +55,8 @@ export async function startSmtpCapture(): Promise<SmtpCapture> {
         rule.left -= 1;
         failures = failures.filter((f) => f.left > 0);
         capture.rejected += 1;
-        const message = rule.responseCode >= 500 ? '5.1.1 mailbox unavailable (test)' : '4.3.2 try again later (test)';
+        // quoting the recipient, as real servers do (Postfix: `550 5.1.1 <a@example.com>: Recipient address rejected`)
+        const message = rule.responseCode >= 500 ? `5.1.1 <${address.address}>: mailbox unavailable (test)` : `4.3.2 <${address.address}>: try again later (test)`;
         return callback(Object.assign(new Error(message), { responseCode: rule.responseCode }));
       }
       callback();

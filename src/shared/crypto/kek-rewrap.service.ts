@@ -139,7 +139,8 @@ export class KekRewrapService {
 
   /**
    * The `secretEnc` of the jobs of `queues` a worker may still run (BullMQ job data in Redis, a
-   * copy of the outbox row's), re-wrapped in place (Job.updateData). Short-lived: a job settles
+   * copy of the outbox row's; mail jobs carry none since ROW_READ_TOPICS, but those an older relay
+   * queued), re-wrapped in place (Job.updateData). Short-lived: a job settles
    * within minutes, or hours for a mail retried while its SMTP server is away. A job that finished
    * while it was looked at is skipped.
    */

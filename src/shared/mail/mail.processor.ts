@@ -85,8 +85,19 @@ export function messageIdDomain(emailFrom: string): string {
 }
 
 /**
- * Sends the emails of the outbox (topic `email`): decrypts the secret fields only here, renders
- * the template and hands it to SMTP_URL. A failure throws, so BullMQ retries (MAIL_RETRY_STEPS_SECONDS, about 25 hours);
+ * An SMTP failure to be retried, its text without the recipient's address (SMTP servers quote it
+ * in their replies) wherever it appears, in any case; the error itself when it names none.
+ */
+export function withoutAddress(err: unknown, to: string): unknown {
+  if (!(err instanceof Error) || !to || !err.message.toLowerCase().includes(to.toLowerCase())) return err;
+  const redacted = new Error(err.message.replace(new RegExp(to.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi'), '<recipient>'));
+  redacted.name = err.name;
+  return redacted;
+}
+
+/**
+ * Sends the emails of the outbox (topic `email`): reads each from its outbox row (the job names
+ * the row only), decrypts the secret fields only here, renders the template and hands it to SMTP_URL. A failure throws, so BullMQ retries (MAIL_RETRY_STEPS_SECONDS, about 25 hours);
  * a mail that can never be rendered, or that SMTP refused with a 5yz reply, fails at once. Without SMTP_URL (development and test
  * only; production refuses to start without it) the mail is logged so its link can be clicked.
  */
@@ -109,7 +120,22 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
   }
 
   async process(job: Job<OutboxJobData>): Promise<{ messageId?: string; logged?: true; expired?: true; withdrawn?: true }> {
-    const { to, template, data = {} } = job.data.payload as Partial<MailPayload>;
+    // every mail's event type is `email.<template>` (MailService.enqueue): anything else in this
+    // queue is no mail, given up without a look at the database
+    if (!job.data.eventType?.startsWith('email.')) throw new UnrecoverableError(`outbox ${job.data.outboxId}: not a mail (event ${String(job.data.eventType)})`);
+    // the mail's outbox row is still owed: an erasure of its recipient (GDPR Art. 17) deletes the
+    // unsent mails to the address, also those whose job waits in BullMQ (a retry after SMTP refused
+    // for now, up to a day later), and a row settled already (sent by a run whose job did not
+    // complete) is not sent twice. The same read gives the mail itself: its job carries only the
+    // row's ids (ROW_READ_TOPICS), so the recipient's address, the template data and the encrypted
+    // secret are never copied to Redis, where a finished job outlives an erasure and the outbox
+    // sweep. A job queued by an older relay still carries them: the row wins there too
+    const row = await this.owed(job);
+    if (!row) {
+      this.log.log({ msg: 'mail not sent: its outbox row is gone or settled (its recipient erased, or sent already)', outbox_id: job.data.outboxId, event: job.data.eventType });
+      return { withdrawn: true };
+    }
+    const { to, template, data = {} } = row.payload as Partial<MailPayload>;
     if (typeof to !== 'string' || !to || !isMailTemplate(template)) {
       throw new UnrecoverableError(`outbox ${job.data.outboxId}: not a mail (template ${String(template)})`);
     }
@@ -117,14 +143,6 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     // differently by mail software: nodemailer sends "x@evil.com"@a.com to x@evil.com@a.com. Never
     // sent, rather than sent to a mailbox that may be someone else's
     if (to.indexOf('@') !== to.lastIndexOf('@')) throw new UnrecoverableError(`outbox ${job.data.outboxId}: the recipient address is ambiguous (a quoted local part); not sent`);
-    // the mail's outbox row is still owed: an erasure of its recipient (GDPR Art. 17) deletes the
-    // unsent mails to the address, also those whose job waits in BullMQ (a retry after SMTP refused
-    // for now, up to a day later), and a row settled already (sent by a run whose job did not
-    // complete) is not sent twice. Read by id and creation time (ids repeat after a restore)
-    if (!(await this.owed(job))) {
-      this.log.log({ msg: 'mail not sent: its outbox row is gone or settled (its recipient erased, or sent already)', outbox_id: job.data.outboxId, template });
-      return { withdrawn: true };
-    }
     // a link or code mail states how long its secret lasts, counted from the outbox row (written
     // with the secret): one that could not be sent before then (SMTP down, refusing with 4yz) is
     // dropped instead of handing its reader a dead link, and a late one states what is left
@@ -134,7 +152,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
       await this.settle(job);
       return { expired: true };
     }
-    const secret = openOutboxSecret(this.cipher, job.data) ?? {};
+    const secret = openOutboxSecret(this.cipher, { secretEnc: row.secret_enc }) ?? {};
     let mail;
     try {
       mail = renderMail(template, {
@@ -153,7 +171,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
       await this.settle(job);
       return { logged: true };
     }
-    const info = await this.send(job, {
+    const info = await this.send(job, to, {
       from: this.config.EMAIL_FROM,
       to,
       subject: literalHeader(mail.subject),
@@ -170,9 +188,11 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
    * Hands the mail to SMTP. A 5yz reply refusing the recipient or the message (RFC 5321 section
    * 4.2.1: the same request must not be repeated) gives the mail up at once, its outbox row
    * settled; a 4yz reply, a connection failure or a refused login (the operator fixes SMTP_URL)
-   * is retried.
+   * is retried. BullMQ keeps a failure's message in the job (`failedReason`, `stacktrace`, 14 days
+   * for a job given up), and SMTP servers quote the recipient in their replies (`550 5.1.1
+   * <a@example.com>: Recipient address rejected`): the error thrown names no address.
    */
-  private async send(job: Job<OutboxJobData>, message: Parameters<Transporter['sendMail']>[0]): Promise<{ messageId: string }> {
+  private async send(job: Job<OutboxJobData>, to: string, message: Parameters<Transporter['sendMail']>[0]): Promise<{ messageId: string }> {
     try {
       return await this.transport!.sendMail(message);
     } catch (err) {
@@ -180,25 +200,31 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
       if ((e.code === 'EENVELOPE' || e.code === 'EMESSAGE') && typeof e.responseCode === 'number' && e.responseCode >= 500) {
         throw new UnrecoverableError(`outbox ${job.data.outboxId}: refused by the SMTP server (${e.responseCode}); not retried`);
       }
-      throw err;
+      throw withoutAddress(err, to);
     }
   }
 
   /**
-   * The mail left (or will never leave): its outbox row is settled, so the queue reconciler does
-   * not queue it again. A failed write is only logged: the completed job stays in Redis for a day,
-   * longer than the reconciler looks back, so the mail is not sent twice.
+   * The mail's outbox row while it is still owed (not settled; read by id and creation time: ids
+   * repeat after a restore), with what the mail is made of; undefined once the row is gone
+   * (its recipient erased) or settled.
    */
-  private async owed(job: Job<OutboxJobData>): Promise<boolean> {
+  private async owed(job: Job<OutboxJobData>): Promise<{ payload: Record<string, unknown>; secret_enc: string | null } | undefined> {
     // createdAt went through a JS Date: milliseconds, the row has microseconds
-    const rows = await this.db.query(
-      `SELECT 1 FROM outbox WHERE id = $1::bigint AND processed_at IS NULL AND created_at > $2::timestamptz - interval '1 millisecond' AND created_at < $2::timestamptz + interval '1 millisecond'`,
+    const [row] = await this.db.query<{ payload: Record<string, unknown>; secret_enc: string | null }>(
+      `SELECT payload, secret_enc FROM outbox WHERE id = $1::bigint AND processed_at IS NULL AND created_at > $2::timestamptz - interval '1 millisecond' AND created_at < $2::timestamptz + interval '1 millisecond'`,
       [job.data.outboxId, job.data.createdAt],
       'outbox_mail_owed',
     );
-    return rows.length > 0;
+    return row;
   }
 
+  /**
+   * The mail left (or will never leave): its outbox row is settled (its encrypted secret
+   * forgotten), so the queue reconciler does not queue it again. A failed write is only logged:
+   * the completed job stays in Redis for a day, longer than the reconciler looks back, so the mail
+   * is not sent twice.
+   */
   private async settle(job: Job<OutboxJobData>): Promise<void> {
     await settleOutboxRow(this.db, job.data.outboxId).catch((e: Error) => this.log.warn(`settling outbox ${job.data.outboxId}: ${e.message}`));
   }

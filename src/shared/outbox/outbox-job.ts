@@ -3,9 +3,9 @@ import type { EnvelopeCipher } from '../crypto/envelope-cipher';
 import type { Queryable } from '../db/db.service';
 
 /**
- * The data of every job the outbox relay queues: the outbox row as it was written. Secret
- * fields stay envelope-encrypted (`secretEnc`), so Redis never holds them in plaintext; a
- * processor opens them with `openOutboxSecret` when it needs them.
+ * The data of every job the outbox relay queues: the outbox row's ids, and for most topics its
+ * payload and encrypted secret (`secretEnc`, so Redis never holds a secret in plaintext; a
+ * processor opens it with `openOutboxSecret`). Jobs of ROW_READ_TOPICS carry the ids only.
  */
 export interface OutboxJobData {
   /** outbox.id (bigint as a string); the job id is outboxJobId(outboxId, createdAt) */
@@ -13,11 +13,26 @@ export interface OutboxJobData {
   tenantId: string | null;
   /** e.g. `email.password_reset`, `tenant.created`; also the BullMQ job name */
   eventType: string;
-  payload: Record<string, unknown>;
-  secretEnc: string | null;
+  /** the row's payload; absent in a job of ROW_READ_TOPICS (its processor reads the row) */
+  payload?: Record<string, unknown>;
+  /** the row's encrypted secret fields; absent in a job of ROW_READ_TOPICS */
+  secretEnc?: string | null;
   /** RFC 3339 */
   createdAt: string;
 }
+
+/**
+ * Topics whose jobs carry only the row's ids, their processor reading payload and secret from the
+ * outbox row itself: mail (`email`). A mail's payload holds its recipient's address and template
+ * data, its secret a link token or code; BullMQ keeps a finished job a day and a failed one 14
+ * days (DEFAULT_OUTBOX_JOB_OPTIONS), longer than OUTBOX_RETENTION_DAYS may keep the row and out
+ * of reach of an erasure, which deletes or settles the rows (settling forgets the secret). With
+ * the row as the only copy, the address lives where the erasure and the outbox sweep find it.
+ * Webhook fan-out jobs keep their payload: it holds ids only (webhook-events.ts), and the fan-out
+ * settles the row in the same statement that reads the endpoints. A mail job queued by an older
+ * relay still carries payload and secret: its processor ignores them and reads the row too.
+ */
+export const ROW_READ_TOPICS: ReadonlySet<string> = new Set(['email']);
 
 /**
  * The BullMQ job id of an outbox row: a second add of the same row is a no-op (BullMQ dedupes
@@ -42,8 +57,8 @@ export async function settleOutboxRow(db: Queryable, outboxId: string): Promise<
 export const SETTLE_OUTBOX_SQL = (idParam: string) =>
   `UPDATE outbox SET processed_at = now(), secret_enc = NULL WHERE id = ${idParam}::bigint AND processed_at IS NULL`;
 
-/** Decrypts a job's secret fields (link tokens, codes); undefined when the row had none. */
-export function openOutboxSecret<T extends Record<string, unknown> = Record<string, unknown>>(cipher: EnvelopeCipher, data: OutboxJobData): T | undefined {
+/** Decrypts a job's (or an outbox row's) secret fields (link tokens, codes); undefined when there are none. */
+export function openOutboxSecret<T extends Record<string, unknown> = Record<string, unknown>>(cipher: EnvelopeCipher, data: { secretEnc?: string | null }): T | undefined {
   return data.secretEnc ? (JSON.parse(cipher.decryptString(data.secretEnc)) as T) : undefined;
 }
 

@@ -5,7 +5,7 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { Db } from '../db/db.service';
 import { bullConnection, bullPrefix } from './bull-options';
 import { outageLog } from '../redis/outage-log';
-import { jobOptionsFor, OutboxJobData, outboxJobId } from './outbox-job';
+import { jobOptionsFor, OutboxJobData, outboxJobId, ROW_READ_TOPICS } from './outbox-job';
 import { quitRedis } from '../redis/redis.module';
 
 /** Rows per relay transaction; a full batch is followed at once by the next one. */
@@ -176,13 +176,8 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 }
 
+/** A row's job data: its ids, and its payload and encrypted secret unless its topic reads them from the row (ROW_READ_TOPICS). */
 function toJobData(r: OutboxRow): OutboxJobData {
-  return {
-    outboxId: String(r.id),
-    tenantId: r.tenant_id,
-    eventType: r.event_type,
-    payload: r.payload,
-    secretEnc: r.secret_enc,
-    createdAt: r.created_at.toISOString(),
-  };
+  const ids = { outboxId: String(r.id), tenantId: r.tenant_id, eventType: r.event_type, createdAt: r.created_at.toISOString() };
+  return ROW_READ_TOPICS.has(r.topic) ? ids : { ...ids, payload: r.payload, secretEnc: r.secret_enc };
 }

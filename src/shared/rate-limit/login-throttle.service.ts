@@ -305,6 +305,31 @@ export class LoginThrottleService {
   }
 
   /**
+   * Forgets what the throttle keeps of these accounts (an erasure: GDPR Art. 17), each a realm and
+   * the account it is counted under: its known addresses (keyed hashes of client addresses, kept 30
+   * days after their last success), in the sorted set and the former plain set, and its account-wide
+   * failure counter with its pending twin. Keyed by the account's name in its realm (an end user's
+   * email key), they would otherwise pass to a new account of the same address: the erased person's
+   * addresses exempt from its account limit, their failures counting against its owner. The pair
+   * counters (account and address) are not found without scanning the keyspace: they hold a count
+   * of one address's failures and expire with the realm's window (LOGIN_FAILURE_WINDOW_SECONDS).
+   * One DEL per key (no two in one slot), every reply checked: throws 503 server/unavailable when
+   * Redis refused any of them.
+   */
+  async forgetAccounts(accounts: readonly { realm: string; account: string }[]): Promise<void> {
+    if (!accounts.length) return;
+    const pipe = this.redis.pipeline();
+    for (const { realm, account } of accounts) {
+      const acct = this.accountSubject(realm, account);
+      const counter = this.counter(`acct:${acct}`);
+      for (const key of [counter, `${counter}:pending`, trustedKey(acct), legacyTrustedKey(acct)]) pipe.del(key);
+    }
+    await execAll(pipe).catch((cause: unknown) => {
+      throw new AppError('server/unavailable', 'Rate limiter unavailable', { cause });
+    });
+  }
+
+  /**
    * Records a success of the address for the account, in one transaction: its score becomes now,
    * addresses whose last success is older than TRUSTED_TTL_SECONDS go, then all but the
    * TRUSTED_MAX_ADDRESSES most recent; the set itself expires TRUSTED_TTL_SECONDS after the

@@ -1,7 +1,12 @@
 import { randomBytes } from 'crypto';
+import { codeThrottleSubject } from '../../../src/modules/account-security/email-codes.service';
+import { mfaThrottleRealm } from '../../../src/modules/mfa/mfa-throttle';
 import { normalizeEmail } from '../../../src/modules/users/email';
+import { AppError } from '../../../src/shared/errors/app-error';
+import { LoginThrottleService, passwordSignInRealm } from '../../../src/shared/rate-limit/login-throttle.service';
 import { createApiKey, DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp } from '../../setup/app';
+import { expectedKeySubject } from '../../setup/client-hash';
 import { addMember, agentToken, as, insertAction, rawRedis, registerAgent, tenantOnTier } from '../agents/agents.helpers';
 
 interface Registered {
@@ -30,12 +35,12 @@ describe('dashboard: end users (find, list, erase)', () => {
     return keys.get(d.slug)!;
   };
   const tag = () => randomBytes(5).toString('hex');
-  const register = async (d: DashboardFixture, email = `ada.${tag()}@example.com`): Promise<Registered> => {
+  const register = async (d: DashboardFixture, email = `ada.${tag()}@example.com`, ip = randomIp()): Promise<Registered> => {
     const res = await t
       .http()
       .post('/v1/auth/register')
       .set('X-API-Key', await keyOf(d))
-      .set('X-Forwarded-For', randomIp())
+      .set('X-Forwarded-For', ip)
       .send({ email, password: STRONG_PASSWORD, consent: true })
       .expect(201);
     return { id: res.body.user.id, email: res.body.user.email, access: res.body.access_token, refresh: res.body.refresh_token };
@@ -298,6 +303,80 @@ describe('dashboard: end users (find, list, erase)', () => {
     expect(again.id).not.toBe(u.id);
     expect((await login(owner, email)).status).toBe(200);
     expect((await as(t, owner).get(`${url(owner)}?email=${encodeURIComponent(email)}`).expect(200)).body.data.map((x: { id: string }) => x.id)).toEqual([again.id]);
+  });
+
+  /**
+   * What the failed sign-in throttle keeps in Redis for each account the user is counted under
+   * (LoginThrottleService): known client addresses (sorted set) and the account-wide failure count.
+   */
+  const throttleState = async (tenantId: string, userId: string, email: string) => {
+    const prefix = process.env.REDIS_KEY_PREFIX as string;
+    const subjects = {
+      password: { realm: passwordSignInRealm(tenantId), account: normalizeEmail(email) },
+      code: codeThrottleSubject({ purpose: 'login', tenantId, emailNormalized: normalizeEmail(email) }),
+      mfa: { realm: mfaThrottleRealm(tenantId), account: userId },
+    };
+    const redis = rawRedis();
+    try {
+      const out: Record<string, { known: number; failures: number }> = {};
+      for (const [name, { realm, account }] of Object.entries(subjects)) {
+        const acct = expectedKeySubject(`${realm}:${account}`);
+        out[name] = { known: await redis.zcard(`${prefix}login-trusted:z:${acct}`), failures: Number((await redis.get(`${prefix}{rl:acct:${acct}:login-fail}:hits`)) ?? 0) };
+      }
+      return out;
+    } finally {
+      redis.disconnect();
+    }
+  };
+
+  it("erasure forgets the failed sign-in throttle's state of the account (known client addresses, account failure count; password sign-in, sign-in codes, second factors): a new account of the address inherits none", async () => {
+    const owner = await tenantOnTier(t, 'pro');
+    const email = `kim.${tag()}@example.com`;
+    const oldIp = randomIp();
+    const u = await register(owner, email, oldIp);
+    // the erased person's address known in every realm (a sign-in code, a second factor from it), and one failure
+    const throttle = t.app.get(LoginThrottleService);
+    const code = codeThrottleSubject({ purpose: 'login', tenantId: owner.tenantId, emailNormalized: normalizeEmail(email) });
+    await throttle.trustAddress(code.realm, code.account, oldIp);
+    await throttle.trustAddress(mfaThrottleRealm(owner.tenantId), u.id, oldIp);
+    expect((await login(owner, email, 'not the password, sorry')).status).toBe(401);
+    expect(await throttleState(owner.tenantId, u.id, email)).toEqual({ password: { known: 1, failures: 1 }, code: { known: 1, failures: 0 }, mfa: { known: 1, failures: 0 } });
+
+    await as(t, owner).delete(url(owner, `/${u.id}`)).expect(204);
+    const gone = { known: 0, failures: 0 };
+    expect(await throttleState(owner.tenantId, u.id, email)).toEqual({ password: gone, code: gone, mfa: gone });
+
+    // a new account of the address knows its own address only
+    const again = await register(owner, email.toUpperCase());
+    expect((await throttleState(owner.tenantId, again.id, email)).password).toEqual({ known: 1, failures: 0 });
+  });
+
+  it('Redis refusing to forget the throttle state: before the commit nothing is erased (503) and the retry does it all; after the commit the erasure holds (503, the state forgotten already) and the retry answers 404', async () => {
+    const owner = await tenantOnTier(t, 'pro');
+    const throttle = t.app.get(LoginThrottleService);
+    const refused = () => Promise.reject(new AppError('server/unavailable', 'Rate limiter unavailable'));
+    const spy = jest.spyOn(throttle, 'forgetAccounts');
+    try {
+      // inside the transaction: rolled back
+      const first = await register(owner);
+      spy.mockImplementationOnce(refused);
+      expect((await as(t, owner).delete(url(owner, `/${first.id}`)).expect(503)).body.code).toBe('server/unavailable');
+      expect(await t.db.query(`SELECT 1 FROM users WHERE id = $1`, [first.id])).toHaveLength(1);
+      expect((await throttleState(owner.tenantId, first.id, first.email)).password.known).toBe(1);
+      expect(await deletedEvents(owner.tenantId, first.id)).toEqual([]);
+      await as(t, owner).delete(url(owner, `/${first.id}`)).expect(204);
+      expect((await throttleState(owner.tenantId, first.id, first.email)).password.known).toBe(0);
+
+      // after the commit: the erasure holds, told by 503; the state went inside the transaction
+      const second = await register(owner);
+      spy.mockImplementationOnce((accounts) => LoginThrottleService.prototype.forgetAccounts.call(throttle, accounts)).mockImplementationOnce(refused);
+      expect((await as(t, owner).delete(url(owner, `/${second.id}`)).expect(503)).body.code).toBe('server/unavailable');
+      expect(await t.db.query(`SELECT 1 FROM users WHERE id = $1`, [second.id])).toHaveLength(0);
+      expect((await throttleState(owner.tenantId, second.id, second.email)).password.known).toBe(0);
+      expect((await as(t, owner).delete(url(owner, `/${second.id}`)).expect(404)).body.code).toBe('user/not_found');
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('an agent token acting for an erased user is inactive at introspection at once and refused on bearer calls (it has no session to end)', async () => {

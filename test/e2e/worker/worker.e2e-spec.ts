@@ -7,6 +7,7 @@ import { CliIo, runCli } from '../../../src/cli';
 import { resetConfigForTests } from '../../../src/config/config.module';
 import { createDataSource } from '../../../src/shared/db/data-source';
 import { Db } from '../../../src/shared/db/db.service';
+import { EnvelopeCipher } from '../../../src/shared/crypto/envelope-cipher';
 import { EventsService } from '../../../src/shared/events/events.service';
 import { MailRequest, MailService } from '../../../src/shared/mail/mail.service';
 import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
@@ -130,11 +131,9 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     const row = await outboxRow(to);
     expect(row.dispatched_at).toBeInstanceOf(Date);
     expect(row.payload).not.toContain(token);
-    // the job carried the link encrypted; once the mail left, the row forgets it
+    // the job names the row only (the mail worker reads the link from it); once the mail left, the row forgets it
     const data = JSON.parse(job.data);
-    expect(data).toMatchObject({ outboxId: row.id, tenantId: tenant.id, eventType: 'email.dashboard_invite' });
-    expect(data.secretEnc).toMatch(/^v1\./);
-    expect(data.secretEnc).not.toContain(token);
+    expect(data).toEqual({ outboxId: row.id, tenantId: tenant.id, eventType: 'email.dashboard_invite', createdAt: expect.any(String) });
     expect(row.processed_at).toBeInstanceOf(Date);
     expect(row.secret_enc).toBeNull();
     // an opaque Message-ID: neither the outbox sequence nor the row's time shows through it
@@ -142,6 +141,71 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     expect(messageId).toMatch(/^<[0-9a-f]{32}@[A-Za-z0-9.-]+>$/);
     expect(msg.headers['message-id']).toBe(messageId);
     expect(await dumpRedis(redis, prefix)).not.toContain(token);
+  }, 60_000);
+
+  it('a mail job in Redis names its outbox row only: no job holds the address, the template data or the secret, whether sent, retried after a refusal quoting the address, or refused for good (5yz: kept 14 days)', async () => {
+    const tag = randomBytes(5).toString('hex');
+    const [sent, retried, refused] = ['sent', 'retried', 'refused'].map((k) => `${k}-${tag}@example.com`);
+    const inviter = `boss-${tag}@example.com`;
+    const token = randomBytes(32).toString('base64url');
+    // each refusal quotes the recipient (smtp-capture), as real servers do
+    smtp.failNext(1, (r) => r === retried);
+    smtp.failNext(1, (r) => r === refused, 550);
+    await send({ to: sent, template: 'dashboard_invite', data: { role: 'member', inviter_email: inviter }, secret: { token } });
+    await send({ to: retried, template: 'password_reset', secret: { token: `${token}-retried` } });
+    await send({ to: refused, template: 'password_reset', secret: { token: `${token}-refused` } });
+
+    // the mails are still right: read from their rows
+    const invite = await smtp.waitFor((m) => m.to.includes(sent));
+    expect(invite.text).toContain(`${ACCOUNTS_URL}/dashboard/invites/accept?token=${token}`);
+    expect(invite.text).toContain(`${inviter} invited you`);
+    const reset = await smtp.waitFor((m) => m.to.includes(retried), 15_000);
+    expect(reset.text).toContain(`${ACCOUNTS_URL}/reset-password?token=${token}-retried`);
+
+    const jobs: Record<string, Record<string, string>> = {};
+    for (const to of [sent, retried, refused]) {
+      const row = await outboxRow(to);
+      jobs[to] = await waitForJob('email', row.id);
+      expect(Object.keys(JSON.parse(jobs[to].data)).sort()).toEqual(['createdAt', 'eventType', 'outboxId', 'tenantId']);
+    }
+    expect(Number(jobs[retried].atm)).toBe(2);
+    expect(jobs[refused].failedReason).toMatch(/refused by the SMTP server \(550\); not retried/);
+    expect(smtp.messages.some((m) => m.to.includes(refused))).toBe(false);
+    // every job hash, the queues' event streams included: no address, no template data, no secret
+    const dump = await dumpRedis(redis, prefix);
+    expect(dump).not.toContain(tag);
+    expect(dump).not.toContain(token);
+    smtp.clearFailures();
+  }, 60_000);
+
+  it('a mail job queued by an older relay (the row\'s payload and encrypted secret in its data) is still sent, as its outbox row says', async () => {
+    const to = uniqueEmail('older-relay');
+    const token = randomBytes(32).toString('base64url');
+    const cipher = worker.get(EnvelopeCipher);
+    const payload = { to, template: 'password_reset', data: {} };
+    // relayed already (dispatched_at): the relay leaves it, the job below is its only one
+    const [row] = await db.query<{ id: string; created_at: Date }>(
+      `INSERT INTO outbox (tenant_id, topic, event_type, payload, secret_enc, dispatched_at) VALUES ($1, 'email', 'email.password_reset', $2, $3, now()) RETURNING id::text AS id, created_at`,
+      [tenant.id, JSON.stringify(payload), cipher.encrypt(JSON.stringify({ token }))],
+    );
+    const queue = new Queue('email', { connection: bullConnection({ REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' }), prefix: bullPrefix({ REDIS_KEY_PREFIX: prefix }) });
+    try {
+      await queue.add(
+        'email.password_reset',
+        // the job's copy is stale (another token): the row is what is sent
+        { outboxId: row.id, tenantId: tenant.id, eventType: 'email.password_reset', payload, secretEnc: cipher.encrypt(JSON.stringify({ token: 'stale-copy' })), createdAt: row.created_at.toISOString() },
+        { jobId: outboxJobId(row.id, row.created_at) },
+      );
+    } finally {
+      await queue.close();
+    }
+    const msg = await smtp.waitFor((m) => m.to.includes(to), 15_000);
+    expect(msg.text).toContain(`${ACCOUNTS_URL}/reset-password?token=${token}`);
+    expect(msg.text).not.toContain('stale-copy');
+    expect(JSON.parse((await waitForJob('email', row.id)).returnvalue).messageId).toBeDefined();
+    const settled = await outboxRow(to);
+    expect(settled.processed_at).toBeInstanceOf(Date);
+    expect(settled.secret_enc).toBeNull();
   }, 60_000);
 
   it('sends a one-time code without a link and escapes interpolated values in the HTML part', async () => {

@@ -6,6 +6,9 @@ import { Db, Queryable } from '../../../../shared/db/db.service';
 import { AppError } from '../../../../shared/errors/app-error';
 import { EventsService } from '../../../../shared/events/events.service';
 import { MAIL_TOPIC } from '../../../../shared/mail/mail.service';
+import { LoginThrottleService, passwordSignInRealm } from '../../../../shared/rate-limit/login-throttle.service';
+import { codeThrottleSubject } from '../../../account-security/email-codes.service';
+import { mfaThrottleRealm } from '../../../mfa/mfa-throttle';
 import { SessionsService } from '../../../sessions/sessions.service';
 import { WEBHOOK_TOPIC } from '../../../webhooks/webhook-events';
 import { normalizeEmail } from '../../email';
@@ -15,6 +18,22 @@ import { DeleteUserCommand } from './delete-user.command';
 interface Erased {
   /** every session the user had: their access tokens must be refused at once */
   sessionIds: string[];
+  /** the accounts the failed sign-in throttle keeps state for (LoginThrottleService.forgetAccounts) */
+  throttled: { realm: string; account: string }[];
+}
+
+/**
+ * What the failed sign-in throttle counts under this user: by its address's key, password sign-in
+ * and sign-in codes (a new account of the address would inherit them); by its id, second factors
+ * and step-up codes (never reused, but the erased person's client addresses all the same).
+ */
+export function throttledAccounts(tenantId: string, userId: string, emailNormalized: string | null): { realm: string; account: string }[] {
+  const byId = [
+    { realm: mfaThrottleRealm(tenantId), account: userId },
+    codeThrottleSubject({ purpose: 'step_up', tenantId, userId, sessionId: '' }),
+  ];
+  if (!emailNormalized) return byId;
+  return [{ realm: passwordSignInRealm(tenantId), account: emailNormalized }, codeThrottleSubject({ purpose: 'login', tenantId, emailNormalized }), ...byId];
 }
 
 /**
@@ -35,6 +54,9 @@ interface Erased {
  *   handed to BullMQ is not sent either (the mail worker sends only while its row is owed: one
  *   waiting for a retry is dropped), but for one being handed to SMTP at that moment; a settled
  *   row keeps the address until the outbox sweep (OUTBOX_RETENTION_DAYS);
+ * - in Redis, what the failed sign-in throttle keeps of the account (throttledAccounts): its known
+ *   client addresses and account-wide failure counters, keyed by the address's key (a new account
+ *   of the address would inherit them) or the user id;
  * - one `user.deleted` audit event (the dashboard user as actor, the user id as target, counts
  *   only: no address) and a `user.deleted` webhook event carrying the user id only.
  * Earlier audit rows about the user stay: they hold ids and keyed hash prefixes, never the address.
@@ -50,7 +72,10 @@ interface Erased {
  * rolls back and the 503 leaves everything as it was, for the retry to do it all. After the commit
  * they are marked again and the profile slot (`me:<id>`) is tombstoned; should that fail, the
  * answer is 503 with the erasure committed, and the sessions already refused by the earlier marks
- * (they outlive every access token issued before them). What is left, the profile slot, needs only
+ * (they outlive every access token issued before them). The throttle's state of the account goes
+ * the same way: forgotten inside the transaction (Redis refusing rolls it back: 503, nothing
+ * changed), and again after the commit, for what a sign-in racing the erasure wrote meanwhile
+ * (its failure is a 503 too, the state already forgotten but for that race). What is left, the profile slot, needs only
  * the user id: a DELETE of a user that does not exist tombstones it too before its 404 (503 while
  * Redis refuses), so retrying until 404 completes the erasure. The cost: should the transaction
  * fail after the marks (a deadlock victim, PostgreSQL gone), the user's access tokens are refused
@@ -65,6 +90,7 @@ export class DeleteUserHandler implements ICommandHandler<DeleteUserCommand> {
     private readonly sessions: SessionsService,
     private readonly revocation: TokenRevocationService,
     private readonly profiles: UserProfileCache,
+    private readonly throttle: LoginThrottleService,
   ) {}
 
   async execute(cmd: DeleteUserCommand): Promise<void> {
@@ -80,7 +106,11 @@ export class DeleteUserHandler implements ICommandHandler<DeleteUserCommand> {
       () => false,
     );
     const profileTold = await this.profiles.invalidate([cmd.userId]);
-    if (!sessionsTold || !profileTold) throw new AppError('server/unavailable', 'The user is erased, but not every server could be told yet: send the DELETE again (it answers 404 once they are)');
+    const throttleTold = await this.throttle.forgetAccounts(erased.throttled).then(
+      () => true,
+      () => false,
+    );
+    if (!sessionsTold || !profileTold || !throttleTold) throw new AppError('server/unavailable', 'The user is erased, but not every server could be told yet: send the DELETE again (it answers 404 once they are)');
   }
 
   /** The transaction; null when the tenant has no such user (any more). */
@@ -100,6 +130,8 @@ export class DeleteUserHandler implements ICommandHandler<DeleteUserCommand> {
     const sessionIds = (await tx.query<{ id: string }>(`SELECT id FROM user_sessions WHERE user_id = $1`, [userId])).map((r) => r.id);
     // before the delete, so that a retry after a failed commit or a failed tell is never owed them (see above)
     await this.revocation.markSessionsRevoked(sessionIds);
+    const throttled = throttledAccounts(tenantId, userId, user.email_normalized);
+    await this.throttle.forgetAccounts(throttled);
 
     const agentActions = await tx.exec(`DELETE FROM agent_actions WHERE tenant_id = $1 AND actor_user_id = $2`, [tenantId, userId]);
     // through the primary key: one probe per month of tenant_mau (whose counts are kept; the rows
@@ -129,7 +161,7 @@ export class DeleteUserHandler implements ICommandHandler<DeleteUserCommand> {
       },
       { tenantId, topic: WEBHOOK_TOPIC, eventType: 'user.deleted', payload: { user_id: userId } },
     );
-    return { sessionIds };
+    return { sessionIds, throttled };
   }
 
   /**
