@@ -119,11 +119,12 @@ export class JwtService implements OnModuleDestroy {
   async sign(claims: ClaimsInput, ttlSeconds = this.config.ACCESS_TOKEN_TTL_SECONDS): Promise<{ token: string; claims: AccessClaims }> {
     const { kid, key } = this.keys.signingKey();
     const iat = Math.floor(Date.now() / 1000);
+    const { act, client_id, tenant_id } = claims as Pick<AccessClaims, 'act' | 'client_id' | 'tenant_id'>;
     const full: AccessClaims = {
       iss: this.config.PUBLIC_BASE_URL,
       aud: this.config.TOKEN_AUDIENCE,
       ...claims,
-      client_id: claims.client_id ?? claims.act?.sub ?? claims.tenant_id,
+      client_id: client_id ?? act?.sub ?? tenant_id,
       iat,
       exp: iat + ttlSeconds,
       jti: randomUUID(),
