@@ -3,7 +3,7 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { ClientInfoValue, UserPrincipal } from '../../shared/auth/auth-context';
 import { PasswordHasher } from '../../shared/crypto/password-hasher';
 import { Db, Queryable } from '../../shared/db/db.service';
-import { AppError } from '../../shared/errors/app-error';
+import { AppError, insufficientScope } from '../../shared/errors/app-error';
 import { LoginThrottleService, passwordSignInRealm } from '../../shared/rate-limit/login-throttle.service';
 import { MfaFactorsService, MfaMethod } from './mfa-factors.service';
 import { mfaThrottleLimits, mfaThrottleRealm } from './mfa-throttle';
@@ -35,9 +35,9 @@ export class MfaConfirmationService {
     client: ClientInfoValue,
     change: (tx: Queryable, method: MfaMethod) => Promise<T>,
   ): Promise<T> {
-    if (user.claims.act) throw new AppError('auth/forbidden', 'Delegated (agent) tokens cannot manage MFA');
+    if (user.claims.act) throw insufficientScope('Delegated (agent) tokens cannot manage MFA');
     // as at enrollment: a guest has no password and no factor to manage
-    if (user.isAnonymous) throw new AppError('auth/forbidden', 'Guests cannot manage MFA; register first');
+    if (user.isAnonymous) throw insufficientScope('Guests cannot manage MFA; register first');
     const [row] = await this.db.query<{ password_hash: string | null; email_normalized: string | null; mfa_enabled: boolean }>(
       `SELECT u.password_hash, u.email_normalized,
               EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = u.id AND f.enabled_at IS NOT NULL) AS mfa_enabled

@@ -6,7 +6,7 @@ import { authOf, UserPrincipal } from '../../shared/auth/auth-context';
 import { BearerAuthenticator, bearerToken } from '../../shared/auth/bearer.strategy';
 import { TokenRevocationService } from '../../shared/auth/token-revocation.service';
 import { peekJwt } from '../../shared/crypto/jwt.service';
-import { AppError, bearerRequired, InvalidTokenError, tenantMismatch } from '../../shared/errors/app-error';
+import { bearerRequired, insufficientScope, InvalidTokenError, tenantMismatch } from '../../shared/errors/app-error';
 import { EnrollmentTokenService } from './enrollment-token.service';
 
 /**
@@ -25,6 +25,7 @@ export class MfaEnrollmentGuard implements CanActivate {
 
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
     const req = ctx.switchToHttp().getRequest<FastifyRequest>();
+    authOf(req).scheme = 'bearer';
     const token = bearerToken(req);
     if (!token) throw bearerRequired();
     let user: UserPrincipal;
@@ -47,8 +48,8 @@ export class MfaEnrollmentGuard implements CanActivate {
     } else {
       user = await this.bearer.authenticate(req, token);
     }
-    if (user.isAnonymous) throw new AppError('auth/forbidden', 'Guests cannot enroll in MFA; register first');
-    if (user.claims.act) throw new AppError('auth/forbidden', 'Delegated (agent) tokens cannot manage MFA');
+    if (user.isAnonymous) throw insufficientScope('Guests cannot enroll in MFA; register first');
+    if (user.claims.act) throw insufficientScope('Delegated (agent) tokens cannot manage MFA');
     return true;
   }
 }

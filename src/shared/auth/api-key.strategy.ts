@@ -85,6 +85,8 @@ export class ApiKeyStrategy extends PassportStrategy(Strategy, 'api-key') {
   }
 
   async validate(req: FastifyRequest): Promise<ApiKeyPrincipal> {
+    // the route's 401s (this key, or a password or refresh token later) challenge with ApiKey (challengeFor)
+    authOf(req).scheme = 'api-key';
     const header = req.headers['x-api-key'];
     const principal = await this.resolver.resolve(Array.isArray(header) ? header[0] : header, req);
     authOf(req).apiKey = principal;

@@ -2,6 +2,7 @@ import { createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import type { Slot } from '../cache/read-through.cache';
 import { AccessClaims } from '../crypto/jwt.service';
+import type { ChallengeScheme } from '../errors/app-error';
 
 export interface ApiKeyPrincipal {
   id: string;
@@ -45,6 +46,11 @@ export interface DashboardPrincipal {
 
 /** What the guards established about the caller, on `request.auth`. */
 export interface AuthContext {
+  /**
+   * the credential the route authenticates its caller with, set by its guard before it checks
+   * anything: the challenge of a 401 raised without one (challengeFor, the problem filter)
+   */
+  scheme?: ChallengeScheme;
   apiKey?: ApiKeyPrincipal;
   user?: UserPrincipal;
   dashboard?: DashboardPrincipal;

@@ -73,6 +73,9 @@ export class BearerAuthenticator {
   }
 
   async authenticate(req: FastifyRequest, token: string): Promise<UserPrincipal> {
+    // a 401 from here on (an unknown X-API-Key beside the token, a handler's wrong password)
+    // challenges with Bearer (challengeFor)
+    authOf(req).scheme = 'bearer';
     let claims;
     try {
       claims = await this.jwt.verify(token, { audience: false });

@@ -40,6 +40,7 @@ export class DashboardGuard implements CanActivate {
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
     const opts = this.reflector.get<DashboardAuthOptions>(DASHBOARD_AUTH, ctx.getHandler()) ?? {};
     const req = ctx.switchToHttp().getRequest<FastifyRequest>();
+    authOf(req).scheme = 'dashboard';
     const token = req.cookies?.[DASHBOARD_COOKIE];
     const session = token ? await this.sessions.find(token) : undefined;
     if (!session) throw new AppError('auth/unauthorized', 'Sign in to the dashboard first');

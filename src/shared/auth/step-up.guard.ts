@@ -3,7 +3,7 @@ import { Reflector } from '@nestjs/core';
 import { ApiBearerAuth } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
 import type { AccessClaims } from '../crypto/jwt.service';
-import { AppError } from '../errors/app-error';
+import { stepUpRequired } from '../errors/app-error';
 import { authOf } from './auth-context';
 import { BearerGuard } from './guards';
 
@@ -26,7 +26,9 @@ interface StepUpRule {
 /**
  * spec 2.5: the bearer's access token must carry `step_up_at` (NumericDate) no older than the
  * route's limit (or, where the route says so, an `auth_time` that recent: a sign-in proved the
- * account just as well); otherwise 403 auth/step_up_required (the client steps up and retries).
+ * account just as well); otherwise 403 auth/step_up_required (the client steps up and retries),
+ * with the RFC 9470 challenge `Bearer error="insufficient_user_authentication", max_age=<limit>`
+ * (stepUpRequired): the limit that applied to this token, the route's or its ProofRule's.
  */
 @Injectable()
 export class StepUpGuard implements CanActivate {
@@ -40,7 +42,7 @@ export class StepUpGuard implements CanActivate {
     const limit = own ? own.maxAge : maxAge;
     if (!proofs.some((at) => Number.isFinite(at) && Date.now() / 1000 - at <= limit)) {
       const how = orSignIn ? 'Sign in or re-verify (step-up)' : 'Re-verify (step-up)';
-      throw new AppError('auth/step_up_required', own ? own.refusal : `${how} within the last ${limit} seconds first`);
+      throw stepUpRequired(own ? own.refusal : `${how} within the last ${limit} seconds first`, limit);
     }
     return true;
   }

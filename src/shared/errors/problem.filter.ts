@@ -1,8 +1,8 @@
 import { ArgumentsHost, Catch, ExceptionFilter, Inject, NotFoundException } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { APP_CONFIG, AppConfig } from '../../config/config';
-import { AppError } from './app-error';
-import { renderError, sendRendered } from './problem';
+import { AppError, challengeFor } from './app-error';
+import { isOAuthPath, renderError, sendRendered } from './problem';
 import { PUBLIC_DOCUMENTS_PREFIX } from '../http/public-cors';
 
 /** The one global exception filter: every error leaves as problem+json (or RFC 6749 under /oauth). */
@@ -17,12 +17,22 @@ export class ProblemFilter implements ExceptionFilter {
     const rendered = renderError(methodNotAllowed(exception, req) ?? exception, req.url, String(req.id));
     if (rendered.status === 429 && !rendered.headers['X-Service-Docs'])
       rendered.headers['X-Service-Docs'] = this.config.RATE_LIMIT_DOCS_URL;
+    // RFC 9110 section 15.5.2: every 401 carries a challenge; one raised without its own gets the
+    // route's (challengeFor). The /oauth endpoints keep RFC 6749's (Basic on invalid_client).
+    if (rendered.status === 401 && !rendered.headers['WWW-Authenticate'] && !isOAuthPath(req.url))
+      rendered.headers = { ...rendered.headers, 'WWW-Authenticate': challengeFor(req.auth?.scheme ?? dashboardPath(req.url), String(rendered.body.code)) };
     // under the public documents' prefix an error is as public as they are (a relying party's
     // browser reads the 404 of a document that does not exist, not a CORS failure)
     if (req.url.startsWith(PUBLIC_DOCUMENTS_PREFIX) && !reply.hasHeader('Access-Control-Allow-Origin')) rendered.headers['Access-Control-Allow-Origin'] = '*';
     sendRendered(reply, rendered);
   }
 }
+
+/**
+ * The dashboard's routes that run no session guard (sign-in, invitation acceptance: they issue the
+ * session cookie) record no scheme; their path names the dashboard.
+ */
+const dashboardPath = (url: string): 'dashboard' | undefined => (url.startsWith('/v1/auth/dashboard/') ? 'dashboard' : undefined);
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 

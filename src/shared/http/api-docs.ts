@@ -31,9 +31,41 @@ const RATE_LIMIT_HEADERS = {
   'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' } },
   'X-Service-Docs': { description: 'URL of the rate limits documentation', schema: { type: 'string', format: 'uri' } },
 };
-const BEARER_CHALLENGE_HEADERS = {
-  'WWW-Authenticate': { description: 'Bearer challenge (RFC 6750): `Bearer error="invalid_token"` (with `error_description` such as `agent_revoked` when there is one) for a token that was refused; the bare `Bearer realm="api"` (code `auth/unauthorized`) when no bearer credentials were sent (no Authorization header, or one of another scheme)', schema: { type: 'string' } },
+/**
+ * The WWW-Authenticate of a route's 401 and 403 answers, by the credential the route authenticates
+ * with (challengeFor, insufficientScope, stepUpRequired in app-error.ts say the rule).
+ */
+const challengeHeader = (description: string) => ({ 'WWW-Authenticate': { description, schema: { type: 'string' } } });
+const CHALLENGES = {
+  bearer401: challengeHeader(
+    'Bearer challenge on every 401 (RFC 6750 section 3, RFC 9110 section 15.5.2): `Bearer error="invalid_token"` (with `error_description` such as `agent_revoked` when there is one) for a token that was refused; ' +
+      '`Bearer error="invalid_token", error_description="tenant_mismatch"` (or `"invalid_api_key"`) when the X-API-Key sent beside the token is of another tenant (or unknown or revoked); ' +
+      'the bare `Bearer realm="api"` (code `auth/unauthorized`) when no bearer credentials were sent (no Authorization header, or one of another scheme), and when a password or code in the body is wrong; ' +
+      'a route that also takes X-API-Key alone (register) answers a request without a token as X-API-Key routes do: `ApiKey realm="api"`',
+  ),
+  apiKey401: challengeHeader('`ApiKey realm="api"` on every 401 of this X-API-Key route (RFC 9110 section 15.5.2), whichever credential failed: the key, or a password, code or refresh token in the body'),
+  dashboard401: challengeHeader('`Cookie realm="dashboard"` on every 401 of the dashboard (RFC 9110 section 15.5.2): no live session cookie, or a wrong password'),
+  bearer403: (codes: ErrorCode[]) =>
+    challengeHeader(
+      [
+        ...(codes.includes('auth/forbidden') ? ['`auth/forbidden`: `Bearer error="insufficient_scope", error_description="..."` (RFC 6750 section 3.1): the token is valid but may not do this (an agent\'s delegated token, a guest\'s)'] : []),
+        ...(codes.includes('auth/step_up_required') ? ['`auth/step_up_required`: `Bearer error="insufficient_user_authentication", error_description="...", max_age=<seconds>` (RFC 9470 section 3): step up (or sign in, where the route accepts it) within `max_age` seconds and retry'] : []),
+        'no challenge on the other 403s',
+      ].join('; '),
+    ),
 };
+
+type RouteCredential = 'bearer' | 'api-key' | 'dashboard';
+
+/** The credential a route's documented codes show it authenticates with (a route with no 401 of a token or key: the dashboard's). */
+const credentialOf = (codes: ErrorCode[]): RouteCredential =>
+  codes.includes('auth/invalid_token') ? 'bearer' : codes.includes('auth/invalid_api_key') ? 'api-key' : 'dashboard';
+
+function challengeHeaders(status: number, codes: ErrorCode[], credential: RouteCredential | undefined) {
+  if (status === 401 && credential) return credential === 'bearer' ? CHALLENGES.bearer401 : credential === 'api-key' ? CHALLENGES.apiKey401 : CHALLENGES.dashboard401;
+  if (status === 403 && credential === 'bearer' && (codes.includes('auth/forbidden') || codes.includes('auth/step_up_required'))) return CHALLENGES.bearer403(codes);
+  return {};
+}
 
 function example(code: ErrorCode, status: number): Record<string, unknown> {
   const { title } = ERROR_CATALOG[code];
@@ -47,10 +79,10 @@ function example(code: ErrorCode, status: number): Record<string, unknown> {
   };
 }
 
-function problemResponse(status: number, codes: ErrorCode[], description?: string) {
+function problemResponse(status: number, codes: ErrorCode[], description?: string, credential?: RouteCredential, challenge?: Record<string, unknown>) {
   const headers = {
     ...(status === 429 ? RATE_LIMIT_HEADERS : {}),
-    ...(codes.includes('auth/invalid_token') ? BEARER_CHALLENGE_HEADERS : {}),
+    ...(challenge ?? challengeHeaders(status, codes, credential)),
   };
   return ApiResponse({
     status,
@@ -78,12 +110,17 @@ export function ApiProblems(...codes: ErrorCode[]): MethodDecorator & ClassDecor
     byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
   }
   const statuses = [...byStatus.keys()].sort((a, b) => a - b);
-  return applyDecorators(ApiExtraModels(ProblemDto), ...statuses.map((s) => problemResponse(s, byStatus.get(s)!)));
+  const credential = credentialOf([...byStatus.values()].flat());
+  return applyDecorators(ApiExtraModels(ProblemDto), ...statuses.map((s) => problemResponse(s, byStatus.get(s)!, undefined, credential)));
 }
 
-/** A problem response whose status differs from its code's catalog status (e.g. readiness: 503 `server/error`). */
-export function ApiProblemResponse(status: number, code: ErrorCode, description: string): MethodDecorator & ClassDecorator {
-  return applyDecorators(ApiExtraModels(ProblemDto), problemResponse(status, [code], description));
+/**
+ * A problem response whose status differs from its code's catalog status (e.g. readiness: 503
+ * `server/error`), or that the route's own text describes; `challenge`: the WWW-Authenticate a
+ * 401 carries (e.g. metrics: `Bearer realm="metrics"`).
+ */
+export function ApiProblemResponse(status: number, code: ErrorCode, description: string, challenge?: string): MethodDecorator & ClassDecorator {
+  return applyDecorators(ApiExtraModels(ProblemDto), problemResponse(status, [code], description, undefined, challenge ? challengeHeader(challenge) : undefined));
 }
 
 /** The OpenAPI security scheme of OAuth client credentials sent by HTTP Basic. */

@@ -104,7 +104,7 @@ export class OpsController implements OnModuleInit {
   @ApiProduces('text/plain')
   @ApiHeader({ name: 'authorization', required: false, description: '`Bearer <METRICS_TOKEN>`: needed only when METRICS_TOKEN is set' })
   @ApiOkResponse({ description: 'the metrics of the API (with API_WORKERS>1, every API process summed)', content: { 'text/plain': { schema: { type: 'string' } } } })
-  @ApiProblemResponse(401, 'auth/unauthorized', 'METRICS_TOKEN is set and the request does not carry it as a bearer token')
+  @ApiProblemResponse(401, 'auth/unauthorized', 'METRICS_TOKEN is set and the request does not carry it as a bearer token', '`Bearer realm="metrics"`')
   @ApiProblemResponse(404, 'request/not_found', 'METRICS_ENABLED=false')
   @Header('Content-Type', 'text/plain; version=0.0.4')
   async metrics(@Headers('authorization') authorization?: string): Promise<string> {

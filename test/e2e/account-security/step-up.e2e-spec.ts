@@ -249,4 +249,20 @@ describe('account security: step-up by magic link and email code (spec 2.5)', ()
     expect(withIt.body.code).not.toBe('auth/step_up_required');
     expect(withIt.status).not.toBe(401);
   });
+
+  it('RFC 9470 section 3: a missing step-up (403 auth/step_up_required) carries Bearer error="insufficient_user_authentication" with the max_age the route requires; a guest refused a step-up carries RFC 6750 insufficient_scope', async () => {
+    const u = await register(w.t, tenant.apiKey);
+    const refused = await bearerPost(w.t, '/v1/auth/mfa/disable', u.access, { code: '123456', password: u.password }).expect(403);
+    expect(refused.body.code).toBe('auth/step_up_required');
+    expect(refused.body.detail).toMatch(/within the last 300 seconds/);
+    expect(refused.headers['www-authenticate']).toBe(`Bearer error="insufficient_user_authentication", error_description="${refused.body.detail}", max_age=300`);
+
+    await w.t.db.query(`UPDATE tenants SET anonymous_signins_enabled = true, anonymous_ever_enabled = true, default_user_role = 'read_only' WHERE id = $1`, [tenant.tenantId]);
+    await w.t.tenantChanged(tenant.tenantId);
+    const guest = await post(w.t, '/v1/auth/anonymous', tenant.apiKey, {}).expect(201);
+    for (const path of ['/v1/auth/step-up/magic-link', '/v1/auth/step-up/email-otp', '/v1/auth/step-up/password']) {
+      const res = await bearerPost(w.t, path, guest.body.access_token, path.endsWith('password') ? { password: 'x' } : {}).expect(403);
+      expect([path, res.body.code, res.headers['www-authenticate']]).toEqual([path, 'auth/forbidden', expect.stringMatching(/^Bearer error="insufficient_scope", error_description="[^"]+"$/)]);
+    }
+  });
 });

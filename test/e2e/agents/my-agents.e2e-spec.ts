@@ -122,6 +122,28 @@ describe('agents API, end user (spec 4.5, 3.3, RestoreMyAgentResponse)', () => {
       await t.http().post(`/v1/users/me/agents/${a.id}/restore`).set('Authorization', `Bearer ${token}`).expect(403);
       await t.http().delete(`/v1/users/me/agents/${a.id}`).set('Authorization', `Bearer ${token}`).expect(403);
     });
+
+    it('RFC 6750 section 3.1: every bearer route refusing an agent token for lack of privilege (403 auth/forbidden) carries Bearer error="insufficient_scope", the problem body unchanged', async () => {
+      const a = await registerAgent(t, owner);
+      const { token } = await agentToken(t, alice, a.id);
+      const refusals: [string, 'get' | 'post' | 'delete', string, object?][] = [
+        ['my agents', 'get', '/v1/users/me/agents'],
+        ['my agent revoke', 'delete', `/v1/users/me/agents/${a.id}`],
+        ['my agent restore', 'post', `/v1/users/me/agents/${a.id}/restore`],
+        ['logout', 'post', '/v1/auth/logout'],
+        ['password change', 'post', '/v1/auth/password/change', { current_password: STRONG_PASSWORD, new_password: `${STRONG_PASSWORD}x` }],
+        ['step-up by password', 'post', '/v1/auth/step-up/password', { password: STRONG_PASSWORD }],
+        ['step-up by email code', 'post', '/v1/auth/step-up/email-otp', {}],
+        ['MFA enrollment', 'post', '/v1/auth/mfa/totp/setup', {}],
+        ['MFA recovery codes', 'post', '/v1/auth/mfa/recovery-codes', { code: '123456', password: STRONG_PASSWORD }],
+      ];
+      for (const [name, method, path, body] of refusals) {
+        const req = t.http()[method](path).set('Authorization', `Bearer ${token}`).set('X-Forwarded-For', randomIp());
+        const res = await (body ? req.send(body) : req);
+        expect([name, res.status, res.body.code]).toEqual([name, 403, 'auth/forbidden']);
+        expect([name, res.headers['www-authenticate']]).toEqual([name, `Bearer error="insufficient_scope", error_description="${res.body.detail.replace(/"/g, '')}"`]);
+      }
+    });
   });
 
   describe('guests', () => {

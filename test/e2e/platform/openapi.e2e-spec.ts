@@ -14,6 +14,7 @@ interface Schema {
 }
 interface Response {
   description?: string;
+  headers?: Record<string, { description?: string }>;
   content?: Record<string, { schema?: Schema; examples?: Record<string, { value: { code?: string; status?: number } }> }>;
 }
 interface Operation {
@@ -377,6 +378,33 @@ describe('platform: the OpenAPI document', () => {
       }
     }
     expect(missing).toEqual([]);
+  });
+
+  it('documents the WWW-Authenticate of every 401 (the challenge of the route\'s credential: Bearer, ApiKey or the dashboard cookie) and of the bearer 403s (insufficient_scope, insufficient_user_authentication)', () => {
+    const wrong: string[] = [];
+    let bearer403 = 0;
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      if (path.startsWith('/oauth/')) continue;
+      for (const [m, op] of Object.entries(ops)) {
+        if (!METHODS.includes(m)) continue;
+        const schemes = new Set((op.security ?? []).flatMap((r) => Object.keys(r)));
+        const challenge = (status: string) => op.responses[status]?.headers?.['WWW-Authenticate']?.description ?? '';
+        const codes = (status: string) => Object.values(op.responses[status]?.content?.['application/problem+json']?.examples ?? {}).map((e) => e.value.code);
+        if (op.responses['401']) {
+          // register takes X-API-Key, with a guest's bearer to claim: its 401s are the bearer's when one is sent
+          const want = path === '/metrics' ? 'Bearer realm="metrics"' : schemes.has('bearer') ? 'Bearer' : schemes.has('api_key') ? 'ApiKey realm="api"' : 'Cookie realm="dashboard"';
+          if (!challenge('401').includes(want)) wrong.push(`${m} ${path} 401: want ${want}, documented "${challenge('401')}"`);
+        }
+        if (!schemes.has('bearer')) continue;
+        for (const [code, error] of [['auth/forbidden', 'insufficient_scope'], ['auth/step_up_required', 'insufficient_user_authentication']]) {
+          if (!codes('403').includes(code)) continue;
+          bearer403++;
+          if (!challenge('403').includes(`error="${error}"`)) wrong.push(`${m} ${path} 403 ${code}: want ${error}, documented "${challenge('403')}"`);
+        }
+      }
+    }
+    expect(wrong).toEqual([]);
+    expect(bearer403).toBeGreaterThanOrEqual(10);
   });
 
   it('a body on a route without one is refused as documented: 415 when not JSON, 413 when too large', async () => {

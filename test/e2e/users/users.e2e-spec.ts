@@ -372,6 +372,37 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     expect(mismatch.headers['www-authenticate']).toBe('Bearer error="invalid_token", error_description="tenant_mismatch"');
   });
 
+  it('RFC 9110 section 15.5.2: every 401 carries WWW-Authenticate, the challenge of the credential the route authenticates with (Bearer, ApiKey, the dashboard cookie)', async () => {
+    const reg = await register(valid()).expect(201);
+    const bearer = `Bearer ${reg.body.access_token}`;
+    const ip = () => randomIp();
+    const cases: [string, PromiseLike<{ status: number; body: { code?: string }; headers: Record<string, string> }>, string, string][] = [
+      // a bearer route: its own token refused, no token, and the X-API-Key beside a valid token
+      // refused as tenant_mismatch is (RFC 6750 section 3)
+      ['me, no token', t.http().get('/v1/auth/me'), 'auth/unauthorized', 'Bearer realm="api"'],
+      ['me, bad X-API-Key beside the token', t.http().get('/v1/auth/me').set('Authorization', bearer).set('X-API-Key', 'not-a-key'), 'auth/invalid_api_key', 'Bearer error="invalid_token", error_description="invalid_api_key"'],
+      ['me, other tenant key', t.http().get('/v1/auth/me').set('Authorization', bearer).set('X-API-Key', other.apiKey), 'auth/tenant_mismatch', 'Bearer error="invalid_token", error_description="tenant_mismatch"'],
+      ['logout, bad X-API-Key beside the token', t.http().post('/v1/auth/logout').set('Authorization', bearer).set('X-API-Key', 'not-a-key'), 'auth/invalid_api_key', 'Bearer error="invalid_token", error_description="invalid_api_key"'],
+      // a bearer route refusing a password of the body: the route's bare challenge
+      ['password change, wrong current password', t.http().post('/v1/auth/password/change').set('Authorization', bearer).set('X-Forwarded-For', ip()).send({ current_password: `${STRONG_PASSWORD}-wrong`, new_password: `${STRONG_PASSWORD}-new` }), 'auth/invalid_credentials', 'Bearer realm="api"'],
+      // X-API-Key routes: a missing or bad key, and any credential of the body (password, refresh token, MFA challenge)
+      ['anonymous, bad key', t.http().post('/v1/auth/anonymous').set('X-API-Key', 'not-a-key').set('X-Forwarded-For', ip()).send({}), 'auth/invalid_api_key', 'ApiKey realm="api"'],
+      ['register, no key', t.http().post('/v1/auth/register').set('X-Forwarded-For', ip()).send(valid()), 'auth/invalid_api_key', 'ApiKey realm="api"'],
+      ['login, bad key', login({ email: uniqueEmail(), password: STRONG_PASSWORD }, 'not-a-key'), 'auth/invalid_api_key', 'ApiKey realm="api"'],
+      ['login, wrong password', login({ email: reg.body.user.email, password: `${STRONG_PASSWORD}-wrong` }), 'auth/invalid_credentials', 'ApiKey realm="api"'],
+      ['refresh, no key', t.http().post('/v1/auth/refresh').send({ refresh_token: reg.body.refresh_token }), 'auth/invalid_api_key', 'ApiKey realm="api"'],
+      ['refresh, dead refresh token', t.http().post('/v1/auth/refresh').set('X-API-Key', tenant.apiKey).send({ refresh_token: `00000000-0000-4000-8000-000000000000:${'a'.repeat(43)}` }), 'auth/invalid_refresh_token', 'ApiKey realm="api"'],
+      ['MFA sign-in, unknown challenge', t.http().post('/v1/auth/mfa/verify').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', ip()).send({ mfa_challenge_token: 'unknown', code: '123456' }), 'mfa/invalid_challenge', 'ApiKey realm="api"'],
+      // the dashboard: no session cookie, a wrong password at its sign-in
+      ['dashboard me, no session', t.http().get('/v1/auth/dashboard/me'), 'auth/unauthorized', 'Cookie realm="dashboard"'],
+      ['dashboard login, wrong password', t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', ip()).send({ email: uniqueEmail(), password: STRONG_PASSWORD }), 'auth/invalid_credentials', 'Cookie realm="dashboard"'],
+    ];
+    for (const [name, answer, code, challenge] of cases) {
+      const res = await answer;
+      expect([name, res.status, res.body.code, res.headers['www-authenticate']]).toEqual([name, 401, code, challenge]);
+    }
+  });
+
   it('logout ends the session: its access token and refresh token stop working', async () => {
     const reg = await register(valid()).expect(201);
     await t.http().post('/v1/auth/logout').set('Authorization', `Bearer ${reg.body.access_token}`).expect(204);

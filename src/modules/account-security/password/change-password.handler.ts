@@ -2,7 +2,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db } from '../../../shared/db/db.service';
-import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
+import { AppError, insufficientScope, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { MailService } from '../../../shared/mail/mail.service';
 import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-limit/login-throttle.service';
@@ -35,8 +35,8 @@ export class ChangePasswordHandler implements ICommandHandler<ChangePasswordComm
 
   async execute(cmd: ChangePasswordCommand): Promise<void> {
     const p = cmd.user;
-    if (p.claims.act) throw new AppError('auth/forbidden', 'Agent tokens cannot change a password');
-    if (p.isAnonymous) throw new AppError('auth/forbidden', 'Guests have no password; register first');
+    if (p.claims.act) throw insufficientScope('Agent tokens cannot change a password');
+    if (p.isAnonymous) throw insufficientScope('Guests have no password; register first');
     const [u] = await this.db.query<{ id: string; email: string; email_normalized: string | null; password_hash: string | null }>(
       `SELECT id, email, email_normalized, password_hash FROM users WHERE id = $1 AND tenant_id = $2 AND NOT is_anonymous`,
       [p.userId, p.tenantId],

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { UserPrincipal } from '../../../shared/auth/auth-context';
 import { Db } from '../../../shared/db/db.service';
-import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
+import { insufficientScope, InvalidTokenError } from '../../../shared/errors/app-error';
 import { SessionsService } from '../../sessions/sessions.service';
 
 export interface StepUpSubject {
@@ -28,9 +28,9 @@ export class StepUpService {
   ) {}
 
   async subject(p: UserPrincipal): Promise<StepUpSubject> {
-    if (p.claims.act) throw new AppError('auth/forbidden', 'Agent tokens cannot step up');
-    if (p.isAnonymous) throw new AppError('auth/forbidden', 'Guests have no email address to step up with');
-    if (!p.sessionId) throw new AppError('auth/forbidden', 'This token has no session to step up');
+    if (p.claims.act) throw insufficientScope('Agent tokens cannot step up');
+    if (p.isAnonymous) throw insufficientScope('Guests have no email address to step up with');
+    if (!p.sessionId) throw insufficientScope('This token has no session to step up');
     // live and within SESSION_MAX_AGE_SECONDS, before anything is mailed (the rule password step-up uses)
     await this.sessions.assertCanStepUp(p.sessionId, p.userId, p.tenantId);
     const [u] = await this.db.query<{ email: string | null; email_normalized: string | null; email_verified: boolean }>(
@@ -39,7 +39,7 @@ export class StepUpService {
       'step_up_subject',
     );
     if (!u) throw new InvalidTokenError();
-    if (!u.email || !u.email_normalized) throw new AppError('auth/forbidden', 'The account has no email address to step up with');
+    if (!u.email || !u.email_normalized) throw insufficientScope('The account has no email address to step up with');
     return { userId: p.userId, tenantId: p.tenantId, sessionId: p.sessionId, email: u.email, emailNormalized: u.email_normalized, emailVerified: u.email_verified };
   }
 }

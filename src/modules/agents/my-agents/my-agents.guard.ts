@@ -2,7 +2,7 @@ import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/commo
 import type { FastifyRequest } from 'fastify';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { authOf } from '../../../shared/auth/auth-context';
-import { AppError } from '../../../shared/errors/app-error';
+import { AppError, insufficientScope } from '../../../shared/errors/app-error';
 import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
 
 /**
@@ -21,7 +21,7 @@ export class MyAgentsGuard implements CanActivate {
     const req = ctx.switchToHttp().getRequest<FastifyRequest>();
     const user = authOf(req).user;
     if (!user) throw new AppError('auth/unauthorized');
-    if (user.claims.act) throw new AppError('auth/forbidden', "Agent tokens cannot manage agents; use the user's own token");
+    if (user.claims.act) throw insufficientScope("Agent tokens cannot manage agents; use the user's own token");
     const write = req.method !== 'GET' && req.method !== 'HEAD';
     await this.limiter.enforce(
       write ? 'my-agents-write' : 'my-agents-read',

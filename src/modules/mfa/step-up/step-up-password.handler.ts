@@ -1,7 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db } from '../../../shared/db/db.service';
-import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
+import { AppError, insufficientScope, InvalidTokenError } from '../../../shared/errors/app-error';
 import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService } from '../../sessions/sessions.service';
 import { StepUpResponseDto } from '../mfa.response.dto';
@@ -24,7 +24,7 @@ export class StepUpPasswordHandler implements ICommandHandler<StepUpPasswordComm
   ) {}
 
   async execute({ user, password, client }: StepUpPasswordCommand): Promise<StepUpResponseDto> {
-    if (user.isAnonymous || user.claims.act) throw new AppError('auth/forbidden', 'Step-up needs a signed-in (non-guest, non-delegated) user');
+    if (user.isAnonymous || user.claims.act) throw insufficientScope('Step-up needs a signed-in (non-guest, non-delegated) user');
     const [u] = await this.db.query<{ password_hash: string | null; email_normalized: string | null }>(
       `SELECT password_hash, email_normalized FROM users WHERE id = $1 AND tenant_id = $2`,
       [user.userId, user.tenantId],

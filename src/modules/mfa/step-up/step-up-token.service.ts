@@ -9,7 +9,7 @@ import { Injectable } from '@nestjs/common';
 import { UserPrincipal } from '../../../shared/auth/auth-context';
 import { Aal } from '../../../shared/crypto/jwt.service';
 import { Db } from '../../../shared/db/db.service';
-import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
+import { insufficientScope, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { AUTH_TIME_SQL, SESSION_TOO_OLD_SQL, SessionsService, SessionUser } from '../../sessions/sessions.service';
 import { MfaLoginPolicy } from '../mfa-login-policy.service';
@@ -40,7 +40,7 @@ export class StepUpTokenService {
 
   async issue(user: UserPrincipal, method: string): Promise<StepUpResponseDto> {
     if (user.isAnonymous || user.claims.act || !user.sessionId) {
-      throw new AppError('auth/forbidden', 'Step-up needs a signed-in (non-guest, non-delegated) user session');
+      throw insufficientScope('Step-up needs a signed-in (non-guest, non-delegated) user session');
     }
     const [row] = await this.db.query<SessionUser & { amr: string[]; aal: Aal; auth_time: number; too_old: boolean }>(
       `SELECT s.amr, s.aal, ${AUTH_TIME_SQL('s')} AS auth_time, ${SESSION_TOO_OLD_SQL('s', 'u', '$4')} AS too_old,

@@ -1,6 +1,6 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
-import { AppError, InvalidTokenError } from '../../../shared/errors/app-error';
+import { AppError, insufficientScope, InvalidTokenError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { MfaFactorsService, setupCaller } from '../mfa-factors.service';
 import { TotpSetupResponseDto } from '../mfa.response.dto';
@@ -27,7 +27,7 @@ export class TotpSetupHandler implements ICommandHandler<TotpSetupCommand, TotpS
       // the row locked until the factor is stored: an erasure committed since the token was issued
       // leaves no row (the token's user is gone), one in flight waits
       if (!u) throw new InvalidTokenError('invalid_token', 'The user no longer exists');
-      if (u.is_anonymous || !u.email) throw new AppError('auth/forbidden', 'Only registered users with an email can enroll in MFA');
+      if (u.is_anonymous || !u.email) throw insufficientScope('Only registered users with an email can enroll in MFA');
       const secret = await this.factors.startSetup(tx, user.tenantId, user.userId, setupCaller(user));
       if (!secret) throw new AppError('mfa/already_enabled', 'Disable MFA first to enroll a new authenticator');
       await this.events.audit(tx, {

@@ -1,7 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { TokenRevocationService } from '../../../shared/auth/token-revocation.service';
 import { Db } from '../../../shared/db/db.service';
-import { AppError } from '../../../shared/errors/app-error';
+import { insufficientScope } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { SessionsService } from '../../sessions/sessions.service';
 import { LogoutCommand } from './logout.command';
@@ -23,7 +23,7 @@ export class LogoutHandler implements ICommandHandler<LogoutCommand, void> {
   async execute({ user, scope }: LogoutCommand): Promise<void> {
     // an agent token has no session: a 204 would tell the agent something ended while its token
     // keeps working, so it is refused and pointed to the endpoint that does end it
-    if (user.claims.act) throw new AppError('auth/forbidden', 'Agent tokens have no session to end; revoke the token at /oauth/revoke (RFC 7009)');
+    if (user.claims.act) throw insufficientScope('Agent tokens have no session to end; revoke the token at /oauth/revoke (RFC 7009)');
     const sid = user.sessionId;
     if (scope === 'local' && !sid) return;
     const ended = await this.db.tx(async (tx) => {

@@ -20,6 +20,7 @@ export class RegisterAuthGuard implements CanActivate {
 
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
     const req = ctx.switchToHttp().getRequest<FastifyRequest>();
+    authOf(req).scheme = 'api-key'; // Bearer once a guest's token is read (BearerAuthenticator)
     const header = req.headers['x-api-key'];
     if (!header) throw new AppError('auth/invalid_api_key', 'X-API-Key is required');
     const token = bearerToken(req);
