@@ -90,6 +90,18 @@ export class DashboardAudit {
     });
   }
 
+  /**
+   * `dashboard.account_deleted` (high severity), in the erasure's transaction: the account erased
+   * by its own user (GDPR Art. 17). Ids, counts and the client's keyed hash prefixes only: never
+   * the address, which is what was erased.
+   */
+  async accountDeleted(tx: Queryable, userId: string, sessionId: string, counts: { tenants_left: number; sessions_ended: number }, client: ClientInfoValue): Promise<void> {
+    await this.events.audit(tx, {
+      tenantId: null, type: 'dashboard.account_deleted', severity: 'high', actorType: 'dashboard_user', actorId: userId, targetType: 'dashboard_user', targetId: userId,
+      metadata: { session_id: sessionId, ...counts, ...this.client(client) },
+    });
+  }
+
   /** Whether this is the first failure of the account's window (a counter that never refuses: the first hit of each window has count 1). */
   private async firstOfWindow(bucket: string, key: string): Promise<boolean> {
     return (await this.limiter.hit(bucket, key, COUNT_ONLY, this.config.LOGIN_FAILURE_WINDOW_SECONDS)).count === 1;

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Res } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Res } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
@@ -15,6 +15,7 @@ import {
   InviteMemberRequestDto,
 } from './dashboard-auth.dto';
 import { DashboardReauthResponseDto, DashboardSessionResponseDto, InviteMemberResponseDto } from './dashboard-auth.response.dto';
+import { DeleteDashboardAccountCommand } from './delete-account/delete-account.command';
 import { AcceptInviteCommand, InviteMemberCommand } from './invites/invite-member.command';
 import { DashboardLoginCommand } from './login/dashboard-login.command';
 import { DashboardLogoutCommand } from './logout/dashboard-logout.command';
@@ -62,6 +63,26 @@ export class DashboardAuthController {
       memberships: s.memberships.map((m) => ({ tenant_slug: m.tenant_slug, role: m.role })),
       csrf_token: s.csrfToken,
     };
+  }
+
+  @Delete('me')
+  @HttpCode(204)
+  @DashboardAuth({ reauth: true })
+  @ApiOperation({
+    summary: 'Delete the signed-in dashboard account (GDPR Art. 17), after a reauth; clears the cookie',
+    description:
+      'Refused with 409 member/last_owner while the account is the last owner of a tenant (the tenants\' slugs in `tenant_slugs` and the detail): ' +
+      'make another member an owner there first. Otherwise, in one transaction, the account leaves every tenant (its pending invitations withdrawn; ' +
+      'audited dashboard.member_left per tenant, `reason: account_deleted`), every session of the account ends (the old cookie is 401) and the account ' +
+      '(address, password hash, consents) is deleted; API keys, agents, webhooks and invitations it created keep no reference to it. Audited ' +
+      'dashboard.account_deleted (ids and counts, never the address). The address can then sign up or be invited again as a new account. ' +
+      'A second DELETE of the same account (sent in parallel) answers 401: its session went with the account.',
+  })
+  @ApiNoContentResponse({ description: 'the account is deleted; the cookie is cleared' })
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, 'member/last_owner')
+  async deleteAccount(@CurrentDashboard() session: DashboardPrincipal, @ClientInfo() client: ClientInfoValue, @Res({ passthrough: true }) reply: FastifyReply): Promise<void> {
+    await this.commandBus.execute(new DeleteDashboardAccountCommand(session, client));
+    this.sessions.clearCookie(reply);
   }
 
   @Post('reauth')

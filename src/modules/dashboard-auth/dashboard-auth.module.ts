@@ -3,6 +3,7 @@ import { UsersModule } from '../users/users.module';
 import { DashboardAudit } from './dashboard-audit.service';
 import { DashboardAuthController } from './dashboard-auth.controller';
 import { DashboardMembershipsService } from './dashboard-memberships.service';
+import { DeleteDashboardAccountHandler } from './delete-account/delete-account.handler';
 import { AcceptInviteHandler, InviteMemberHandler } from './invites/invite-member.handler';
 import { DashboardLoginHandler } from './login/dashboard-login.handler';
 import { DashboardLogoutHandler } from './logout/dashboard-logout.handler';
@@ -22,6 +23,7 @@ import { ChangeMemberRoleHandler, ListMembersHandler, RemoveMemberHandler } from
     DashboardLoginHandler,
     DashboardLogoutHandler,
     DashboardReauthHandler,
+    DeleteDashboardAccountHandler,
     InviteMemberHandler,
     AcceptInviteHandler,
     ListMembersHandler,

@@ -119,8 +119,8 @@ describe('renderError: client errors of plugins, and what a server error logs', 
 });
 
 describe('renderError: transaction conflicts', () => {
-  it('a deadlock or serialization failure PostgreSQL broke is 503 with Retry-After (retryable), not an unexpected 500', () => {
-    for (const code of ['40P01', '40001']) {
+  it('a deadlock, a serialization failure or a foreign key a concurrent delete broke (PostgreSQL errors) is 503 with Retry-After (retryable), not an unexpected 500', () => {
+    for (const code of ['40P01', '40001', '23503']) {
       const err = Object.assign(new Error('deadlock detected'), { code, severity: 'ERROR' });
       const r = renderError(err, '/v1/auth/mfa/disable', 'rid');
       expect([r.status, (r.body as { code?: string }).code, r.headers?.['Retry-After']]).toEqual([503, 'server/unavailable', '1']);

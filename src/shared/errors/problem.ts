@@ -140,13 +140,16 @@ export function isDependencyUnavailable(err: unknown): boolean {
 
 /**
  * PostgreSQL ended the transaction to break a deadlock (40P01) or a serialization conflict
- * (40001): the request collided with a concurrent one and may simply be sent again, so 503 with
- * Retry-After rather than 500. Still a bug (two writers locking in different orders): logged at
- * error level, with its SQLSTATE, so it gets fixed.
+ * (40001), or refused a row that names a row a concurrent transaction deleted as this one waited
+ * for it (23503, foreign key violation: a write of a dashboard session racing the erasure of its
+ * own account, say): the request collided with a concurrent one and may simply be sent again
+ * (and then gets the answer the other's outcome gives, a 401 for a session gone with its
+ * account), so 503 with Retry-After rather than 500. Still worth a look (a lock order to fix, or a
+ * write not serialized with a delete): logged at error level, with its SQLSTATE.
  */
 function fromTransactionConflict(err: { code?: unknown; message?: string }): AppError | undefined {
-  if ((err.code !== '40P01' && err.code !== '40001') || !('severity' in err || 'driverError' in err)) return undefined;
-  logger.error({ sqlstate: err.code, message: err.message }, 'transaction aborted by a conflict with a concurrent one (a lock order to fix)');
+  if ((err.code !== '40P01' && err.code !== '40001' && err.code !== '23503') || !('severity' in err || 'driverError' in err)) return undefined;
+  logger.error({ sqlstate: err.code, message: err.message }, 'transaction aborted by a conflict with a concurrent one (a lock order to fix, or a write racing a delete)');
   return new AppError('server/unavailable', 'The request collided with a concurrent one; retry it', { headers: { 'Retry-After': '1' }, logged: true });
 }
 

@@ -46,7 +46,8 @@ export class ListMembersHandler implements IQueryHandler<ListMembersQuery> {
  * leave the tenant without one) and reads the member and the number of owners. The actor's own
  * role is read again under the lock: an owner removed or demoted by a change that committed
  * while this request waited has no say any more. `self`: a member who is not an owner may act on
- * themself (leave).
+ * themself (leave). The erasure of an account (DeleteDashboardAccountHandler) takes the same lock
+ * on each of its tenants, first, in id order.
  */
 async function lockMember(tx: Queryable, actor: DashboardPrincipal, userId: string, opts: { self?: boolean } = {}): Promise<{ member: MemberRow; owners: number }> {
   const tenantId = actor.tenant!.id;
@@ -70,9 +71,9 @@ const LAST_OWNER = 'A tenant keeps at least one owner: make another member an ow
  * An owner who is removed or demoted takes back the invitations they sent and that are still
  * pending (acceptance also refuses them: see AcceptInviteHandler). Each withdrawal is audited as
  * an owner's withdrawal is (dashboard.invite_revoked), by the owner who made the change, with the
- * reason.
+ * reason. (Also used by the erasure of an account, per tenant it leaves: DeleteDashboardAccountHandler.)
  */
-async function withdrawInvitations(events: EventsService, tx: Queryable, actor: DashboardPrincipal, userId: string): Promise<void> {
+export async function withdrawInvitations(events: EventsService, tx: Queryable, actor: DashboardPrincipal, userId: string): Promise<void> {
   const tenantId = actor.tenant!.id;
   const gone = await tx.query<{ id: string; role: string }>(
     `DELETE FROM dashboard_invites WHERE tenant_id = $1 AND invited_by = $2 AND accepted_at IS NULL RETURNING id, role`,
@@ -91,8 +92,8 @@ async function withdrawInvitations(events: EventsService, tx: Queryable, actor: 
   }
 }
 
-/** The audit event of a change of a member, by an owner of the tenant (medium severity). */
-function memberChanged(events: EventsService, tx: Queryable, actor: DashboardPrincipal, userId: string, type: string, metadata: Record<string, unknown>): Promise<void> {
+/** The audit event of a change of a member, by an owner of the tenant or the member themself (medium severity). */
+export function memberChanged(events: EventsService, tx: Queryable, actor: DashboardPrincipal, userId: string, type: string, metadata: Record<string, unknown>): Promise<void> {
   return events.audit(tx, { tenantId: actor.tenant!.id, type, actorType: 'dashboard_user', actorId: actor.userId, targetType: 'dashboard_user', targetId: userId, severity: 'medium', metadata });
 }
 
