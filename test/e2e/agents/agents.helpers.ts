@@ -2,6 +2,7 @@ import Redis from 'ioredis';
 import { AgentsService } from '../../../src/modules/agents/agents.service';
 import { JwtService } from '../../../src/shared/crypto/jwt.service';
 import { createApiKey, DashboardFixture, sessionCookie, signupTenant } from '../../factories/dashboard.factory';
+import { expectedKeySubject } from '../../setup/client-hash';
 import { randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -119,6 +120,21 @@ export async function nextSecond(): Promise<void> {
 /** A Redis client without key prefix, to inspect and delete this test file's keys. */
 export function rawRedis(): Redis {
   return new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+}
+
+/**
+ * What the failed sign-in throttle (LoginThrottleService) keeps in Redis for an account of a realm:
+ * its known client addresses (the sorted set) and its account-wide failure count.
+ */
+export async function throttleState(realm: string, account: string): Promise<{ known: number; failures: number }> {
+  const prefix = process.env.REDIS_KEY_PREFIX as string;
+  const acct = expectedKeySubject(`${realm}:${account}`);
+  const redis = rawRedis();
+  try {
+    return { known: await redis.zcard(`${prefix}login-trusted:z:${acct}`), failures: Number((await redis.get(`${prefix}{rl:acct:${acct}:login-fail}:hits`)) ?? 0) };
+  } finally {
+    redis.disconnect();
+  }
 }
 
 /** Deletes every key of this test file's prefix (never FLUSHALL: other test files share the server). */

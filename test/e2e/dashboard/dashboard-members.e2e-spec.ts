@@ -1,8 +1,7 @@
 import { sessionCookie, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { gateWrites } from '../../setup/hold-writes';
-import { addMember, as, rawRedis, Session } from '../agents/agents.helpers';
-import { expectedKeySubject } from '../../setup/client-hash';
+import { addMember, as, Session, throttleState as accountThrottle } from '../agents/agents.helpers';
 import { normalizeEmail } from '../../../src/modules/users/email';
 
 /**
@@ -313,16 +312,7 @@ describe('dashboard account deletion (DELETE /v1/auth/dashboard/me)', () => {
     expect(Number(await accountRows(u.userId))).toBeGreaterThan(4);
     // the failed sign-in throttle knows the address's client addresses (the sign-ins above) and a failure
     expect((await login(u.email, 'not the password at all').expect(401)).body.code).toBe('auth/invalid_credentials');
-    const throttleState = async () => {
-      const acct = expectedKeySubject(`dashboard:${normalizeEmail(u.email)}`);
-      const redis = rawRedis();
-      try {
-        const prefix = process.env.REDIS_KEY_PREFIX as string;
-        return { known: await redis.zcard(`${prefix}login-trusted:z:${acct}`), failures: Number((await redis.get(`${prefix}{rl:acct:${acct}:login-fail}:hits`)) ?? 0) };
-      } finally {
-        redis.disconnect();
-      }
-    };
+    const throttleState = () => accountThrottle('dashboard', normalizeEmail(u.email));
     expect(await throttleState()).toEqual({ known: expect.any(Number), failures: 1 });
     expect((await throttleState()).known).toBeGreaterThan(0);
 
