@@ -1,3 +1,4 @@
+import { AgentsModule } from '../agents/agents.module';
 import { Module, OnModuleInit } from '@nestjs/common';
 import { MfaModule } from '../mfa/mfa.module';
 import { SessionsModule } from '../sessions/sessions.module';
@@ -39,7 +40,7 @@ import { TenantFlags } from './tenant-flags';
  * place an email enters, and the verification mail sent with each registration.
  */
 @Module({
-  imports: [SessionsModule, UsersModule, TenantsModule, MfaModule],
+  imports: [SessionsModule, UsersModule, TenantsModule, MfaModule, AgentsModule],
   controllers: [AccountSecurityController, StepUpController, SecuritySettingsController],
   providers: [
     OneTimeTokens,

@@ -44,6 +44,12 @@ export const AGENT_GRANT_TYPES = [
 /** An agent client row as the token endpoint needs it (spec 2.10, 3.2): with its tenant's tier and the secret hash. */
 export interface AgentClientRow extends AgentRow {
   tenant_tier: 'free' | 'pro' | 'enterprise';
+  /**
+   * the tenant's `user_scopes` (space-separated): an exchange grants none outside them, so a scope
+   * the owner removed is not minted from a subject token signed before (absent from a row cached
+   * before it was read: no such narrowing then)
+   */
+  tenant_user_scopes?: string;
   secret_hash: string;
 }
 
@@ -86,7 +92,7 @@ export class AgentsService {
     if (!UUID.test(clientId)) return null;
     const row = await this.cache.read(clientId, async () => {
       const [r] = await this.db.query<AgentClientRow>(
-        `SELECT a.id, a.tenant_id, t.tier AS tenant_tier, a.name, a.description, a.agent_class, a.logo_url, a.scopes,
+        `SELECT a.id, a.tenant_id, t.tier AS tenant_tier, t.user_scopes AS tenant_user_scopes, a.name, a.description, a.agent_class, a.logo_url, a.scopes,
                 a.grant_types, a.agent_token_max_ttl_sec, a.rate_limits, a.max_concurrent_tokens, a.secret_hash,
                 a.agent_metadata_version, a.created_at, a.updated_at, a.disabled_at, a.revoked_at
            FROM agent_clients a JOIN tenants t ON t.id = a.tenant_id

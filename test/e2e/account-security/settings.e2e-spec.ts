@@ -1,6 +1,8 @@
 import { EnvelopeCipher } from '../../../src/shared/crypto/envelope-cipher';
 import { createApiKey, DashboardFixture, sessionCookie, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
+import { createAgent } from '../../factories/agent.factory';
+import { claims, exchangeBody, postToken } from '../oauth/oauth-helpers';
 
 const SID = `AC${'0123456789abcdef'.repeat(2)}`;
 const MSID = `MG${'fedcba9876543210'.repeat(2)}`;
@@ -480,6 +482,32 @@ describe('account security: tenant security settings and email domains (spec 2.8
       const refreshed = await t.http().post('/v1/auth/refresh').set('X-API-Key', key).send({ refresh_token: reg.body.refresh_token }).expect(200);
       expect(scopeOf(refreshed.body.access_token)).toBe('openid profile email orders:read');
       expect((await get(d, 'scopes', d.slug).expect(200)).body).toEqual({ user_scopes: ['openid', 'profile', 'email', 'orders:read'] });
+    });
+
+    it('a narrowing reaches every token signed after it: a step-up (however often repeated) and a token exchange from a subject token signed before it carry no removed scope', async () => {
+      const d = await signupTenant(t);
+      await t.db.query(`UPDATE tenants SET tier = 'pro' WHERE id = $1`, [d.tenantId]);
+      await t.tenantChanged(d.tenantId);
+      const { key } = await createApiKey(t, d);
+      await putScopes({ user_scopes: ['openid', 'profile', 'email', 'files:write'] }, d, d.slug).expect(200);
+      const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key).set('X-Forwarded-For', randomIp()).send({ email: uniqueEmail('narrow'), password: STRONG_PASSWORD, consent: true }).expect(201);
+      const scopeOf = (token: string) => String(claims(token).scope).split(' ');
+      expect(scopeOf(reg.body.access_token)).toContain('files:write');
+      const agent = await createAgent(t.db, d.tenantId, { scopes: ['openid', 'files:write'] });
+      // the agent read its tenant's scopes before the change (cached): the change reaches it too
+      expect((await postToken(t, agent, exchangeBody(reg.body.access_token)).expect(200)).body.scope).toBe('openid files:write');
+
+      // the owner takes files:write away from the tenant's user tokens
+      await putScopes({ user_scopes: ['openid', 'profile', 'email'] }, d, d.slug).expect(200);
+      let token = reg.body.access_token as string;
+      for (let i = 0; i < 2; i++) {
+        token = (await t.http().post('/v1/auth/step-up/password').set('Authorization', `Bearer ${token}`).set('X-Forwarded-For', randomIp()).send({ password: STRONG_PASSWORD }).expect(200)).body.access_token;
+        expect(scopeOf(token)).toEqual(['openid', 'profile', 'email']);
+      }
+      // the subject token signed before the change still says files:write: the exchange grants it no more
+      const only = await postToken(t, agent, exchangeBody(reg.body.access_token, { scope: 'files:write' })).expect(400);
+      expect(only.body.error).toBe('invalid_scope');
+      expect((await postToken(t, agent, exchangeBody(reg.body.access_token)).expect(200)).body.scope).toBe('openid');
     });
   });
 });

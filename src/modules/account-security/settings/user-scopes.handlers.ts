@@ -2,6 +2,7 @@ import { requireInvalidated } from '../../../shared/cache/read-through.cache';
 import { Command, CommandHandler, ICommandHandler, IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import { DashboardPrincipal } from '../../../shared/auth/auth-context';
 import { ApiKeyCache } from '../../../shared/cache/api-key.cache';
+import { AgentClientCache } from '../../agents/agent-client.cache';
 import { Db } from '../../../shared/db/db.service';
 import { EventsService } from '../../../shared/events/events.service';
 import { PutUserScopesDto, UserScopesResponse } from './security-settings.dto';
@@ -45,6 +46,7 @@ export class PutUserScopesHandler implements ICommandHandler<PutUserScopesComman
     private readonly db: Db,
     private readonly events: EventsService,
     private readonly keys: ApiKeyCache,
+    private readonly agents: AgentClientCache,
   ) {}
 
   async execute(cmd: PutUserScopesCommand): Promise<UserScopesResponse> {
@@ -66,6 +68,8 @@ export class PutUserScopesHandler implements ICommandHandler<PutUserScopesComman
     });
     // also when unchanged: a repeat tells the caches a change whose invalidation failed (503)
     requireInvalidated(await this.keys.invalidateTenant(this.db, tenantId));
+    // the agent clients carry them too: a token exchange grants none outside them
+    requireInvalidated(await this.agents.invalidateTenant(this.db, tenantId));
     return { user_scopes: next };
   }
 }

@@ -42,10 +42,10 @@ export class StepUpTokenService {
     if (user.isAnonymous || user.claims.act || !user.sessionId) {
       throw insufficientScope('Step-up needs a signed-in (non-guest, non-delegated) user session');
     }
-    const [row] = await this.db.query<SessionUser & { amr: string[]; aal: Aal; auth_time: number; too_old: boolean }>(
+    const [row] = await this.db.query<SessionUser & { amr: string[]; aal: Aal; auth_time: number; too_old: boolean; user_scopes: string }>(
       `SELECT s.amr, s.aal, ${AUTH_TIME_SQL('s')} AS auth_time, ${SESSION_TOO_OLD_SQL('s', 'u', '$4')} AS too_old,
-              u.id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at
-         FROM user_sessions s JOIN users u ON u.id = s.user_id
+              u.id, u.tenant_id, u.email, u.email_verified, u.is_anonymous, u.role, u.created_at, t.user_scopes
+         FROM user_sessions s JOIN users u ON u.id = s.user_id JOIN tenants t ON t.id = s.tenant_id
         WHERE s.id = $1 AND s.user_id = $2 AND s.tenant_id = $3 AND s.revoked_at IS NULL`,
       [user.sessionId, user.userId, user.tenantId, this.sessions.maxAgeSeconds],
       'step_up_session',
@@ -58,7 +58,9 @@ export class StepUpTokenService {
     const enrollment = await this.mfaPolicy.sessionEnrollmentClaims(row, { auth_time: row.auth_time, step_up_at: stepUpAt, sid: user.sessionId });
     const carried = Object.fromEntries(Object.entries(user.claims).filter(([k]) => !NOT_CARRIED.has(k)));
     // auth_time stays the session's: step_up_at tells when this method was proved
-    const minted = await this.sessions.mint(row, user.claims.scope, user.sessionId, amr, row.aal, row.auth_time, { ...carried, ...enrollment, step_up_at: stepUpAt });
+    // the tenant's user scopes of now, as refresh signs them (contract "Tokens"): not the presented
+    // token's, which a chain of step-ups would otherwise carry past an owner's narrowing
+    const minted = await this.sessions.mint(row, row.user_scopes, user.sessionId, amr, row.aal, row.auth_time, { ...carried, ...enrollment, step_up_at: stepUpAt });
     await this.events.audit(this.db, {
       tenantId: user.tenantId,
       type: 'user.step_up',

@@ -202,9 +202,12 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
       throw await this.subjectInvalid(agent, new SubjectTokenRejected(reason, subject.jti, subject.sub));
     }
 
-    // RFC 8693 section 2.1 scope, RFC 6749 section 3.3: requested ∩ subject ∩ agent allowlist
+    // RFC 8693 section 2.1 scope, RFC 6749 section 3.3: requested ∩ subject ∩ agent allowlist,
+    // and within the tenant's user scopes of now (contract "Tokens"): a subject token signed before
+    // the owner removed a scope (it lives up to its exp) does not hand that scope on
     const subjectScope = splitScope(subject.scope); // a string: SubjectTokenValidator checked the claim shapes
-    const allow = new Set(agent.scopes);
+    const tenantScopes = agent.tenant_user_scopes === undefined ? undefined : new Set(splitScope(agent.tenant_user_scopes));
+    const allow = new Set(agent.scopes.filter((s) => !tenantScopes || tenantScopes.has(s)));
     const have = new Set(subjectScope);
     const granted = dedupe(req.scope ?? subjectScope).filter((s) => have.has(s) && allow.has(s));
     if (!granted.length) {
