@@ -95,7 +95,7 @@ export class DashboardAudit {
    * by its own user (GDPR Art. 17). Ids, counts and the client's keyed hash prefixes only: never
    * the address, which is what was erased.
    */
-  async accountDeleted(tx: Queryable, userId: string, sessionId: string, counts: { tenants_left: number; sessions_ended: number }, client: ClientInfoValue): Promise<void> {
+  async accountDeleted(tx: Queryable, userId: string, sessionId: string, counts: { tenants_left: number; sessions_ended: number; unsent_mails_dropped: number }, client: ClientInfoValue): Promise<void> {
     await this.events.audit(tx, {
       tenantId: null, type: 'dashboard.account_deleted', severity: 'high', actorType: 'dashboard_user', actorId: userId, targetType: 'dashboard_user', targetId: userId,
       metadata: { session_id: sessionId, ...counts, ...this.client(client) },

@@ -85,12 +85,27 @@ export function messageIdDomain(emailFrom: string): string {
 }
 
 /**
- * An SMTP failure to be retried, its text without the recipient's address (SMTP servers quote it
- * in their replies) wherever it appears, in any case; the error itself when it names none.
+ * An SMTP failure to be retried, as BullMQ keeps it in the job (`failedReason`, `stacktrace`: up to
+ * 14 days, past an erasure), naming no address. A server's reply is not kept at all: servers quote
+ * the recipient in it (`451 4.3.2 <a@example.com>: try again`), and in whatever form they received
+ * it (nodemailer sends an IDN domain as its A-label, a server may echo UTF-8 as Latin-1), so no
+ * search for the stored form finds every copy; its reply code and enhanced status code say what
+ * happened. Any other failure (a connection refused, a timeout: the text is nodemailer's) keeps its
+ * text with every address-like token in it replaced.
  */
 export function withoutAddress(err: unknown, to: string): unknown {
-  if (!(err instanceof Error) || !to || !err.message.toLowerCase().includes(to.toLowerCase())) return err;
-  const redacted = new Error(err.message.replace(new RegExp(to.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi'), '<recipient>'));
+  if (!(err instanceof Error)) return err;
+  const e = err as Error & { responseCode?: unknown; code?: unknown };
+  let text: string;
+  if (typeof e.responseCode === 'number') {
+    const enhanced = /\b[245]\.\d{1,3}\.\d{1,3}\b/.exec(e.message)?.[0];
+    text = `SMTP refused for now: ${e.responseCode}${enhanced ? ` ${enhanced}` : ''}${typeof e.code === 'string' ? ` (${e.code})` : ''}; the server's reply is not kept (it may quote the recipient)`;
+  } else {
+    const literal = to ? new RegExp(to.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi') : undefined;
+    text = (literal ? e.message.replace(literal, '<recipient>') : e.message).replace(/[^\s<>"'()@]+@[^\s<>"'()@]+/gu, '<address>');
+    if (text === e.message) return err;
+  }
+  const redacted = new Error(text);
   redacted.name = err.name;
   return redacted;
 }

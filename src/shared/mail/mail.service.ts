@@ -55,4 +55,29 @@ export class MailService {
       secret: mail.secret,
     });
   }
+
+  /**
+   * An erasure's part of the outbox (GDPR Art. 17): deletes the unsettled mails whose recipient is
+   * this address (compared by `keyOf`, the key every lookup by email uses), of one tenant or, with
+   * `tenantId` undefined, of any (a dashboard account's mails: its reset links have none), but for
+   * those `keep` keeps. Unsettled rows are few (the relay moves them within a second, the
+   * mail worker settles them once sent or given up) and found through the outbox's two partial
+   * indexes. A row the relay is moving right now is waited for, then deleted all the same; the
+   * mail worker sends only while its row is owed, so a job already queued sends nothing (but for
+   * one being handed to SMTP at that moment). Returns how many went.
+   */
+  async dropUnsent(
+    tx: Queryable,
+    to: { tenantId?: string; emailNormalized: string; keyOf: (address: string) => string; keep?: (mail: { template: string | null; tenant_id: string | null }) => boolean },
+  ): Promise<number> {
+    const pending = await tx.query<{ id: string; to: string | null; template: string | null; tenant_id: string | null }>(
+      `SELECT id::text AS id, payload->>'to' AS to, payload->>'template' AS template, tenant_id FROM outbox
+        WHERE topic = $1 AND (dispatched_at IS NULL OR (dispatched_at IS NOT NULL AND processed_at IS NULL)) AND ($2::uuid IS NULL OR tenant_id = $2)`,
+      [MAIL_TOPIC, to.tenantId ?? null],
+    );
+    const ids = pending.filter((m) => typeof m.to === 'string' && to.keyOf(m.to) === to.emailNormalized && !to.keep?.(m)).map((m) => m.id);
+    if (!ids.length) return 0;
+    const { rowCount } = await tx.exec(`DELETE FROM outbox WHERE id = ANY ($1::bigint[]) AND processed_at IS NULL`, [ids]);
+    return rowCount;
+  }
 }

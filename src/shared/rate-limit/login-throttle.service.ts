@@ -42,6 +42,37 @@ const trustedKey = (acct: string): string => `login-trusted:z:${acct}`;
  */
 const legacyTrustedKey = (acct: string): string => `login-trusted:${acct}`;
 
+/**
+ * An erased account's known addresses (forgetAccounts): the set holds only this member for
+ * ERASED_HOLD_SECONDS, and no address is added meanwhile. A sign-in that proved the password just
+ * before the erasure committed records its address after it (the argon2 check lies between its read
+ * and its record); without the hold that address would pass to a new account of the same address
+ * for 30 days. No address hashes to it (they are hex), and nothing reads it but TRUST_SCRIPT.
+ */
+const ERASED_MEMBER = '~erased';
+/** Far longer than a sign-in takes from its read of the account to its record of the address. */
+export const ERASED_HOLD_SECONDS = 300;
+
+/**
+ * Records a success of the address for the account (trust), unless the account was just erased
+ * (ARGV[6] '1': an account created since, whose mark it ends): KEYS[1] the known addresses; ARGV:
+ * now (ms), the address, the oldest score kept, the cap, the TTL (s), whether the account is new.
+ */
+const TRUST_SCRIPT = `
+if ARGV[6] == '1' then redis.call('ZREM', KEYS[1], '${ERASED_MEMBER}')
+elseif redis.call('ZSCORE', KEYS[1], '${ERASED_MEMBER}') then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[4]) + 1))
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1`;
+const TRUST_COMMAND = 'authpLoginTrust';
+/** Replaces the known addresses with the erased mark: KEYS[1] the set; ARGV: now (ms), the hold (s). */
+const ERASE_SCRIPT = `
+redis.call('DEL', KEYS[1])
+redis.call('ZADD', KEYS[1], ARGV[1], '${ERASED_MEMBER}')
+return redis.call('EXPIRE', KEYS[1], ARGV[2])`;
+
 /** A realm's limits: failures per (account, address) pair, per account and per address in the window. */
 export interface ThrottleLimits {
   perAccountIp: number;
@@ -161,6 +192,7 @@ const trustedSince = (now: number): number => now - TRUSTED_TTL_SECONDS * 1000;
 export class LoginThrottleService {
   private readonly attemptCmd: Script;
   private readonly settleCmd: Script;
+  private readonly trustCmd: Script;
 
   constructor(
     @Inject(REDIS) private readonly redis: Redis,
@@ -171,6 +203,8 @@ export class LoginThrottleService {
     if (!(SETTLE_COMMAND in redis)) redis.defineCommand(SETTLE_COMMAND, { numberOfKeys: 6, lua: SETTLE_SCRIPT });
     this.attemptCmd = (redis as unknown as Record<string, Script>)[ATTEMPT_COMMAND].bind(redis);
     this.settleCmd = (redis as unknown as Record<string, Script>)[SETTLE_COMMAND].bind(redis);
+    if (!(TRUST_COMMAND in redis)) redis.defineCommand(TRUST_COMMAND, { numberOfKeys: 1, lua: TRUST_SCRIPT });
+    this.trustCmd = (redis as unknown as Record<string, Script>)[TRUST_COMMAND].bind(redis);
   }
 
   /** The login throttle's limits (LOGIN_FAILURES_*), the default of every realm. */
@@ -285,11 +319,12 @@ export class LoginThrottleService {
 
   /**
    * The account was just created from this address with its password (registration, signup, an
-   * accepted invitation): the address is known for the account and its pair starts clean.
+   * accepted invitation): the address is known for the account and its pair starts clean; an
+   * erased account's mark of the same address (forgetAccounts) ends.
    */
   async trustAddress(realm: string, account: string, ip: string): Promise<void> {
     const k = this.keys(realm, account, ip);
-    await Promise.all([this.redis.del(k.counters[0], k.pending[0]).catch(() => undefined), this.trust(k)]);
+    await Promise.all([this.redis.del(k.counters[0], k.pending[0]).catch(() => undefined), this.trust(k, true)]);
   }
 
   /**
@@ -313,8 +348,9 @@ export class LoginThrottleService {
    * addresses exempt from its account limit, their failures counting against its owner. The pair
    * counters (account and address) are not found without scanning the keyspace: they hold a count
    * of one address's failures and expire with the realm's window (LOGIN_FAILURE_WINDOW_SECONDS).
-   * One DEL per key (no two in one slot), every reply checked: throws 503 server/unavailable when
-   * Redis refused any of them.
+   * The known addresses are replaced by the erased mark for ERASED_HOLD_SECONDS (a sign-in in
+   * flight records none after the erasure). One command per key (no two keys in one slot), every
+   * reply checked: throws 503 server/unavailable when Redis refused any of them.
    */
   async forgetAccounts(accounts: readonly { realm: string; account: string }[]): Promise<void> {
     if (!accounts.length) return;
@@ -322,7 +358,9 @@ export class LoginThrottleService {
     for (const { realm, account } of accounts) {
       const acct = this.accountSubject(realm, account);
       const counter = this.counter(`acct:${acct}`);
-      for (const key of [counter, `${counter}:pending`, trustedKey(acct), legacyTrustedKey(acct)]) pipe.del(key);
+      for (const key of [counter, `${counter}:pending`, legacyTrustedKey(acct)]) pipe.del(key);
+      // one script: a trust in between would see the set empty, not erased
+      pipe.eval(ERASE_SCRIPT, 1, trustedKey(acct), Date.now(), ERASED_HOLD_SECONDS);
     }
     await execAll(pipe).catch((cause: unknown) => {
       throw new AppError('server/unavailable', 'Rate limiter unavailable', { cause });
@@ -330,20 +368,14 @@ export class LoginThrottleService {
   }
 
   /**
-   * Records a success of the address for the account, in one transaction: its score becomes now,
-   * addresses whose last success is older than TRUSTED_TTL_SECONDS go, then all but the
+   * Records a success of the address for the account, in one script (TRUST_SCRIPT): its score
+   * becomes now, addresses whose last success is older than TRUSTED_TTL_SECONDS go, then all but the
    * TRUSTED_MAX_ADDRESSES most recent; the set itself expires TRUSTED_TTL_SECONDS after the
-   * account's last success.
+   * account's last success. Nothing while the account's erased mark holds (forgetAccounts), but for
+   * the address that just created an account of it (trustAddress: the mark goes).
    */
-  private async trust(k: { trusted: string; addr: string }): Promise<void> {
+  private async trust(k: { trusted: string; addr: string }, newAccount = false): Promise<void> {
     const now = Date.now();
-    await this.redis
-      .multi()
-      .zadd(k.trusted, now, k.addr)
-      .zremrangebyscore(k.trusted, '-inf', `(${trustedSince(now)}`)
-      .zremrangebyrank(k.trusted, 0, -(TRUSTED_MAX_ADDRESSES + 1))
-      .expire(k.trusted, TRUSTED_TTL_SECONDS)
-      .exec()
-      .catch(() => undefined);
+    await this.trustCmd(k.trusted, now, k.addr, trustedSince(now), TRUSTED_MAX_ADDRESSES, TRUSTED_TTL_SECONDS, newAccount ? '1' : '0').catch(() => undefined);
   }
 }

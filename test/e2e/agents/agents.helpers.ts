@@ -131,7 +131,9 @@ export async function throttleState(realm: string, account: string): Promise<{ k
   const acct = expectedKeySubject(`${realm}:${account}`);
   const redis = rawRedis();
   try {
-    return { known: await redis.zcard(`${prefix}login-trusted:z:${acct}`), failures: Number((await redis.get(`${prefix}{rl:acct:${acct}:login-fail}:hits`)) ?? 0) };
+    // an erased account's set holds only its mark (LoginThrottleService.forgetAccounts), no address
+    const known = (await redis.zrange(`${prefix}login-trusted:z:${acct}`, 0, -1)).filter((m) => m !== '~erased').length;
+    return { known, failures: Number((await redis.get(`${prefix}{rl:acct:${acct}:login-fail}:hits`)) ?? 0) };
   } finally {
     redis.disconnect();
   }

@@ -338,7 +338,7 @@ describe('dashboard account deletion (DELETE /v1/auth/dashboard/me)', () => {
     expect(await audits('dashboard.account_deleted', u.userId)).toEqual([
       {
         tenant_id: null, actor_id: u.userId, target_id: u.userId, severity: 'high',
-        metadata: { session_id: expect.any(String), tenants_left: 2, sessions_ended: 3, ip_hash_prefix: expect.any(String), user_agent_hash_prefix: null },
+        metadata: { session_id: expect.any(String), tenants_left: 2, sessions_ended: 3, unsent_mails_dropped: 3, ip_hash_prefix: expect.any(String), user_agent_hash_prefix: null },
       },
     ]);
     const localPart = u.email.split('@')[0];

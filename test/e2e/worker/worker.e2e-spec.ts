@@ -146,13 +146,17 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
   it('a mail job in Redis names its outbox row only: no job holds the address, the template data or the secret, whether sent, retried after a refusal quoting the address, or refused for good (5yz: kept 14 days)', async () => {
     const tag = randomBytes(5).toString('hex');
     const [sent, retried, refused] = ['sent', 'retried', 'refused'].map((k) => `${k}-${tag}@example.com`);
+    // an internationalised domain: the server receives (and quotes) its A-label, not the stored form
+    const idn = `retried-idn-${tag}@bücher-${tag}.example`;
     const inviter = `boss-${tag}@example.com`;
     const token = randomBytes(32).toString('base64url');
     // each refusal quotes the recipient (smtp-capture), as real servers do
     smtp.failNext(1, (r) => r === retried);
+    smtp.failNext(1, (r) => r.startsWith(`retried-idn-${tag}@`));
     smtp.failNext(1, (r) => r === refused, 550);
     await send({ to: sent, template: 'dashboard_invite', data: { role: 'member', inviter_email: inviter }, secret: { token } });
     await send({ to: retried, template: 'password_reset', secret: { token: `${token}-retried` } });
+    await send({ to: idn, template: 'password_reset', secret: { token: `${token}-idn` } });
     await send({ to: refused, template: 'password_reset', secret: { token: `${token}-refused` } });
 
     // the mails are still right: read from their rows
@@ -162,13 +166,16 @@ describe('worker: outbox relay, mail delivery, operator CLI', () => {
     const reset = await smtp.waitFor((m) => m.to.includes(retried), 15_000);
     expect(reset.text).toContain(`${ACCOUNTS_URL}/reset-password?token=${token}-retried`);
 
+    await smtp.waitFor((m) => m.to.some((x) => x.startsWith(`retried-idn-${tag}@`)), 15_000);
+
     const jobs: Record<string, Record<string, string>> = {};
-    for (const to of [sent, retried, refused]) {
+    for (const to of [sent, retried, idn, refused]) {
       const row = await outboxRow(to);
       jobs[to] = await waitForJob('email', row.id);
       expect(Object.keys(JSON.parse(jobs[to].data)).sort()).toEqual(['createdAt', 'eventType', 'outboxId', 'tenantId']);
     }
     expect(Number(jobs[retried].atm)).toBe(2);
+    expect(Number(jobs[idn].atm)).toBe(2);
     expect(jobs[refused].failedReason).toMatch(/refused by the SMTP server \(550\); not retried/);
     expect(smtp.messages.some((m) => m.to.includes(refused))).toBe(false);
     // every job hash, the queues' event streams included: no address, no template data, no secret

@@ -4,6 +4,8 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
+import { MailService } from '../../../shared/mail/mail.service';
+import { normalizeEmail } from '../../users/email';
 import { DashboardAudit } from '../dashboard-audit.service';
 import { memberChanged, withdrawInvitations } from '../members/members.handlers';
 import { MemberRole } from '../members/members.dto';
@@ -24,7 +26,8 @@ interface HeldMembership {
  * one tenant). In one transaction the account leaves every tenant as RemoveMemberHandler lets a
  * member leave one (its pending invitations withdrawn, `dashboard.member_left` per tenant with
  * `reason: account_deleted`), its sessions and reset links go, and its `dashboard_users` row
- * (address, password hash, consents, last sign-in) is deleted: `created_by` of API keys, agents and
+ * (address, password hash, consents, last sign-in) is deleted, with the invitations it accepted and
+ * the mails not yet sent to it (but invitations of other tenants, theirs): `created_by` of API keys, agents and
  * webhooks and `invited_by` of invitations become null (the foreign keys), the audit trail keeps
  * the id only. One `dashboard.account_deleted` row records it (ids and counts, never the address).
  * The address can then sign up or be invited again as a new account.
@@ -57,8 +60,10 @@ interface HeldMembership {
  * (an API key, agent or webhook it creates, an invitation it sends) and a forgot-password request
  * for its address whose insert waits for the account's row while the erasure commits fail on
  * their foreign key: 503 with Retry-After (the problem filter's answer to a write racing a
- * delete), and the retry gets 401 (or a forgot-password's usual 202), a window of one transaction; a mail already queued to the address
- * (a reset link, whose link no longer works, or a notice) is still sent.
+ * delete), and the retry gets 401 (or a forgot-password's usual 202), a window of one transaction. A mail to the address being handed to
+ * SMTP at that moment still leaves (the unsent ones are deleted; the mail worker sends only while
+ * a mail's row is owed); a sign-in that proved the password at that moment records no known
+ * address (LoginThrottleService.forgetAccounts' erased mark).
  */
 @CommandHandler(DeleteDashboardAccountCommand)
 export class DeleteDashboardAccountHandler implements ICommandHandler<DeleteDashboardAccountCommand, void> {
@@ -67,6 +72,7 @@ export class DeleteDashboardAccountHandler implements ICommandHandler<DeleteDash
     private readonly events: EventsService,
     private readonly audit: DashboardAudit,
     private readonly throttle: LoginThrottleService,
+    private readonly mail: MailService,
   ) {}
 
   async execute({ session, client }: DeleteDashboardAccountCommand): Promise<void> {
@@ -104,7 +110,19 @@ export class DeleteDashboardAccountHandler implements ICommandHandler<DeleteDash
         [userId],
       );
       await tx.query(`DELETE FROM dashboard_users WHERE id = $1`, [userId]);
-      await this.audit.accountDeleted(tx, userId, session.sessionId, { tenants_left: held.length, sessions_ended: sessionsEnded }, client);
+      // the address elsewhere: the invitations it accepted (kept a day after, for the sweeper) and
+      // the mails not yet sent to it (a reset link, a notice); pending invitations of tenants it
+      // never joined stay theirs (their mails go, and accepting one makes a new account)
+      await tx.query(`DELETE FROM dashboard_invites WHERE email_normalized = $1 AND accepted_at IS NOT NULL`, [account.email_normalized]);
+      const pendingFrom = new Set(
+        (await tx.query<{ tenant_id: string }>(`SELECT tenant_id FROM dashboard_invites WHERE email_normalized = $1 AND accepted_at IS NULL`, [account.email_normalized])).map((r) => r.tenant_id),
+      );
+      const mailsDropped = await this.mail.dropUnsent(tx, {
+        emailNormalized: account.email_normalized,
+        keyOf: normalizeEmail,
+        keep: (m) => m.template === 'dashboard_invite' && m.tenant_id !== null && pendingFrom.has(m.tenant_id),
+      });
+      await this.audit.accountDeleted(tx, userId, session.sessionId, { tenants_left: held.length, sessions_ended: sessionsEnded, unsent_mails_dropped: mailsDropped }, client);
       return account.email_normalized;
     });
     // the failed sign-in throttle's state of the address (its known client addresses, its account

@@ -5,7 +5,7 @@ import { UserProfileCache } from '../../../../shared/cache/user-profile.cache';
 import { Db, Queryable } from '../../../../shared/db/db.service';
 import { AppError } from '../../../../shared/errors/app-error';
 import { EventsService } from '../../../../shared/events/events.service';
-import { MAIL_TOPIC } from '../../../../shared/mail/mail.service';
+import { MailService } from '../../../../shared/mail/mail.service';
 import { LoginThrottleService, passwordSignInRealm } from '../../../../shared/rate-limit/login-throttle.service';
 import { codeThrottleSubject } from '../../../account-security/email-codes.service';
 import { mfaThrottleRealm } from '../../../mfa/mfa-throttle';
@@ -91,6 +91,7 @@ export class DeleteUserHandler implements ICommandHandler<DeleteUserCommand> {
     private readonly revocation: TokenRevocationService,
     private readonly profiles: UserProfileCache,
     private readonly throttle: LoginThrottleService,
+    private readonly mail: MailService,
   ) {}
 
   async execute(cmd: DeleteUserCommand): Promise<void> {
@@ -143,7 +144,7 @@ export class DeleteUserHandler implements ICommandHandler<DeleteUserCommand> {
     let mailsDropped = 0;
     if (user.email_normalized) {
       await tx.query(`DELETE FROM email_otp_codes WHERE tenant_id = $1 AND purpose = 'login' AND email_normalized = $2`, [tenantId, user.email_normalized]);
-      mailsDropped = await this.dropUnsentMails(tx, tenantId, user.email_normalized);
+      mailsDropped = await this.mail.dropUnsent(tx, { tenantId, emailNormalized: user.email_normalized, keyOf: normalizeEmail });
     }
     await tx.query(`DELETE FROM users WHERE id = $1 AND tenant_id = $2`, [userId, tenantId]);
     await this.events.auditAndOutbox(
@@ -162,23 +163,5 @@ export class DeleteUserHandler implements ICommandHandler<DeleteUserCommand> {
       { tenantId, topic: WEBHOOK_TOPIC, eventType: 'user.deleted', payload: { user_id: userId } },
     );
     return { sessionIds, throttled };
-  }
-
-  /**
-   * Deletes the tenant's unsettled mails whose recipient is this address (compared by its key, as
-   * every lookup by email is). Unsettled rows are few (the relay moves them within a second, the
-   * mail worker settles them once sent or given up) and found through the outbox's two partial indexes.
-   */
-  private async dropUnsentMails(tx: Queryable, tenantId: string, emailNormalized: string): Promise<number> {
-    const pending = await tx.query<{ id: string; to: string | null }>(
-      `SELECT id::text AS id, payload->>'to' AS to FROM outbox
-        WHERE tenant_id = $1 AND topic = $2 AND (dispatched_at IS NULL OR (dispatched_at IS NOT NULL AND processed_at IS NULL))`,
-      [tenantId, MAIL_TOPIC],
-    );
-    const ids = pending.filter((m) => typeof m.to === 'string' && normalizeEmail(m.to) === emailNormalized).map((m) => m.id);
-    if (!ids.length) return 0;
-    // a row the relay is moving right now is waited for, then deleted all the same (its job may still send it)
-    const { rowCount } = await tx.exec(`DELETE FROM outbox WHERE id = ANY ($1::bigint[]) AND processed_at IS NULL`, [ids]);
-    return rowCount;
   }
 }
