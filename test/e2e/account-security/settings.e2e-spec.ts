@@ -144,6 +144,39 @@ describe('account security: tenant security settings and email domains (spec 2.8
       expect(audit.metadata.changes).toEqual({ mfa_policy: { from: 'required', to: 'optional' } });
     });
 
+    it('every weakening change is audited at medium severity, a tightening or neutral one at info', async () => {
+      const d = await signupTenant(t);
+      const severityOf = async (body: object) => {
+        await write('patch', d, 'security', body, d.slug).expect(200);
+        const [row] = await t.db.query<{ severity: string }>(
+          `SELECT severity FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.security_settings_updated' ORDER BY created_at DESC, id DESC LIMIT 1`,
+          [d.tenantId],
+        );
+        return row.severity;
+      };
+      const seen = {
+        required: await severityOf({ mfa_policy: 'required', mfa_grace_period_days: 7 }),
+        graceLonger: await severityOf({ mfa_grace_period_days: 30 }),
+        graceShorter: await severityOf({ mfa_grace_period_days: 3 }),
+        optional: await severityOf({ mfa_policy: 'optional' }),
+        graceLongerOptional: await severityOf({ mfa_grace_period_days: 20 }),
+        blockOn: await severityOf({ block_disposable_emails: true }),
+        blockOff: await severityOf({ block_disposable_emails: false }),
+        linkingOn: await severityOf({ automatic_account_linking_enabled: true }),
+        linkingOff: await severityOf({ automatic_account_linking_enabled: false }),
+        countries: await severityOf({ sms_allowed_countries: ['DE', 'FR'] }),
+        countriesNarrower: await severityOf({ sms_allowed_countries: ['DE'] }),
+        countriesWider: await severityOf({ sms_allowed_countries: ['DE', 'US'] }),
+        countriesAll: await severityOf({ sms_allowed_countries: null }),
+      };
+      expect(seen).toEqual({
+        required: 'info', graceLonger: 'medium', graceShorter: 'info', optional: 'medium', graceLongerOptional: 'info',
+        blockOn: 'info', blockOff: 'medium', linkingOn: 'medium', linkingOff: 'info',
+        // from every country (none listed) to a list: a narrowing
+        countries: 'info', countriesNarrower: 'info', countriesWider: 'medium', countriesAll: 'medium',
+      });
+    });
+
     it('one audit event per change; none when nothing changes', async () => {
       await patch({ sms_otp_monthly_cap: 77 }).expect(200);
       const n = (await audits('tenant.security_settings_updated')).length;
@@ -207,6 +240,27 @@ describe('account security: tenant security settings and email domains (spec 2.8
   });
 
   describe('email domains', () => {
+    it('a change that lets more addresses in (the allowlist dropped or widened, a blocked domain let in) is audited at medium severity, a narrowing at info', async () => {
+      const d = await signupTenant(t);
+      const severityOf = async (body: object) => {
+        await write('put', d, 'email-domains', body, d.slug).expect(200);
+        const [row] = await t.db.query<{ severity: string }>(
+          `SELECT severity FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.email_domains_updated' ORDER BY created_at DESC, id DESC LIMIT 1`,
+          [d.tenantId],
+        );
+        return row.severity;
+      };
+      const seen = {
+        allowSet: await severityOf({ allowlist: ['corp.example', 'corp2.example'], blocklist: ['spam.example'] }),
+        allowNarrower: await severityOf({ allowlist: ['corp.example'], blocklist: ['spam.example'] }),
+        allowWider: await severityOf({ allowlist: ['corp.example', 'partner.example'], blocklist: ['spam.example'] }),
+        blockMore: await severityOf({ allowlist: ['corp.example', 'partner.example'], blocklist: ['spam.example', 'junk.example'] }),
+        unblocked: await severityOf({ allowlist: ['corp.example', 'partner.example'], blocklist: ['junk.example'] }),
+        allowDropped: await severityOf({ allowlist: [], blocklist: ['junk.example'] }),
+      };
+      expect(seen).toEqual({ allowSet: 'info', allowNarrower: 'info', allowWider: 'medium', blockMore: 'info', unblocked: 'medium', allowDropped: 'medium' });
+    });
+
     it('PUT replaces both lists, normalized to lower case (duplicates dropped); GET reads them; a missing list is empty', async () => {
       const res = await put({ allowlist: ['Example.COM', 'example.com', ' corp.example.org '], blocklist: ['@Spam.Example.'] }).expect(200);
       expect(res.body).toEqual({ allowlist: ['example.com', 'corp.example.org'], blocklist: ['spam.example'] });

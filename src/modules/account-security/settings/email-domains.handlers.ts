@@ -93,6 +93,10 @@ export class PutEmailDomainsHandler implements ICommandHandler<PutEmailDomainsCo
       // the same lists again change nothing: no update, no audit event
       if (sameList(cur.email_allowlist, allowlist) && sameList(cur.email_blocklist, blocklist)) return { allowlist, blocklist };
       await tx.query(`UPDATE tenants SET email_allowlist = $2, email_blocklist = $3, updated_at = now() WHERE id = $1`, [tenantId, allowlist, blocklist]);
+      // weakening (a higher severity, as the security settings'): the allowlist dropped or widened
+      // (an empty one allows every domain), or a blocked domain let in
+      const widened = cur.email_allowlist.length > 0 && (allowlist.length === 0 || allowlist.some((d) => !cur.email_allowlist.includes(d)));
+      const unblocked = cur.email_blocklist.some((d) => !blocklist.includes(d));
       await this.events.audit(tx, {
         tenantId,
         type: 'tenant.email_domains_updated',
@@ -100,6 +104,7 @@ export class PutEmailDomainsHandler implements ICommandHandler<PutEmailDomainsCo
         actorId: cmd.actor.userId,
         targetType: 'tenant',
         targetId: tenantId,
+        severity: widened || unblocked ? 'medium' : 'info',
         metadata: { before: { allowlist: cur.email_allowlist, blocklist: cur.email_blocklist }, after: { allowlist, blocklist } },
       });
       return { allowlist, blocklist };

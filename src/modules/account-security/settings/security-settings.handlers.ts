@@ -37,8 +37,34 @@ const PLAIN = [
   'email_otp_enabled',
 ] as const;
 
-/** Changes that weaken a tenant's protection are audited with a higher severity. */
-const WEAKENING: Partial<Record<string, unknown>> = { mfa_policy: 'optional', block_disposable_emails: false, block_email_subaddresses: false };
+/**
+ * Whether a change weakens the tenant's protection (audited with a higher severity, for the
+ * alerts a SIEM keys on it): MFA made optional, or its grace lengthened while it is required (a
+ * user past the old deadline refreshes again); a sign-up email check switched off; automatic
+ * account linking switched on (an identity provider's verified address then signs into the
+ * account); SMS codes allowed to more countries (none listed: every one). `next`: the settings
+ * after the change.
+ */
+function weakens(field: string, c: { from: unknown; to: unknown }, next: Row): boolean {
+  switch (field) {
+    case 'mfa_policy':
+      return c.to === 'optional';
+    case 'mfa_grace_period_days':
+      return next.mfa_policy === 'required' && Number(c.to) > Number(c.from);
+    case 'block_disposable_emails':
+    case 'block_email_subaddresses':
+      return c.to === false;
+    case 'automatic_account_linking_enabled':
+      return c.to === true;
+    case 'sms_allowed_countries': {
+      const to = c.to as string[] | null;
+      const from = new Set((c.from as string[] | null) ?? []);
+      return !to?.length || (from.size > 0 && to.some((country) => !from.has(country)));
+    }
+    default:
+      return false;
+  }
+}
 
 function toResponse(r: Row): SecuritySettingsResponse {
   const { byok_twilio_auth_token_enc, mfa_required_since, ...rest } = r;
@@ -170,7 +196,7 @@ export class UpdateSecuritySettingsHandler implements ICommandHandler<UpdateSecu
         await tx.query(`UPDATE email_otp_codes SET consumed_at = now() WHERE tenant_id = $1 AND consumed_at IS NULL AND expires_at > now()`, [tenantId]);
         await voidChallenges(AMR_EMAIL_OTP);
       }
-      const weakening = Object.entries(changes).some(([k, c]) => k in WEAKENING && WEAKENING[k] === c.to);
+      const weakening = Object.entries(changes).some(([k, c]) => weakens(k, c, next));
       const severity: Severity = weakening ? 'medium' : 'info';
       await this.events.audit(tx, {
         tenantId,
