@@ -6,6 +6,13 @@ import { MailLimits } from '../rate-limit/mail-limits.service';
 /** Names of the email templates the worker renders (src/shared/mail/templates.ts). */
 export type MailTemplate = 'dashboard_invite' | 'email_verification' | 'password_reset' | 'password_changed' | 'magic_link' | 'email_otp' | 'agent_revoked' | 'webhook_disabled' | 'mfa_changed' | 'mfa_sign_in_failed' | 'dashboard_password_reset' | 'dashboard_password_changed';
 
+/** The mails a tenant's dashboard members get (invitations, resets, notices to owners); every other template is an end user's. */
+export const DASHBOARD_MAIL_TEMPLATES: ReadonlySet<MailTemplate> = new Set<MailTemplate>(['dashboard_invite', 'dashboard_password_reset', 'dashboard_password_changed', 'agent_revoked', 'webhook_disabled']);
+/** The mails an end user gets. */
+export const END_USER_MAIL_TEMPLATES: ReadonlySet<MailTemplate> = new Set<MailTemplate>(
+  (['email_verification', 'password_reset', 'password_changed', 'magic_link', 'email_otp', 'mfa_changed', 'mfa_sign_in_failed'] as const).filter((t) => !DASHBOARD_MAIL_TEMPLATES.has(t)),
+);
+
 /** The outbox topic (and BullMQ queue) of emails. */
 export const MAIL_TOPIC = 'email';
 
@@ -57,25 +64,30 @@ export class MailService {
   }
 
   /**
-   * An erasure's part of the outbox (GDPR Art. 17): deletes the unsettled mails whose recipient is
-   * this address (compared by `keyOf`, the key every lookup by email uses), of one tenant or, with
-   * `tenantId` undefined, of any (a dashboard account's mails: its reset links have none), but for
-   * those `keep` keeps. Unsettled rows are few (the relay moves them within a second, the
-   * mail worker settles them once sent or given up) and found through the outbox's two partial
-   * indexes. A row the relay is moving right now is waited for, then deleted all the same; the
-   * mail worker sends only while its row is owed, so a job already queued sends nothing (but for
-   * one being handed to SMTP at that moment). Returns how many went.
+   * An erasure's part of the outbox (GDPR Art. 17): deletes the unsettled mails of `templates`
+   * whose recipient is this address (compared by `keyOf`, the key every lookup by email uses), of
+   * the tenants in `tenantIds` (and, with `noTenant`, those of no tenant: a dashboard account's
+   * reset links). Only the erased person's own mails: the same address may be another tenant's end
+   * user, or the tenant's dashboard member, whose mails are not this erasure's. Unsettled rows are
+   * few (the relay moves them within a second, the mail worker settles them once sent or given up)
+   * and found through the outbox's two partial indexes. A row the relay is moving right now is
+   * waited for, then deleted all the same; the mail worker sends only while its row is owed, so a
+   * job already queued sends nothing (but for one being handed to SMTP at that moment). Returns
+   * how many went.
    */
   async dropUnsent(
     tx: Queryable,
-    to: { tenantId?: string; emailNormalized: string; keyOf: (address: string) => string; keep?: (mail: { template: string | null; tenant_id: string | null }) => boolean },
+    to: { tenantIds: string[]; noTenant?: boolean; templates: ReadonlySet<MailTemplate>; emailNormalized: string; keyOf: (address: string) => string },
   ): Promise<number> {
-    const pending = await tx.query<{ id: string; to: string | null; template: string | null; tenant_id: string | null }>(
-      `SELECT id::text AS id, payload->>'to' AS to, payload->>'template' AS template, tenant_id FROM outbox
-        WHERE topic = $1 AND (dispatched_at IS NULL OR (dispatched_at IS NOT NULL AND processed_at IS NULL)) AND ($2::uuid IS NULL OR tenant_id = $2)`,
-      [MAIL_TOPIC, to.tenantId ?? null],
+    const pending = await tx.query<{ id: string; to: string | null; template: string | null }>(
+      `SELECT id::text AS id, payload->>'to' AS to, payload->>'template' AS template FROM outbox
+        WHERE topic = $1 AND (dispatched_at IS NULL OR (dispatched_at IS NOT NULL AND processed_at IS NULL))
+          AND (tenant_id = ANY ($2::uuid[]) OR ($3::boolean AND tenant_id IS NULL))`,
+      [MAIL_TOPIC, to.tenantIds, Boolean(to.noTenant)],
     );
-    const ids = pending.filter((m) => typeof m.to === 'string' && to.keyOf(m.to) === to.emailNormalized && !to.keep?.(m)).map((m) => m.id);
+    const ids = pending
+      .filter((m) => typeof m.to === 'string' && to.keyOf(m.to) === to.emailNormalized && to.templates.has(m.template as MailTemplate))
+      .map((m) => m.id);
     if (!ids.length) return 0;
     const { rowCount } = await tx.exec(`DELETE FROM outbox WHERE id = ANY ($1::bigint[]) AND processed_at IS NULL`, [ids]);
     return rowCount;

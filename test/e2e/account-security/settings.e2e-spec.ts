@@ -146,6 +146,7 @@ describe('account security: tenant security settings and email domains (spec 2.8
 
     it('every weakening change is audited at medium severity, a tightening or neutral one at info', async () => {
       const d = await signupTenant(t);
+      await write('patch', d, 'security', { mfa_grace_period_days: 7 }, d.slug).expect(200);
       const severityOf = async (body: object) => {
         await write('patch', d, 'security', body, d.slug).expect(200);
         const [row] = await t.db.query<{ severity: string }>(
@@ -155,7 +156,8 @@ describe('account security: tenant security settings and email domains (spec 2.8
         return row.severity;
       };
       const seen = {
-        required: await severityOf({ mfa_policy: 'required', mfa_grace_period_days: 7 }),
+        // optional to required with a longer grace than stored: users get it from now, nobody had one before
+        required: await severityOf({ mfa_policy: 'required', mfa_grace_period_days: 9 }),
         graceLonger: await severityOf({ mfa_grace_period_days: 30 }),
         graceShorter: await severityOf({ mfa_grace_period_days: 3 }),
         optional: await severityOf({ mfa_policy: 'optional' }),

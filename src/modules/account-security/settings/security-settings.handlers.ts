@@ -42,15 +42,16 @@ const PLAIN = [
  * alerts a SIEM keys on it): MFA made optional, or its grace lengthened while it is required (a
  * user past the old deadline refreshes again); a sign-up email check switched off; automatic
  * account linking switched on (an identity provider's verified address then signs into the
- * account); SMS codes allowed to more countries (none listed: every one). `next`: the settings
- * after the change.
+ * account); SMS codes allowed to more countries (none listed: every one). `cur` and `next`: the
+ * settings before and after the change.
  */
-function weakens(field: string, c: { from: unknown; to: unknown }, next: Row): boolean {
+function weakens(field: string, c: { from: unknown; to: unknown }, cur: Row, next: Row): boolean {
   switch (field) {
     case 'mfa_policy':
       return c.to === 'optional';
     case 'mfa_grace_period_days':
-      return next.mfa_policy === 'required' && Number(c.to) > Number(c.from);
+      // while required already: switching to required with it starts a grace nobody was in
+      return cur.mfa_policy === 'required' && next.mfa_policy === 'required' && Number(c.to) > Number(c.from);
     case 'block_disposable_emails':
     case 'block_email_subaddresses':
       return c.to === false;
@@ -196,7 +197,7 @@ export class UpdateSecuritySettingsHandler implements ICommandHandler<UpdateSecu
         await tx.query(`UPDATE email_otp_codes SET consumed_at = now() WHERE tenant_id = $1 AND consumed_at IS NULL AND expires_at > now()`, [tenantId]);
         await voidChallenges(AMR_EMAIL_OTP);
       }
-      const weakening = Object.entries(changes).some(([k, c]) => weakens(k, c, next));
+      const weakening = Object.entries(changes).some(([k, c]) => weakens(k, c, cur, next));
       const severity: Severity = weakening ? 'medium' : 'info';
       await this.events.audit(tx, {
         tenantId,

@@ -4,7 +4,7 @@ import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
-import { MailService } from '../../../shared/mail/mail.service';
+import { DASHBOARD_MAIL_TEMPLATES, MailService } from '../../../shared/mail/mail.service';
 import { normalizeEmail } from '../../users/email';
 import { DashboardAudit } from '../dashboard-audit.service';
 import { memberChanged, withdrawInvitations } from '../members/members.handlers';
@@ -111,16 +111,16 @@ export class DeleteDashboardAccountHandler implements ICommandHandler<DeleteDash
       );
       await tx.query(`DELETE FROM dashboard_users WHERE id = $1`, [userId]);
       // the address elsewhere: the invitations it accepted (kept a day after, for the sweeper) and
-      // the mails not yet sent to it (a reset link, a notice); pending invitations of tenants it
-      // never joined stay theirs (their mails go, and accepting one makes a new account)
+      // the dashboard's mails not yet sent to it (a reset link, an invitation or notice of a tenant
+      // it left); not another tenant's: its pending invitations (accepting one makes a new account),
+      // nor any tenant's end-user mails to the same address (another person's account there)
       await tx.query(`DELETE FROM dashboard_invites WHERE email_normalized = $1 AND accepted_at IS NOT NULL`, [account.email_normalized]);
-      const pendingFrom = new Set(
-        (await tx.query<{ tenant_id: string }>(`SELECT tenant_id FROM dashboard_invites WHERE email_normalized = $1 AND accepted_at IS NULL`, [account.email_normalized])).map((r) => r.tenant_id),
-      );
       const mailsDropped = await this.mail.dropUnsent(tx, {
+        tenantIds: held.map((m) => m.tenant_id),
+        noTenant: true,
+        templates: DASHBOARD_MAIL_TEMPLATES,
         emailNormalized: account.email_normalized,
         keyOf: normalizeEmail,
-        keep: (m) => m.template === 'dashboard_invite' && m.tenant_id !== null && pendingFrom.has(m.tenant_id),
       });
       await this.audit.accountDeleted(tx, userId, session.sessionId, { tenants_left: held.length, sessions_ended: sessionsEnded, unsent_mails_dropped: mailsDropped }, client);
       return account.email_normalized;

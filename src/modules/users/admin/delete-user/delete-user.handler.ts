@@ -5,7 +5,7 @@ import { UserProfileCache } from '../../../../shared/cache/user-profile.cache';
 import { Db, Queryable } from '../../../../shared/db/db.service';
 import { AppError } from '../../../../shared/errors/app-error';
 import { EventsService } from '../../../../shared/events/events.service';
-import { MailService } from '../../../../shared/mail/mail.service';
+import { END_USER_MAIL_TEMPLATES, MailService } from '../../../../shared/mail/mail.service';
 import { LoginThrottleService, passwordSignInRealm } from '../../../../shared/rate-limit/login-throttle.service';
 import { codeThrottleSubject } from '../../../account-security/email-codes.service';
 import { mfaThrottleRealm } from '../../../mfa/mfa-throttle';
@@ -144,7 +144,9 @@ export class DeleteUserHandler implements ICommandHandler<DeleteUserCommand> {
     let mailsDropped = 0;
     if (user.email_normalized) {
       await tx.query(`DELETE FROM email_otp_codes WHERE tenant_id = $1 AND purpose = 'login' AND email_normalized = $2`, [tenantId, user.email_normalized]);
-      mailsDropped = await this.mail.dropUnsent(tx, { tenantId, emailNormalized: user.email_normalized, keyOf: normalizeEmail });
+      // the end user's mails only: a dashboard invitation or owner notice of the tenant to the same
+      // address is its member's
+      mailsDropped = await this.mail.dropUnsent(tx, { tenantIds: [tenantId], templates: END_USER_MAIL_TEMPLATES, emailNormalized: user.email_normalized, keyOf: normalizeEmail });
     }
     await tx.query(`DELETE FROM users WHERE id = $1 AND tenant_id = $2`, [userId, tenantId]);
     await this.events.auditAndOutbox(
