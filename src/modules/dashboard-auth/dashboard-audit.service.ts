@@ -1,13 +1,8 @@
-import { Inject, Injectable } from '@nestjs/common';
-import { APP_CONFIG, AppConfig } from '../../config/config';
+import { Injectable } from '@nestjs/common';
 import { ClientInfoValue } from '../../shared/auth/auth-context';
-import { ClientHasher } from '../../shared/crypto/client-hash';
-import { Db, Queryable } from '../../shared/db/db.service';
+import { Queryable } from '../../shared/db/db.service';
 import { EventsService } from '../../shared/events/events.service';
-import { RateLimitService } from '../../shared/rate-limit/rate-limit.service';
-
-/** Never reached: the counters below only count, they never refuse. */
-const COUNT_ONLY = 2 ** 31;
+import { FailureAudit } from '../../shared/events/failure-audit';
 
 /** Where a dashboard account's password was checked. */
 export type DashboardPasswordFlow = 'login' | 'invite_accept';
@@ -18,26 +13,19 @@ export type DashboardPasswordFlow = 'login' | 'invite_accept';
  * dashboard user, the client as keyed hash prefixes (ClientHasher), never the address or agent.
  *
  * Failed password checks are recorded at most once per account and LOGIN_FAILURE_WINDOW_SECONDS
- * (the first failure of each window, counted in Redis as other "once per window" events are),
- * so failures cannot be turned into audit rows without bound; the login throttle still counts
- * every one. Refusals of the throttle itself (429 auth/login_throttled) judge no password and
- * write nothing. A failure for an address without an account writes nothing either (there is no
- * account to attach it to, and rows for made-up addresses would again be unbounded); its window
- * is counted all the same, so known and unknown addresses do the same Redis work.
+ * (FailureAudit); refusals of the throttle itself (429 auth/login_throttled) judge no password
+ * and write nothing.
  */
 @Injectable()
 export class DashboardAudit {
   constructor(
-    private readonly db: Db,
     private readonly events: EventsService,
-    private readonly hasher: ClientHasher,
-    private readonly limiter: RateLimitService,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly failures: FailureAudit,
   ) {}
 
   /** `ip_hash_prefix` and `user_agent_hash_prefix` of a request (null when absent). */
   client(client: ClientInfoValue): { ip_hash_prefix: string | null; user_agent_hash_prefix: string | null } {
-    return { ip_hash_prefix: this.hasher.optional(client.ip), user_agent_hash_prefix: this.hasher.optional(client.userAgent) };
+    return this.failures.client(client);
   }
 
   /**
@@ -57,12 +45,15 @@ export class DashboardAudit {
    * or undefined when the address has no account): the first of the window only (see above).
    */
   async signInFailed(emailKey: string, userId: string | undefined, flow: DashboardPasswordFlow, client: ClientInfoValue): Promise<void> {
-    if (!(await this.firstOfWindow('dashboard-sign-in-failed', `acct:${this.hasher.subject(`dashboard:${emailKey}`)}`)) || !userId) return;
     // the actor is whoever typed the password: not (yet) the account's user
-    await this.events.audit(this.db, {
-      tenantId: null, type: 'dashboard.sign_in_failed', severity: 'medium', actorType: 'anonymous', targetType: 'dashboard_user', targetId: userId,
-      metadata: { method: 'password', flow, ...this.client(client) },
-    });
+    await this.failures.firstOfWindow(
+      'dashboard-sign-in-failed',
+      this.failures.accountKey('dashboard', emailKey),
+      userId === undefined ? undefined : {
+        tenantId: null, type: 'dashboard.sign_in_failed', severity: 'medium', actorType: 'anonymous', targetType: 'dashboard_user', targetId: userId,
+        metadata: { method: 'password', flow, ...this.client(client) },
+      },
+    );
   }
 
   /** `dashboard.reauthenticated`, in the transaction that marks the session. */
@@ -75,8 +66,7 @@ export class DashboardAudit {
 
   /** `dashboard.reauth_failed`: a wrong password on a live session, the first of the window only (per account). */
   async reauthFailed(userId: string, sessionId: string, client: ClientInfoValue): Promise<void> {
-    if (!(await this.firstOfWindow('dashboard-reauth-failed', `acct:${userId}`))) return;
-    await this.events.audit(this.db, {
+    await this.failures.firstOfWindow('dashboard-reauth-failed', `acct:${userId}`, {
       tenantId: null, type: 'dashboard.reauth_failed', severity: 'medium', actorType: 'dashboard_user', actorId: userId, targetType: 'dashboard_session', targetId: sessionId,
       metadata: { method: 'password', ...this.client(client) },
     });
@@ -102,8 +92,4 @@ export class DashboardAudit {
     });
   }
 
-  /** Whether this is the first failure of the account's window (a counter that never refuses: the first hit of each window has count 1). */
-  private async firstOfWindow(bucket: string, key: string): Promise<boolean> {
-    return (await this.limiter.hit(bucket, key, COUNT_ONLY, this.config.LOGIN_FAILURE_WINDOW_SECONDS)).count === 1;
-  }
 }

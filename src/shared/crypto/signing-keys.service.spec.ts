@@ -4,6 +4,7 @@ import { loadConfig } from '../../config/config';
 import type { Db } from '../db/db.service';
 import type { EnvelopeCipher } from './envelope-cipher';
 import { SigningKeysService } from './signing-keys.service';
+import { EventsService } from '../events/events.service';
 
 describe('SigningKeysService.reload', () => {
   const row = (kid: string) => {
@@ -28,7 +29,7 @@ describe('SigningKeysService.reload', () => {
       }),
     } as unknown as Db;
     const cipher = { decryptString: (s: string) => s } as unknown as EnvelopeCipher;
-    const keys = new SigningKeysService(db, cipher, loadConfig({ NODE_ENV: 'test' }), {} as Redis);
+    const keys = new SigningKeysService(db, cipher, loadConfig({ NODE_ENV: 'test' }), {} as Redis, {} as EventsService);
     const tick = () => new Promise((r) => setImmediate(r));
     return { keys, pending, tick, rotate: () => (table = [row('new')]) };
   };

@@ -2,6 +2,7 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, rand
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
+import { EventsService } from '../events/events.service';
 import { Db, Queryable } from '../db/db.service';
 import { REDIS } from '../redis/redis.module';
 import { EnvelopeCipher } from './envelope-cipher';
@@ -56,6 +57,7 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
     private readonly cipher: EnvelopeCipher,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(REDIS) private readonly redis: Redis,
+    private readonly events: EventsService,
   ) {}
 
   /** The channel rotations are announced on (channels take no key prefix: it is added here). */
@@ -137,7 +139,19 @@ export class SigningKeysService implements OnModuleInit, OnModuleDestroy {
             [this.publishedForSeconds()],
           )
         : (await tx.query(`UPDATE signing_keys SET retired_at = $1 WHERE retired_at IS NULL`, [at]), []);
-      return { kid: await this.insertKey(tx, at), activeFrom: at, revoked: revoked.map((r) => r.kid) };
+      const kid = await this.insertKey(tx, at);
+      // the operator's most security-relevant act, in the audit store with the keys it changed
+      // (no tenant: keys are the platform's); a withdrawal (a compromised key) at high severity
+      await this.events.audit(tx, {
+        tenantId: null,
+        type: opts.revokeOld ? 'signing_key.revoked' : 'signing_key.rotated',
+        severity: opts.revokeOld ? 'high' : 'medium',
+        actorType: 'system',
+        targetType: 'signing_key',
+        targetId: kid,
+        metadata: { active_from: at.toISOString(), immediate: Boolean(immediate), revoked_kids: revoked.map((r) => r.kid) },
+      });
+      return { kid, activeFrom: at, revoked: revoked.map((r) => r.kid) };
     });
     try {
       await this.reload();

@@ -8,6 +8,7 @@ import { REDIS } from '../../../src/shared/redis/redis.module';
 import { createTenant, TenantFixture } from '../../factories/tenant.factory';
 import { randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 import { createIsolatedTestApp } from '../../setup/isolated-db';
+import { EventsService } from '../../../src/shared/events/events.service';
 
 /**
  * docs/scaling.md: an instance reloads the signing keys at once when it meets an unknown kid (it
@@ -32,7 +33,7 @@ describe("an instance that missed a rotation meets the new kid on concurrent req
     clearInterval(keys.timer);
     clearTimeout(keys.switchTimer);
     // another process (the CLI) rotates with --now and signs with the new key
-    const other = new SigningKeysService(t.app.get(Db), t.app.get(EnvelopeCipher), t.app.get(APP_CONFIG), t.app.get(REDIS));
+    const other = new SigningKeysService(t.app.get(Db), t.app.get(EnvelopeCipher), t.app.get(APP_CONFIG), t.app.get(REDIS), t.app.get(EventsService));
     const { kid } = await other.rotate({ immediate: true });
     const payload = JSON.parse(Buffer.from(reg.body.access_token.split('.')[1], 'base64url').toString());
     const { iss: _i, aud: _a, exp: _e, iat: _t, jti: _j, ...claims } = payload;

@@ -14,6 +14,7 @@ import { APP_CONFIG } from '../../../src/config/config';
 import { REDIS } from '../../../src/shared/redis/redis.module';
 import { LoginThrottleService, passwordSignInRealm } from '../../../src/shared/rate-limit/login-throttle.service';
 import { RateLimitedError } from '../../../src/shared/errors/app-error';
+import { EventsService } from '../../../src/shared/events/events.service';
 
 describe('end users: register, login, me, logout (contract "End users")', () => {
   let t: TestApp;
@@ -268,6 +269,26 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     expect(res.body.code).toBe('auth/login_throttled');
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
     await login({ email: body.email, password: body.password }, tenant.apiKey, randomIp()).expect(200);
+  });
+
+  it('a wrong password for an account is audited user.sign_in_failed (medium, hash prefixes only), the first of each failure window; an unknown address writes none', async () => {
+    const body = valid();
+    const id = (await register(body).expect(201)).body.user.id as string;
+    const failed = () =>
+      t.db.query<{ severity: string; actor_type: string; metadata: Record<string, unknown> }>(
+        `SELECT severity, actor_type, metadata FROM audit_events WHERE tenant_id = $1 AND type = 'user.sign_in_failed' AND target_id = $2`,
+        [tenant.id, id],
+      );
+    await login({ email: body.email, password: 'wrong password!!' }, tenant.apiKey, randomIp()).expect(401);
+    await login({ email: body.email, password: 'wrong password again' }, tenant.apiKey, randomIp()).expect(401);
+    const rows = await failed();
+    expect(rows).toEqual([{ severity: 'medium', actor_type: 'anonymous', metadata: { method: 'password', ip_hash_prefix: expect.stringMatching(/^[0-9a-f]{12}$/), user_agent_hash_prefix: null } }]);
+    expect(JSON.stringify(rows)).not.toContain(body.email.split('@')[0]);
+    // the right password signs in as ever; an address without an account leaves no row
+    await login({ email: body.email, password: body.password }, tenant.apiKey, randomIp()).expect(200);
+    const before = await t.db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'user.sign_in_failed'`, [tenant.id]);
+    await login({ email: uniqueEmail('nobody'), password: 'wrong password!!' }, tenant.apiKey, randomIp()).expect(401);
+    expect(await t.db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'user.sign_in_failed'`, [tenant.id])).toHaveLength(before.length);
   });
 
   const statuses = (responses: { status: number }[]) => responses.reduce<Record<number, number>>((acc, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }), {});
@@ -557,7 +578,7 @@ describe('end users: withdrawing a compromised signing key', () => {
     // in use just before: this process has verified it (and keeps the verification a while)
     await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${before.body.access_token}`).expect(200);
     // the CLI's process: its own key service on the same database and Redis
-    const cli = new SigningKeysService(t.app.get(Db), t.app.get(EnvelopeCipher), t.app.get(APP_CONFIG), t.app.get(REDIS));
+    const cli = new SigningKeysService(t.app.get(Db), t.app.get(EnvelopeCipher), t.app.get(APP_CONFIG), t.app.get(REDIS), t.app.get(EventsService));
     const { kid: newKid } = await cli.rotate({ revokeOld: true });
     const deadline = Date.now() + 3000;
     while ((await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${before.body.access_token}`)).status !== 401) {
@@ -566,5 +587,15 @@ describe('end users: withdrawing a compromised signing key', () => {
     }
     expect(decodeProtectedHeader((await register()).body.access_token).kid).toBe(newKid);
     expect(newKid).not.toBe(oldKid);
+    // audited, the withdrawn keys named: the operator's response to a key compromise leaves a trail
+    const [audit] = await t.db.query<{ severity: string; actor_type: string; metadata: { revoked_kids: string[]; immediate: boolean } }>(
+      `SELECT severity, actor_type, metadata FROM audit_events WHERE type = 'signing_key.revoked' AND target_id = $1`,
+      [newKid],
+    );
+    expect(audit).toMatchObject({ severity: 'high', actor_type: 'system', metadata: { immediate: true } });
+    expect(audit.metadata.revoked_kids).toContain(oldKid);
+    // a planned rotation too, at a lower severity
+    const { kid: planned } = await cli.rotate();
+    expect(await t.db.query(`SELECT severity FROM audit_events WHERE type = 'signing_key.rotated' AND target_id = $1`, [planned])).toEqual([{ severity: 'medium' }]);
   });
 });

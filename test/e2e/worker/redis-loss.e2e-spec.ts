@@ -469,7 +469,7 @@ describe('worker: recovery after Redis loses its data (queue reconciler)', () =>
   it('a process started while Redis is away subscribes to key rotation announcements once Redis is there', async () => {
     const { port, startRedis, ping } = await ownRedis();
     const client = createRedis({ REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_KEY_PREFIX: prefix });
-    const keys = new SigningKeysService(t.app.get(Db), t.app.get(EnvelopeCipher), t.app.get(APP_CONFIG), client);
+    const keys = new SigningKeysService(t.app.get(Db), t.app.get(EnvelopeCipher), t.app.get(APP_CONFIG), client, t.app.get(EventsService));
     let server: ReturnType<typeof startRedis> | undefined;
     const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0 });
     try {

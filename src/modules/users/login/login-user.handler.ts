@@ -4,6 +4,7 @@ import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { FailureAudit } from '../../../shared/events/failure-audit';
 import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-limit/login-throttle.service';
 import { SessionsService, TokenResponse } from '../../sessions/sessions.service';
 import { normalizeEmail } from '../email';
@@ -23,7 +24,9 @@ interface UserRow {
 
 /**
  * Unknown email and wrong password answer the same 401 body after the same argon2 work (a dummy
- * verify), and count against the same throttles, so nothing tells them apart.
+ * verify), and count against the same throttles, so nothing tells them apart. A wrong password for
+ * an account is audited `user.sign_in_failed` (medium), the first of each failure window per
+ * account (FailureAudit: bounded rows; unknown addresses write none, with the same Redis work).
  */
 @CommandHandler(LoginUserCommand)
 export class LoginUserHandler implements ICommandHandler<LoginUserCommand, TokenResponse | MfaRequiredResponse> {
@@ -35,12 +38,14 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     private readonly events: EventsService,
     private readonly policy: LoginPolicy,
     private readonly profiles: UserProfileCache,
+    private readonly failures: FailureAudit,
   ) {}
 
   async execute(cmd: LoginUserCommand): Promise<TokenResponse | MfaRequiredResponse> {
     const tenantId = cmd.apiKey.tenantId;
     const email = normalizeEmail(cmd.email);
     const realm = passwordSignInRealm(tenantId);
+    const account: { id?: string } = {};
     const user = await this.throttle.judge(realm, email, cmd.client.ip, async () => {
       const [u] = await this.db.query<UserRow>(
         `SELECT id, tenant_id, email, email_verified, password_hash, role, created_at
@@ -48,9 +53,22 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
         [tenantId, email],
         'user_login_lookup',
       );
+      account.id = u?.id;
       return (await this.hasher.verifyOrDummy(u?.password_hash, cmd.password)) && u;
     });
     if (!user) {
+      // a password was judged wrong (a throttled attempt never gets here): audited as the
+      // dashboard's, the first of each window per account (FailureAudit), never for an unknown address
+      await this.failures.firstOfWindow(
+        'user-sign-in-failed',
+        this.failures.accountKey(realm, email),
+        account.id === undefined
+          ? undefined
+          : {
+              tenantId, type: 'user.sign_in_failed', severity: 'medium', actorType: 'anonymous', targetType: 'user', targetId: account.id,
+              metadata: { method: 'password', ...this.failures.client(cmd.client) },
+            },
+      );
       throw new AppError('auth/invalid_credentials');
     }
     const passwordHashes = await this.storedHashesOf(user, cmd.password);
