@@ -58,10 +58,12 @@ export class AgentsController {
   }
 
   @Patch(':agentId')
-  @DashboardAuth({ tenant: true, owner: true })
-  @ApiOperation({ summary: 'Update agent fields (partial); bumps agent_metadata_version; 409 once revoked' })
+  // a PATCH may widen an agent (scopes, lifetime, limits) or switch a disabled one back on (its
+  // grant types): a recent sign-in, as minting credentials needs (a stolen cookie cannot)
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
+  @ApiOperation({ summary: 'Update agent fields (partial; owner, after a recent sign-in or reauth); bumps agent_metadata_version; 409 once revoked' })
   @ApiOkResponse({ type: AgentResponse })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'agent/not_found', 'agent/already_revoked', 'agent/invalid_grant_type', 'agent/invalid_field')
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'agent/not_found', 'agent/already_revoked', 'agent/invalid_grant_type', 'agent/invalid_field')
   update(@CurrentDashboard() s: DashboardPrincipal, @AgentIdParam('agentId') agentId: string, @Body() body: UpdateAgentRequestDto): Promise<AgentResponse> {
     return this.commandBus.execute(new UpdateAgentCommand(s, agentId, body));
   }

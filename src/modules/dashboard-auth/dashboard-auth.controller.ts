@@ -60,7 +60,7 @@ export class DashboardAuthController {
   me(@CurrentDashboard() s: DashboardPrincipal): DashboardSessionResponse {
     return {
       user: { id: s.userId, email: s.email },
-      memberships: s.memberships.map((m) => ({ tenant_slug: m.tenant_slug, role: m.role })),
+      memberships: s.memberships.map((m) => ({ tenant_id: m.tenant_id, tenant_slug: m.tenant_slug, role: m.role })),
       csrf_token: s.csrfToken,
     };
   }

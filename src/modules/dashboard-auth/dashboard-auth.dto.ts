@@ -28,6 +28,6 @@ export class AcceptInviteRequestDto {
 
 export interface DashboardSessionResponse {
   user: { id: string; email: string };
-  memberships: { tenant_slug: string; role: 'owner' | 'member' }[];
+  memberships: { tenant_id: string; tenant_slug: string; role: 'owner' | 'member' }[];
   csrf_token: string;
 }

@@ -9,6 +9,7 @@ export class DashboardUserDto {
 }
 
 export class DashboardMembershipDto {
+  @ApiProperty({ format: 'uuid', description: "the tenant's id: the `tenant_id` claim of its users' tokens, which a resource server checks" }) tenant_id!: string;
   @ApiProperty() tenant_slug!: string;
   @ApiProperty({ enum: ['owner', 'member'] }) role!: 'owner' | 'member';
 }

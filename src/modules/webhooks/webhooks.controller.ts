@@ -109,14 +109,15 @@ export class WebhooksController {
 
   @Post(':id/enable')
   @HttpCode(200)
-  @DashboardAuth({ tenant: true, owner: true })
+  // events start flowing to the URL again: a recent sign-in, as creating the endpoint needs
+  @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOperation({
-    summary: 'Enable an endpoint that was disabled after repeated failures (owner); idempotent',
+    summary: 'Enable an endpoint that was disabled after repeated failures (owner, after a recent sign-in or reauth); idempotent',
     description:
       'Deliveries resume with the next event. Events that happened while the endpoint was disabled are never sent to it, not even those the worker had not processed yet when it was enabled. Deliveries pending at the disable whose next attempt came while it was disabled ended as failed (error `endpoint disabled`, in its delivery log); those whose next attempt comes after the enable are still sent.',
   })
   @ApiOkResponse({ type: WebhookEndpointResponse })
-  @ApiProblems(...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'webhook/not_found')
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, 'webhook/not_found')
   enable(@CurrentDashboard() s: DashboardPrincipal, @EndpointId() id: string): Promise<WebhookEndpointResponse> {
     return this.commandBus.execute(new EnableWebhookCommand(s, id));
   }

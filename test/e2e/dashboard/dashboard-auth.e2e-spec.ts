@@ -20,7 +20,7 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     const res = await login(owner.email.toUpperCase(), owner.password).expect(200);
     expect(res.body).toEqual({
       user: { id: owner.userId, email: owner.email },
-      memberships: [{ tenant_slug: owner.slug, role: 'owner' }],
+      memberships: [{ tenant_id: owner.tenantId, tenant_slug: owner.slug, role: 'owner' }],
       csrf_token: expect.any(String),
     });
     const cookie = sessionCookie(res.headers['set-cookie']);
@@ -118,7 +118,7 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     const decomposed = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: 'e\u0301'.repeat(6) }).expect(400);
     expect(decomposed.body).toMatchObject({ code: 'request/invalid', errors: [{ field: 'password' }] });
     const acc = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: inv.body.invite_token, password: STRONG_PASSWORD }).expect(200);
-    expect(acc.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
+    expect(acc.body.memberships).toEqual([{ tenant_id: owner.tenantId, tenant_slug: owner.slug, role: 'member' }]);
     // the accept request asks for no consent, so none is recorded as given (signup's are)
     const [consents] = await t.db.query<{ terms: Date | null; privacy: Date | null }>(
       `SELECT terms_accepted_at AS terms, privacy_accepted_at AS privacy FROM dashboard_users WHERE id = $1`,
@@ -185,12 +185,12 @@ describe('dashboard auth (spec 2.7, contract "Onboarding and the dashboard")', (
     const invite = (role: string) => t.http().post(`/v1/auth/dashboard/tenants/${owner.slug}/members`).set('Cookie', owner.cookie).set('X-CSRF-Token', owner.csrf).send({ email, role });
     const asMember = await invite('member').expect(201);
     const first = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: asMember.body.invite_token, password: STRONG_PASSWORD }).expect(200);
-    expect(first.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
+    expect(first.body.memberships).toEqual([{ tenant_id: owner.tenantId, tenant_slug: owner.slug, role: 'member' }]);
     expect((await invite('owner').expect(409)).body.code).toBe('member/exists');
     const invites = await t.db.query<{ role: string; used: boolean }>(`SELECT role, accepted_at IS NOT NULL AS used FROM dashboard_invites WHERE email_normalized = $1`, [email]);
     expect(invites).toEqual([{ role: 'member', used: true }]);
     const me = await t.http().get('/v1/auth/dashboard/me').set('Cookie', sessionCookie(first.headers['set-cookie'])).expect(200);
-    expect(me.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'member' }]);
+    expect(me.body.memberships).toEqual([{ tenant_id: owner.tenantId, tenant_slug: owner.slug, role: 'member' }]);
   });
 
   it("an existing account accepting an invitation answers the account's email, not the invitation's spelling of it", async () => {
@@ -387,6 +387,16 @@ describe('dashboard: re-authentication for credential-minting actions, short idl
     const [hook] = await t.db.query<{ id: string; secret_enc: string }>(`SELECT id, secret_enc FROM webhook_endpoints WHERE tenant_id = $1`, [d.tenantId]);
     expect((await as('post', `/webhooks/${hook.id}/rotate-secret`, {}).expect(403)).body.code).toBe('auth/reauth_required');
     expect(await t.db.query(`SELECT secret_enc FROM webhook_endpoints WHERE id = $1`, [hook.id])).toEqual([{ secret_enc: hook.secret_enc }]);
+    // widening an agent or switching a disabled one back on, and switching a disabled webhook back
+    // on, are no "reading or revoking" either: a stolen cookie cannot undo the tenant's disable
+    await t.db.query(`UPDATE agent_clients SET disabled_at = now(), grant_types = '{}' WHERE id = $1`, [agent.id]);
+    await t.db.query(`UPDATE webhook_endpoints SET disabled_at = now(), disabled_reason = 'repeated_failures' WHERE id = $1`, [hook.id]);
+    const patched = await t.http().patch(`/v1/auth/dashboard/tenants/${d.slug}/agents/${agent.id}`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf)
+      .send({ scopes: ['openid', 'email', 'profile'], grant_types: ['urn:ietf:params:oauth:grant-type:token-exchange'] }).expect(403);
+    expect(patched.body.code).toBe('auth/reauth_required');
+    expect((await as('post', `/webhooks/${hook.id}/enable`, {}).expect(403)).body.code).toBe('auth/reauth_required');
+    expect(await t.db.query(`SELECT a.disabled_at IS NOT NULL AS agent_off, w.disabled_at IS NOT NULL AS hook_off FROM agent_clients a, webhook_endpoints w WHERE a.id = $1 AND w.id = $2`, [agent.id, hook.id]))
+      .toEqual([{ agent_off: true, hook_off: true }]);
   });
 
   it('changing security settings (MFA policy, email domains, passkey domain, guest settings) needs a recent sign-in or reauth too: a stolen session cannot weaken them', async () => {

@@ -59,7 +59,7 @@ describe('dashboard invitations: one pending invitation per address, mail limits
     // the earlier token no longer works; the latest one does, with the latest role
     expect((await accept(first.body.invite_token).expect(400)).body.code).toBe('invite/invalid');
     const joined = await accept(second.body.invite_token).expect(200);
-    expect(joined.body.memberships).toEqual([{ tenant_slug: owner.slug, role: 'owner' }]);
+    expect(joined.body.memberships).toEqual([{ tenant_id: owner.tenantId, tenant_slug: owner.slug, role: 'owner' }]);
     expect((await accept(first.body.invite_token).expect(400)).body.code).toBe('invite/invalid');
 
     const audits = await t.db.query<{ metadata: { role: string; replaced_pending: boolean }; target_id: string }>(
@@ -127,7 +127,7 @@ describe('dashboard invitations: one pending invitation per address, mail limits
     expect(await pendingRows(a.tenantId, email)).toHaveLength(1);
     expect(await pendingRows(b.tenantId, email)).toHaveLength(1);
     const joined = await accept(renewed.body.invite_token).expect(200);
-    expect(joined.body.memberships).toEqual([{ tenant_slug: a.slug, role: 'member' }]);
+    expect(joined.body.memberships).toEqual([{ tenant_id: a.tenantId, tenant_slug: a.slug, role: 'member' }]);
     // B's invitation is still good: the new account joins B with its password
     const both = await accept(fromB.body.invite_token).expect(200);
     expect(both.body.memberships.map((m: { tenant_slug: string }) => m.tenant_slug).sort()).toEqual([a.slug, b.slug].sort());

@@ -97,7 +97,7 @@ describe('dashboard members: list, change role, remove', () => {
     expect((await as(t, member).get(url(owner)).expect(404)).body.code).toBe('tenant/not_found');
     expect((await as(t, member).get(`/v1/auth/dashboard/tenants/${owner.slug}/api-keys`).expect(404)).body.code).toBe('tenant/not_found');
     const me = await as(t, member).get('/v1/auth/dashboard/me').expect(200);
-    expect(me.body.memberships).toEqual([{ tenant_slug: elsewhere.slug, role: 'member' }]);
+    expect(me.body.memberships).toEqual([{ tenant_id: elsewhere.tenantId, tenant_slug: elsewhere.slug, role: 'member' }]);
     expect(await audits(owner.tenantId, 'dashboard.member_removed')).toEqual([{ actor_id: owner.userId, target_id: member.userId, severity: 'medium', metadata: { role: 'member' } }]);
     // gone already: 404, no second event
     expect((await as(t, owner).delete(url(owner, `/${member.userId}`)).expect(404)).body.code).toBe('member/not_found');
@@ -347,7 +347,7 @@ describe('dashboard account deletion (DELETE /v1/auth/dashboard/me)', () => {
     const again = await as(t, a).post(members(a), { email: u.email, role: 'member' }).expect(201);
     const joined = await t.http().post('/v1/auth/dashboard/invites/accept').send({ token: again.body.invite_token, password: 'another long passphrase 42' }).expect(200);
     expect(joined.body.user.id).not.toBe(u.userId);
-    expect(joined.body.memberships).toEqual([{ tenant_slug: a.slug, role: 'member' }]);
+    expect(joined.body.memberships).toEqual([{ tenant_id: a.tenantId, tenant_slug: a.slug, role: 'member' }]);
   });
 
   it('the last owner of a tenant is refused (409 member/last_owner naming the tenants), nothing changes; with another owner the account goes and the address can sign up again', async () => {

@@ -35,7 +35,7 @@ describe('onboarding signup (spec 2.1)', () => {
     expect(cookie).toMatch(/HttpOnly/i);
     expect(cookie).toMatch(/SameSite=Lax/i);
     const me = await t.http().get('/v1/auth/dashboard/me').set('Cookie', sessionCookie(res.headers['set-cookie'])).expect(200);
-    expect(me.body.memberships).toEqual([{ tenant_slug: res.body.tenant.slug, role: 'owner' }]);
+    expect(me.body.memberships).toEqual([{ tenant_id: res.body.tenant.id, tenant_slug: res.body.tenant.slug, role: 'owner' }]);
     const [row] = await t.db.query<{ password_hash: string }>(`SELECT password_hash FROM dashboard_users WHERE id = $1`, [res.body.user.id]);
     expect(row.password_hash).toMatch(/^\$argon2id\$/);
     const audit = await t.db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.created'`, [res.body.tenant.id]);
