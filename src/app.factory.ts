@@ -18,7 +18,8 @@ import { renderError, sendRendered } from './shared/errors/problem';
 import { createValidationPipe } from './shared/errors/validation.pipe';
 import { installBodyParsers } from './shared/http/body-parsers';
 import { installPublicPreflight } from './shared/http/public-cors';
-import { installMetrics } from './shared/http/metrics';
+import { countUnparsed, installMetrics } from './shared/http/metrics';
+import { linkRequestForLogs, requestLogsEnabled } from './shared/http/logger';
 import { DASHBOARD_COOKIE } from './shared/auth/dashboard-session.service';
 import { closeRequestSchemas, csrfOnWrites, declareLongPathRefusals, declareBodyRefusals, OAUTH_CLIENT_BASIC } from './shared/http/api-docs';
 
@@ -42,7 +43,8 @@ const refusalWaiting = new WeakSet<import('net').Socket>();
 /**
  * A request Node's HTTP parser refuses (a control character in a header, headers too large, a
  * malformed request line) never reaches Fastify's routing: answer it in the one error envelope
- * anyway, with its own X-Request-Id, and close the connection.
+ * anyway, with its own X-Request-Id, and close the connection. Counted in http_requests_total
+ * with route `unparsed` (countUnparsed), as are the other answers made before Fastify (below).
  */
 function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Socket, baseHeaders: Record<string, string>): void {
   if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) {
@@ -78,6 +80,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: import('net').Soc
   const rendered = renderError(error, path, id);
   const body = JSON.stringify(rendered.body);
   const headers = Object.entries({ ...baseHeaders, ...(rendered.headers ?? {}) }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  countUnparsed(/^([A-Z]+) /.exec((err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 32).toString('latin1') ?? '')?.[1], status);
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${rendered.contentType}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${headers}` +
       `X-Request-Id: ${id}\r\nConnection: close\r\n\r\n${body}`,
@@ -98,6 +101,7 @@ function answerConnect(req: import('http').IncomingMessage, socket: import('stre
   const rendered = renderError(new AppError('request/method_not_allowed', 'CONNECT is not supported'), originForm(req.url ?? '/'), id);
   const body = JSON.stringify(rendered.body);
   const headers = Object.entries({ ...baseHeaders, ...(rendered.headers ?? {}), Allow: 'GET, HEAD, POST, PUT, PATCH, DELETE' }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  countUnparsed('CONNECT', 405);
   socket.end(`HTTP/1.1 405 Method Not Allowed\r\nContent-Type: ${rendered.contentType}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${headers}X-Request-Id: ${id}\r\nConnection: close\r\n\r\n${body}`);
 }
 
@@ -106,6 +110,7 @@ function answerOutsideFastify(req: import('http').IncomingMessage, res: import('
   const id = randomUUID();
   const rendered = renderError(err, originForm(req.url ?? '/'), id);
   const body = JSON.stringify(rendered.body);
+  countUnparsed(req.method, rendered.status);
   res.writeHead(rendered.status, { ...baseHeaders, ...rendered.headers, 'Content-Type': rendered.contentType, 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': id, Connection: 'close' });
   res.end(body);
 }
@@ -203,6 +208,10 @@ function answeredHeaders(): { security: Record<string, string>; all: Record<stri
           scriptSrc: ["'self'", "'unsafe-inline'"],
           styleSrc: ["'self'", "'unsafe-inline'"],
           imgSrc: ["'self'", 'data:', 'https:'],
+          // not helmet's default upgrade-insecure-requests: the API serves no mixed content, and
+          // the docs page reached over http (a development host, an internal address) would have
+          // its own scripts fetched over https, which fails: a blank /docs
+          upgradeInsecureRequests: null,
         },
       },
     });
@@ -312,6 +321,8 @@ async function configureApp(app: NestFastifyApplication, config: AppConfig): Pro
     done(null, payload);
   });
   if (config.METRICS_ENABLED) installMetrics(fastify);
+  // the request line's tenant and route template (logger.ts requestLineProps)
+  if (requestLogsEnabled(config)) linkRequestForLogs(fastify);
 
   // errors raised by Fastify itself (body parsing, size) and unknown routes reach the global
   // ProblemFilter through Nest's own Fastify error and not-found handlers: one envelope.

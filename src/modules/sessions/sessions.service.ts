@@ -8,6 +8,7 @@ import { Batcher } from '../../shared/db/batcher';
 import { Db, Queryable } from '../../shared/db/db.service';
 import { EventsService } from '../../shared/events/events.service';
 import { AppError, InvalidTokenError } from '../../shared/errors/app-error';
+import { countRefreshReuse } from '../../shared/http/metrics';
 import { activityCtes } from './activity.sql';
 
 /** What a token response says about the user (contract "Tokens"). */
@@ -444,8 +445,8 @@ export class SessionsService {
    * hold the session; the maximum age: info), as every other way a session ends is audited.
    */
   private async endAudited(sessionId: string, reason: 'refresh_token_reuse' | 'max_age'): Promise<void> {
-    await this.db.tx(async (tx) => {
-      if (!(await this.revokeSession(sessionId, reason, tx))) return;
+    const ended = await this.db.tx(async (tx) => {
+      if (!(await this.revokeSession(sessionId, reason, tx))) return false;
       const [s] = await tx.query<{ tenant_id: string; user_id: string }>(`SELECT tenant_id, user_id FROM user_sessions WHERE id = $1`, [sessionId]);
       await this.events.audit(tx, {
         tenantId: s.tenant_id,
@@ -456,7 +457,10 @@ export class SessionsService {
         targetId: sessionId,
         metadata: { user_id: s.user_id, reason },
       });
+      return true;
     });
+    // a reuse that ended the session (once: a session another request ended already is not counted again)
+    if (ended && reason === 'refresh_token_reuse') countRefreshReuse();
     await this.revocation.markSessionsRevoked([sessionId]);
   }
 

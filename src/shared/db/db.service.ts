@@ -42,6 +42,17 @@ export class Db implements Queryable, OnApplicationShutdown {
   readonly ephemeral: Queryable;
   private readonly ephemeralPool: Pool;
 
+  /**
+   * The readiness probes' own connection (`ping`): /ready asks "does PostgreSQL answer?", and on
+   * the main pool that question queued behind the requests for a free connection whenever they
+   * held all DATABASE_POOL_SIZE (a lock wait, a slow query wave), up to DATABASE_CONNECT_TIMEOUT_MS
+   * (node-postgres' query_timeout only starts once a connection is checked out). Every instance
+   * then failed its probes at once over a busy pool, not a database away, and each probe took a
+   * slot from the requests when one came free. One connection of its own, opened on the first
+   * probe (idle ones close after the pool's idle timeout).
+   */
+  private readonly probePool: Pool;
+
   constructor(@Inject(DATA_SOURCE) readonly dataSource: DataSource) {
     this.pool = (dataSource.driver as unknown as { master: Pool }).master;
     this.direct = wrap(this.pool);
@@ -49,10 +60,11 @@ export class Db implements Queryable, OnApplicationShutdown {
     // the main pool's settings (timeouts included), another name, commits without the WAL flush
     this.ephemeralPool = new Pool({ ...extra, connectionString: url, max: 8, application_name: 'authp-ephemeral', options: '-c synchronous_commit=off' });
     this.ephemeral = wrap(this.ephemeralPool);
+    this.probePool = new Pool({ ...extra, connectionString: url, max: 1, application_name: 'authp-probe' });
     // an idle pooled connection the server ends (restart, failover, pg_terminate_backend) emits
     // 'error' on its pool; unhandled, that event would end the process. The pool drops the client
     // and the next query opens a new connection, so logging it is all there is to do.
-    for (const [name, pool] of [['main', this.pool], ['ephemeral', this.ephemeralPool]] as const)
+    for (const [name, pool] of [['main', this.pool], ['ephemeral', this.ephemeralPool], ['probe', this.probePool]] as const)
       pool.on('error', (err) => this.log.warn(`idle PostgreSQL connection (${name} pool) lost: ${err.message}`));
   }
 
@@ -64,6 +76,27 @@ export class Db implements Queryable, OnApplicationShutdown {
 
   exec<T extends QueryResultRow = QueryResultRow>(text: string, params?: unknown[], name?: string) {
     return this.direct.exec<T>(text, params, name);
+  }
+
+  /**
+   * A readiness probe: resolves when PostgreSQL answers `SELECT 1` within `timeoutMs`, rejects
+   * otherwise, whatever held it: opening the connection (a server that accepts and then never
+   * answers, which the pool's connect timeout would wait out), a probe before it still on the one
+   * probe connection, or the query itself (query_timeout then also destroys that connection).
+   * Never uses the main pool, so a saturated pool does not read as a database away.
+   */
+  async ping(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`PostgreSQL did not answer within ${timeoutMs} ms`)), timeoutMs);
+    });
+    const query: Promise<unknown> = this.probePool.query({ text: 'SELECT 1', query_timeout: timeoutMs } as never);
+    query.catch(() => undefined); // settled after the deadline won: nobody waits for it any more
+    try {
+      await Promise.race([query, deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async tx<T>(fn: (tx: Queryable) => Promise<T>, isolation: 'READ COMMITTED' | 'SERIALIZABLE' = 'READ COMMITTED'): Promise<T> {
@@ -98,6 +131,7 @@ export class Db implements Queryable, OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     await this.ephemeralPool.end().catch(() => undefined);
+    await this.probePool.end().catch(() => undefined);
     if (this.dataSource.isInitialized) await this.dataSource.destroy();
   }
 }

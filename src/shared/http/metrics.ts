@@ -1,4 +1,5 @@
 import cluster from 'node:cluster';
+import { METHODS } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { AggregatorRegistry, Counter, Histogram, collectDefaultMetrics } from 'prom-client';
 import { metricsRegistry } from './metrics-registry';
@@ -110,6 +111,125 @@ const latency = new Histogram({
   buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
   registers: [metricsRegistry],
 });
+
+/** http_requests_total's `route` of a request answered before Fastify routed it (countUnparsed). */
+export const UNPARSED_ROUTE = 'unparsed';
+
+/** Node's own method names (a bounded set): any other token of a request line counts as `unknown`. */
+const KNOWN_METHODS = new Set(METHODS);
+
+/**
+ * Counts, in http_requests_total, a request answered before Fastify saw it (app.factory.ts:
+ * answerClientError, answerConnect, answerOutsideFastify: 400, 408, 431, 417, CONNECT's 405):
+ * route `unparsed`, so a slow-loris run (408), header overflows (431) or parser probes (400) show
+ * on /metrics though neither the onResponse hook nor the request log ever sees them. `method`
+ * comes from a request line the parser may have refused: outside Node's method names it is
+ * `unknown`, so the label stays bounded. No latency is observed (no request was handled).
+ */
+export function countUnparsed(method: string | undefined, status: number): void {
+  requests.inc({ method: method && KNOWN_METHODS.has(method) ? method : 'unknown', route: UNPARSED_ROUTE, status: String(status) });
+}
+
+/*
+ * Business counters (docs/scaling.md "Metrics"): what the request counts cannot tell apart (a 401
+ * is a wrong password or a dead link; a 429 any of a dozen limits). Labels are small fixed sets
+ * named in code, never a tenant, user, address or free text. Each count is one increment in this
+ * process's registry (summed across API processes at a scrape): no await, no Redis, on hot paths.
+ */
+
+/** How an end user (or a dashboard member: `dashboard`) signed in; `mfa`: the second step (POST /v1/auth/mfa/verify). */
+export type SignInMethod = 'password' | 'magic_link' | 'email_otp' | 'mfa' | 'dashboard';
+export type SignInOutcome = 'success' | 'failure' | 'throttled' | 'mfa_required';
+const SIGN_IN_METHODS: readonly SignInMethod[] = ['password', 'magic_link', 'email_otp', 'mfa', 'dashboard'];
+const SIGN_IN_OUTCOMES: readonly SignInOutcome[] = ['success', 'failure', 'throttled', 'mfa_required'];
+
+const signIns = new Counter({
+  name: 'authp_sign_ins_total',
+  help: 'Sign-ins by method and outcome (success; mfa_required: first factor right, second asked; failure: refused, wrong or dead credential; throttled: 429 of a failed-sign-in or rate limit)',
+  labelNames: ['method', 'outcome'] as const,
+  registers: [metricsRegistry],
+});
+// every series from the start at 0: an alert on rate(...{outcome="failure"}) works from the first failure
+for (const method of SIGN_IN_METHODS) for (const outcome of SIGN_IN_OUTCOMES) signIns.labels(method, outcome).inc(0);
+
+/** One sign-in attempt's outcome (see SignInMethod, SignInOutcome). */
+export function countSignIn(method: SignInMethod, outcome: SignInOutcome): void {
+  signIns.inc({ method, outcome });
+}
+
+/**
+ * A sign-in that threw: 429 counts as `throttled`, any other client error (4xx: a wrong password
+ * or code, a dead link or challenge) as `failure`. A server error (5xx, PostgreSQL or Redis away)
+ * is no verdict on the credential and is not counted here (http_requests_total has it).
+ */
+export function countSignInError(method: SignInMethod, err: unknown): void {
+  const status = (err as { status?: unknown } | null)?.status;
+  if (typeof status !== 'number' || status >= 500) return;
+  countSignIn(method, status === 429 ? 'throttled' : 'failure');
+}
+
+/**
+ * Runs a sign-in and counts its outcome: a challenge for a second factor (`mfa_required: true`)
+ * as mfa_required, any other answer as success, an error as countSignInError does.
+ */
+export async function countedSignIn<T extends object>(method: SignInMethod, signIn: Promise<T>): Promise<T> {
+  try {
+    const result = await signIn;
+    countSignIn(method, (result as { mfa_required?: unknown }).mfa_required === true ? 'mfa_required' : 'success');
+    return result;
+  } catch (e) {
+    countSignInError(method, e);
+    throw e;
+  }
+}
+
+const rateLimited = new Counter({
+  name: 'authp_rate_limited_total',
+  help: "Requests refused 429 by a rate limit or throttle, by limiter (a route rule's bucket, failed_sign_in:<kind>, mail-ip, mail-address)",
+  labelNames: ['limiter'] as const,
+  registers: [metricsRegistry],
+});
+
+/** A 429 decided by `limiter`: a fixed name in code (a @RateLimit bucket, `failed_sign_in:user`, ...), never a key or subject. */
+export function countRateLimited(limiter: string): void {
+  rateLimited.inc({ limiter });
+}
+
+/** Spec 6's token-exchange outcomes (the oauth.token_exchange.* event of a refusal), and the refusals that have no event. */
+export type TokenExchangeOutcome =
+  | 'issued'
+  | 'subject_invalid'
+  | 'scope_denied'
+  | 'rate_limited'
+  | 'client_unauthorized'
+  | 'client_invalid'
+  | 'invalid_request'
+  | 'unavailable'
+  | 'error';
+const TOKEN_EXCHANGE_OUTCOMES: readonly TokenExchangeOutcome[] = ['issued', 'subject_invalid', 'scope_denied', 'rate_limited', 'client_unauthorized', 'client_invalid', 'invalid_request', 'unavailable', 'error'];
+
+const tokenExchanges = new Counter({
+  name: 'authp_token_exchange_total',
+  help: 'POST /oauth/token token exchanges by outcome (issued, or the refusal: subject_invalid, scope_denied, rate_limited, client_unauthorized, client_invalid, invalid_request, unavailable, error)',
+  labelNames: ['outcome'] as const,
+  registers: [metricsRegistry],
+});
+for (const outcome of TOKEN_EXCHANGE_OUTCOMES) tokenExchanges.labels(outcome).inc(0);
+
+export function countTokenExchange(outcome: TokenExchangeOutcome): void {
+  tokenExchanges.inc({ outcome });
+}
+
+const refreshReuse = new Counter({
+  name: 'authp_refresh_reuse_total',
+  help: 'Sessions ended because a rotated refresh token was presented again (RFC 9700 reuse detection)',
+  registers: [metricsRegistry],
+});
+
+/** A refresh token's reuse ended its session. */
+export function countRefreshReuse(): void {
+  refreshReuse.inc();
+}
 
 /**
  * The API's metrics (METRICS_ENABLED): starts the process collectors (startApiMetrics), then counts

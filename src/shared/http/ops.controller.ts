@@ -18,7 +18,7 @@ const INDICATORS = {
   example: { postgres: { status: 'up' }, redis: { status: 'up' } },
 };
 
-/** How long /ready waits for PostgreSQL's answer to SELECT 1. */
+/** How long /ready waits for PostgreSQL's answer to SELECT 1, the wait for a connection included. */
 const READY_QUERY_TIMEOUT_MS = 2_000;
 
 /** Operations: liveness, readiness (PostgreSQL and Redis reachable), Prometheus metrics. */
@@ -75,9 +75,10 @@ export class OpsController implements OnModuleInit {
       async () => {
         const i = this.indicator.check('postgres');
         try {
-          // a probe answers within seconds: a connection that never answers fails it after 2 s
-          // (node-postgres query_timeout; the pool then destroys that connection)
-          await this.db.pool.query({ text: 'SELECT 1', query_timeout: READY_QUERY_TIMEOUT_MS } as never);
+          // a probe answers within seconds: a PostgreSQL that does not answer within 2 s, the wait
+          // for the connection included, fails it. On the probes' own connection (Db.ping): a main
+          // pool whose connections the requests all hold is busy, not unreachable
+          await this.db.ping(READY_QUERY_TIMEOUT_MS);
           return i.up();
         } catch (e) {
           return i.down({ message: (e as Error).message });

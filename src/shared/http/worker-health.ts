@@ -11,6 +11,7 @@ import { OutboxRelay } from '../outbox/outbox-relay.service';
 import { REDIS } from '../redis/redis.module';
 import { assertMetricsReader } from './metrics-reader';
 import { OutboxMetrics } from './outbox-metrics';
+import { workerMetricsRegistry } from './worker-metrics';
 
 /** How long /ready waits for each store (as the API's /ready). */
 const READY_TIMEOUT_MS = 2_000;
@@ -46,8 +47,9 @@ function workerProcessMetrics(): Registry {
  *   A PostgreSQL or Redis outage does not fail it (a restart would not help).
  * - GET /ready: 200 when PostgreSQL and Redis answer, else 503 naming the one that does not.
  * - GET /metrics: the worker process's metrics (CPU, memory, event loop, GC: collectors started
- *   here, only when this port serves /metrics), rows relayed, age of the relay's last poll, and
- *   the outbox backlog; METRICS_ENABLED and METRICS_TOKEN as the API.
+ *   here, only when this port serves /metrics), rows relayed, age of the relay's last poll, mail
+ *   and webhook delivery outcomes (worker-metrics.ts), and the outbox backlog; METRICS_ENABLED
+ *   and METRICS_TOKEN as the API.
  * Errors are problem+json, as the API's. Plain node:http: the worker has no Fastify.
  */
 @Injectable()
@@ -130,7 +132,9 @@ export class WorkerHealthServer implements OnApplicationBootstrap, OnApplication
 
   private async readiness(): Promise<Record<string, unknown>> {
     const [postgres, redis] = await Promise.all([
-      check(() => this.db.pool.query({ text: 'SELECT 1', query_timeout: READY_TIMEOUT_MS } as never)),
+      // the wait for a connection included, and on the probes' own (Db.ping): the relay and the
+      // consumers holding the pool's connections leave /ready answering within READY_TIMEOUT_MS
+      check(() => this.db.ping(READY_TIMEOUT_MS)),
       check(() => withTimeout(this.redis.ping(), READY_TIMEOUT_MS)),
     ]);
     const down = [postgres ? 'postgres' : undefined, redis ? 'redis' : undefined].filter(Boolean);
@@ -140,7 +144,7 @@ export class WorkerHealthServer implements OnApplicationBootstrap, OnApplication
 
   private async metrics(authorization: string | undefined): Promise<string> {
     assertMetricsReader(this.config.METRICS_TOKEN, authorization);
-    const parts = await Promise.all([this.processRegistry?.metrics() ?? '', this.registry.metrics(), this.outbox.text(this.db)]);
+    const parts = await Promise.all([this.processRegistry?.metrics() ?? '', this.registry.metrics(), workerMetricsRegistry.metrics(), this.outbox.text(this.db)]);
     return parts.filter(Boolean).map((p) => (p.endsWith('\n') ? p : `${p}\n`)).join('');
   }
 

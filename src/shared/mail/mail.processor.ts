@@ -12,6 +12,7 @@ import { Db } from '../db/db.service';
 import { mailRetryDelayMs, openOutboxSecret, OutboxJobData, settleOutboxRow } from '../outbox/outbox-job';
 import { MAIL_TOPIC, MailPayload } from './mail.service';
 import { outageLog } from '../redis/outage-log';
+import { countMail } from '../http/worker-metrics';
 import { OUTBOX_MAX_STALLED_COUNT, outboxJobFailed } from '../outbox/stalled-jobs';
 import { isMailTemplate, MailTemplateError, renderMail } from './templates';
 
@@ -148,6 +149,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     const row = await this.owed(job);
     if (!row) {
       this.log.log({ msg: 'mail not sent: its outbox row is gone or settled (its recipient erased, or sent already)', outbox_id: job.data.outboxId, event: job.data.eventType });
+      countMail('withdrawn');
       return { withdrawn: true };
     }
     const { to, template, data = {} } = row.payload as Partial<MailPayload>;
@@ -165,6 +167,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     if (left !== undefined && left <= 0) {
       this.log.log({ msg: 'mail not sent: its link or code expired before it could be sent', outbox_id: job.data.outboxId, template });
       await this.settle(job);
+      countMail('expired');
       return { expired: true };
     }
     const secret = openOutboxSecret(this.cipher, { secretEnc: row.secret_enc }) ?? {};
@@ -184,6 +187,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
       if (this.config.isProduction) throw new Error('SMTP_URL is not set');
       this.log.log({ msg: 'mail not sent (no SMTP_URL); its content:', to, subject: mail.subject, text: mail.text });
       await this.settle(job);
+      countMail('sent');
       return { logged: true };
     }
     const info = await this.send(job, to, {
@@ -196,6 +200,7 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
       headers: { 'Auto-Submitted': 'auto-generated' },
     });
     await this.settle(job);
+    countMail('sent');
     return { messageId: info.messageId };
   }
 
@@ -244,10 +249,13 @@ export class MailProcessor extends WorkerHost implements OnApplicationShutdown {
     await settleOutboxRow(this.db, job.data.outboxId).catch((e: Error) => this.log.warn(`settling outbox ${job.data.outboxId}: ${e.message}`));
   }
 
-  /** A mail given up (out of attempts, never renderable, or killing its workers) is settled. */
+  /** A mail given up (out of attempts, never renderable, or killing its workers) is settled. Counted: given_up, or retried. */
   @OnWorkerEvent('failed')
   onFailed(job: Job<OutboxJobData> | undefined, err: Error): void {
-    if (job && outboxJobFailed(job, err, this.log, `mail ${job.data.eventType}`)) void this.settle(job);
+    if (!job) return;
+    const givenUp = outboxJobFailed(job, err, this.log, `mail ${job.data.eventType}`);
+    countMail(givenUp ? 'given_up' : 'retried');
+    if (givenUp) void this.settle(job);
   }
 
   private readonly outage = outageLog(this.log, 'mail worker');

@@ -3,6 +3,7 @@ import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { ClientHasher } from '../crypto/client-hash';
 import { AppError, RateLimitedError } from '../errors/app-error';
+import { countRateLimited } from '../http/metrics';
 import { execAll } from '../redis/exec-all';
 import { REDIS } from '../redis/redis.module';
 import { addressSubject } from './address-key';
@@ -12,6 +13,15 @@ const BUCKET = 'login-fail';
 
 /** The realm of an end user's password sign-in failures (keyed by the account's email key): every check of that password counts in it. */
 export const passwordSignInRealm = (tenantId: string): string => `user:${tenantId}`;
+
+/** The kinds of realm (the part before its first `:`): password sign-ins, second factors, email codes, step-up codes, the dashboard. */
+const REALM_KINDS = new Set(['user', 'mfa', 'email-code', 'step-up-code', 'dashboard']);
+
+/** authp_rate_limited_total's `limiter` of a refusal in `realm`: `failed_sign_in:<kind>`, never the realm's tenant. */
+function throttleLimiter(realm: string): string {
+  const kind = realm.split(':', 1)[0];
+  return `failed_sign_in:${REALM_KINDS.has(kind) ? kind : 'other'}`;
+}
 
 /**
  * How long an address stays known to an account after its last success there (exempt from the
@@ -259,7 +269,10 @@ export class LoginThrottleService {
       if ((e as Error).message === 'Command timed out') void this.settleCmd(...k.counters, ...k.pending, 'release').catch(() => undefined);
       throw new AppError('server/unavailable', 'Rate limiter unavailable');
     }
-    if (waitMs > 0) throw new RateLimitedError(Math.ceil(waitMs / 1000), 'auth/login_throttled');
+    if (waitMs > 0) {
+      countRateLimited(throttleLimiter(realm));
+      throw new RateLimitedError(Math.ceil(waitMs / 1000), 'auth/login_throttled');
+    }
   }
 
   /**

@@ -5,6 +5,7 @@ import { RateLimitService } from './rate-limit.service';
 import { RateLimitRule } from './rate-limit.decorator';
 import { addressSubject } from './address-key';
 import { ClientHasher } from '../crypto/client-hash';
+import { countRateLimited } from '../http/metrics';
 
 /** Per client address limit of token and code checks (guessing is already hopeless; this bounds the work). */
 export const VERIFY_PER_IP: RateLimitRule = {
@@ -31,9 +32,9 @@ export class MailLimits {
   ) {}
 
   async enforce(flow: string, tenantId: string, address: string, ip: string): Promise<void> {
-    const results = await this.limiter.hitInOrder([this.clientLimit(ip), this.addressLimit(flow, tenantId, address)]);
-    const waits = results.filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);
-    if (waits.length) throw new RateLimitedError(Math.max(...waits));
+    const [client, recipient] = await this.limiter.hitInOrder([this.clientLimit(ip), this.addressLimit(flow, tenantId, address)]);
+    if (!client.allowed) refused('mail-ip', Math.max(client.retryAfterSeconds, recipient.allowed ? 0 : recipient.retryAfterSeconds));
+    if (!recipient.allowed) refused('mail-address', recipient.retryAfterSeconds);
   }
 
   /**
@@ -43,12 +44,12 @@ export class MailLimits {
    */
   async enforceClient(ip: string): Promise<void> {
     const r = await this.hitClient(ip);
-    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds);
+    if (!r.allowed) refused('mail-ip', r.retryAfterSeconds);
   }
 
   async enforceAddress(flow: string, tenantId: string, address: string): Promise<void> {
     const r = await this.hitAddress(flow, tenantId, address);
-    if (!r.allowed) throw new RateLimitedError(r.retryAfterSeconds);
+    if (!r.allowed) refused('mail-address', r.retryAfterSeconds);
   }
 
   /**
@@ -85,4 +86,10 @@ export class MailLimits {
   private addressLimit(flow: string, tenantId: string, address: string) {
     return { bucket: `mail-${flow}`, key: `addr:${this.hasher.subject(`mail:${tenantId}:${address}`)}`, limit: this.config.RATE_LIMIT_EMAIL_PER_ADDRESS, windowSeconds: this.config.RATE_LIMIT_EMAIL_WINDOW_SECONDS };
   }
+}
+
+/** A mail limit's 429, counted in authp_rate_limited_total: `mail-ip` (the client address's), `mail-address` (the recipient's, any flow). */
+function refused(limiter: 'mail-ip' | 'mail-address', retryAfterSeconds: number): never {
+  countRateLimited(limiter);
+  throw new RateLimitedError(retryAfterSeconds);
 }

@@ -15,6 +15,7 @@ import { RATE_LIMIT_RULES, RateLimitRule } from './rate-limit.decorator';
 import { RateLimitService } from './rate-limit.service';
 import { addressSubject } from './address-key';
 import { ClientHasher } from '../crypto/client-hash';
+import { countRateLimited } from '../http/metrics';
 
 /**
  * Enforces the @RateLimit rules of a route in their declared order: a rule is counted only when
@@ -84,7 +85,10 @@ export class RateLimitGuard implements CanActivate {
     results.forEach((r, i) => {
       if (!r.allowed && (!worst || r.retryAfterSeconds > worst.wait)) worst = { rule: rules[i], wait: r.retryAfterSeconds };
     });
-    if (worst) throw new RateLimitedError(worst.wait, worst.rule.code);
+    if (worst) {
+      countRateLimited(worst.rule.bucket);
+      throw new RateLimitedError(worst.wait, worst.rule.code);
+    }
   }
 
   /**

@@ -211,6 +211,18 @@ describe('POST /oauth/token: RFC 8693 token exchange through openid-client (spec
       expect(await oauthFailure(exchange(await discoverAs(t.baseUrl, none), await subject()))).toMatchObject({ status: 400, error: 'invalid_scope' });
     });
 
+    it('authp_token_exchange_total counts each exchange by outcome: issued, or the spec 6 refusal', async () => {
+      const count = async (outcome: string) =>
+        Number((await t.http().get('/metrics').expect(200)).text.split('\n').find((l) => l.startsWith(`authp_token_exchange_total{outcome="${outcome}"} `))?.split(' ').pop() ?? 0);
+      const outcomes = ['issued', 'scope_denied', 'subject_invalid', 'client_invalid'];
+      const before = await Promise.all(outcomes.map(count));
+      await postToken(t, agent, exchangeBody(await subject())).expect(200);
+      await postToken(t, narrow, exchangeBody(await subject(), { scope: 'orders:read admin' })).expect(400);
+      await postToken(t, agent, exchangeBody('not.a.token')).expect(400);
+      await postToken(t, { id: agent.id, secret: 'wrong-secret' }, exchangeBody(await subject())).expect(401);
+      expect(await Promise.all(outcomes.map(count))).toEqual(before.map((n) => n + 1));
+    });
+
     it('a malformed scope is invalid_scope', async () => {
       expect((await postToken(t, agent, exchangeBody(await subject(), { scope: 'openid "quoted"' })).expect(400)).body.error).toBe('invalid_scope');
     });

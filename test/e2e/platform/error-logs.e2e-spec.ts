@@ -13,9 +13,11 @@ import { withEnv } from '../../setup/with-env';
  * reads its destination and LOG_LEVEL when the API module is imported, so everything that imports
  * it is imported only once the stream is set (dynamic imports below).
  */
-type LogLine = { level?: number; msg?: string; request_id?: string; path?: string; err?: { message?: string; type?: string }; req?: { id?: string; url?: string } };
+type LogLine = { level?: number; msg?: string; request_id?: string; path?: string; err?: { message?: string; type?: string }; req?: { id?: string; url?: string }; tenant_id?: string; route?: string; service?: string };
 
 const lines: LogLine[] = [];
+/** the same lines as written (JSON.parse keeps one of two equal keys) */
+const rawLines: string[] = [];
 
 const eventually = async (cond: () => boolean, timeoutMs: number, what: string): Promise<void> => {
   const deadline = Date.now() + timeoutMs;
@@ -53,7 +55,11 @@ describe('error and request logs', () => {
 
     logDestination.stream = {
       write: (chunk: string) => {
-        for (const l of chunk.split('\n')) if (l) lines.push(JSON.parse(l) as LogLine);
+        for (const l of chunk.split('\n')) {
+          if (!l) continue;
+          lines.push(JSON.parse(l) as LogLine);
+          rawLines.push(l);
+        }
       },
     };
     const env: Record<string, string> = { LOG_LEVEL: 'info', REDIS_URL: `redis://127.0.0.1:${own.port}`, REDIS_COMMAND_TIMEOUT_MS: '500' };
@@ -171,5 +177,27 @@ describe('error and request logs', () => {
     expect(lines.find((l) => l.req?.id === marker)?.req?.url).toBe('/v1/no-such-route');
     const probeLines = lines.filter((l) => Object.keys(probes).some((rid) => JSON.stringify(l).includes(rid)));
     expect(probeLines).toEqual([]);
+  });
+
+  it('a request line names the tenant a guard resolved (API key or bearer token, never the key or token) and the route template', async () => {
+    const rids = { key: `tenant-key-${randomUUID()}`, bearer: `tenant-bearer-${randomUUID()}`, none: `tenant-none-${randomUUID()}` };
+    // a wrong password: the X-API-Key is redacted and the path names no tenant
+    await t.http().post('/v1/auth/login').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', appHelpers.randomIp()).set('X-Request-Id', rids.key)
+      .send({ email: 'nobody@example.com', password: 'wrong horse battery staple' }).expect(401);
+    await t.http().get('/v1/auth/me').set('Authorization', `Bearer ${user.access_token}`).set('X-Request-Id', rids.bearer).expect(200);
+    // no credential the guard accepts: no tenant on the line
+    await t.http().post('/v1/auth/login').set('X-API-Key', 'authp_made-up').set('X-Request-Id', rids.none).send({ email: 'x@example.com', password: 'x' }).expect(401);
+    const lineOf = (rid: string) => lines.find((l) => l.req?.id === rid && l.msg === 'request completed');
+    await eventually(() => Object.values(rids).every((rid) => lineOf(rid)), 5_000, 'the three request lines');
+    expect(lineOf(rids.key)).toMatchObject({ service: 'authp', tenant_id: tenant.id, route: '/v1/auth/login', req: { url: '/v1/auth/login' } });
+    expect(lineOf(rids.bearer)).toMatchObject({ service: 'authp', tenant_id: tenant.id, route: '/v1/auth/me' });
+    expect(lineOf(rids.none)).toMatchObject({ service: 'authp', route: '/v1/auth/login' });
+    expect(lineOf(rids.none)).not.toHaveProperty('tenant_id');
+    const written = JSON.stringify(Object.values(rids).map(lineOf));
+    expect(written).not.toContain(tenant.apiKey);
+    expect(written).not.toContain(user.access_token.split('.')[2]);
+    // each field once on the line as written (the request's logger already carries `service`)
+    const raw = rawLines.find((l) => l.includes(rids.key) && l.includes('request completed'))!;
+    expect([raw.match(/"service"/g)?.length, raw.match(/"tenant_id"/g)?.length, raw.match(/"route"/g)?.length]).toEqual([1, 1, 1]);
   });
 });

@@ -1,4 +1,6 @@
-import { createTestApp, TestApp } from '../../setup/app';
+import { connect } from 'net';
+import { createTenant } from '../../factories/tenant.factory';
+import { createTestApp, randomIp, STRONG_PASSWORD, TestApp, uniqueEmail } from '../../setup/app';
 
 describe('platform: operations, discovery, error envelope', () => {
   let t: TestApp;
@@ -129,10 +131,93 @@ describe('platform: operations, discovery, error envelope', () => {
     expect(await count('method="GET",route="unmatched",status="404"')).toBe(missBefore + 2);
   });
 
+  /** The value of one series on /metrics (`name{labels}` as written there), 0 when it is absent. */
+  const series = async (name: string, app: TestApp = t) => {
+    const text = (await app.http().get('/metrics').expect(200)).text;
+    const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+    return line ? Number(line.split(' ').pop()) : 0;
+  };
+
+  it('counts requests answered before Fastify (431 header overflow, CONNECT) in http_requests_total with route "unparsed"', async () => {
+    const server = t.app.getHttpServer();
+    if (!server.listening) await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const port = (server.address() as { port: number }).port;
+    const raw = (request: string) =>
+      new Promise<string>((resolve) => {
+        const s = connect(port, '127.0.0.1', () => s.write(request));
+        let b = '';
+        s.on('data', (d) => (b += d.toString()));
+        s.on('close', () => resolve(b));
+        s.on('error', () => resolve(b));
+      });
+    const overflow = 'http_requests_total{method="GET",route="unparsed",status="431"}';
+    const tunnel = 'http_requests_total{method="CONNECT",route="unparsed",status="405"}';
+    const [o0, c0] = [await series(overflow), await series(tunnel)];
+    expect(await raw(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(40_000)}\r\n\r\n`)).toMatch(/^HTTP\/1.1 431/);
+    expect(await raw('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')).toMatch(/^HTTP\/1.1 405/);
+    expect([await series(overflow), await series(tunnel)]).toEqual([o0 + 1, c0 + 1]);
+  });
+
+  it('/metrics counts sign-in outcomes by method and 429s by limiter, with no tenant, user or address in any label', async () => {
+    const tenant = await createTenant(t.db, { tier: 'pro' });
+    await t.db.query(`UPDATE tenants SET magic_link_enabled = true, email_otp_enabled = true WHERE id = $1`, [tenant.id]);
+    await t.tenantChanged(tenant.id);
+    const email = uniqueEmail('counted');
+    await t.http().post('/v1/auth/register').set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
+    const failures = ['magic_link', 'email_otp', 'mfa'].map((m) => `authp_sign_ins_total{method="${m}",outcome="failure"}`);
+    const throttled = 'authp_rate_limited_total{limiter="failed_sign_in:user"}';
+    const before = await Promise.all([...failures, throttled].map((n) => series(n)));
+    const post = (path: string, body: object, ip = randomIp()) => t.http().post(path).set('X-API-Key', tenant.apiKey).set('X-Forwarded-For', ip).send(body);
+    await post('/v1/auth/magic-link/verify', { token: 'not-a-link' }).expect(400);
+    await post('/v1/auth/email-otp/verify', { email, code: '000000' }).expect(401);
+    await post('/v1/auth/mfa/verify', { mfa_challenge_token: 'not-a-challenge', code: '000000' }).expect(401);
+    // wrong passwords from one address until the failed sign-in throttle refuses (LOGIN_FAILURES_PER_ACCOUNT_IP)
+    const ip = randomIp();
+    let status = 0;
+    for (let i = 0; i < 8 && status !== 429; i++) status = (await post('/v1/auth/login', { email, password: 'wrong horse battery staple' }, ip)).status;
+    expect(status).toBe(429);
+    expect(await Promise.all([...failures, throttled].map((n) => series(n)))).toEqual(before.map((n) => n + 1));
+    // the password sign-in: a wrong password is a failure, the right one a success, the 429 throttled
+    const password = ['failure', 'success', 'throttled'].map((o) => `authp_sign_ins_total{method="password",outcome="${o}"}`);
+    const pw = await Promise.all(password.map((n) => series(n)));
+    await post('/v1/auth/login', { email, password: 'wrong horse battery staple' }).expect(401);
+    await post('/v1/auth/login', { email, password: STRONG_PASSWORD }).expect(200);
+    expect((await post('/v1/auth/login', { email, password: STRONG_PASSWORD }, ip)).status).toBe(429);
+    expect(await Promise.all(password.map((n) => series(n)))).toEqual([pw[0] + 1, pw[1] + 1, pw[2] + 1]);
+    // every series from the start (alerts on a rate work from the first event), none naming a tenant or user
+    const text = (await t.http().get('/metrics').expect(200)).text;
+    for (const outcome of ['success', 'failure', 'throttled', 'mfa_required']) expect(text).toContain(`authp_sign_ins_total{method="email_otp",outcome="${outcome}"}`);
+    expect(text).toContain('# TYPE authp_token_exchange_total counter');
+    expect(text).toContain('# TYPE authp_refresh_reuse_total counter');
+    const business = text.split('\n').filter((l) => l.startsWith('authp_sign_ins') || l.startsWith('authp_rate_limited') || l.startsWith('authp_token_exchange'));
+    expect(business.join('\n')).not.toMatch(new RegExp(`${tenant.id}|${tenant.slug}|${email}|${ip}`));
+  });
+
+  it('/ready answers within its 2 s bound while every connection of the pool is held: the probe has its own connection', async () => {
+    const small = await createTestApp({ DATABASE_POOL_SIZE: '2' });
+    const held = await Promise.all([small.db.pool.connect(), small.db.pool.connect()]);
+    try {
+      const started = Date.now();
+      const res = await small.http().get('/ready').timeout(15_000);
+      // PostgreSQL answers: a busy pool is not a database away (a request still waits for a slot)
+      expect([res.status, res.body.info?.postgres]).toEqual([200, { status: 'up' }]);
+      expect(Date.now() - started).toBeLessThan(3_000);
+    } finally {
+      held.forEach((c) => c.release());
+      await small.close();
+    }
+  }, 30_000);
+
   it('serves the OpenAPI document and the docs UI', async () => {
     const res = await t.http().get('/openapi.json').expect(200);
     expect(res.body.openapi).toMatch(/^3\./);
     await t.http().get('/docs').expect((r) => expect([200, 301, 302]).toContain(r.status));
+    // its page, reached over plain http (a development host, an internal address), loads its own
+    // scripts: no CSP upgrade-insecure-requests, which would fetch them over https (a blank page)
+    const page = await t.http().get('/docs').redirects(2).expect(200);
+    expect(page.text).toContain('swagger-ui-bundle.js');
+    expect(page.headers['content-security-policy']).toContain("script-src 'self'");
+    expect(page.headers['content-security-policy']).not.toContain('upgrade-insecure-requests');
   });
 
   it('sets helmet security headers', async () => {

@@ -45,6 +45,17 @@ describe('refresh: rotation, reuse detection and the grace rule (contract "Token
     await refresh(first.body.refresh_token).expect(200);
   });
 
+  it('a reuse that ends its session counts once in authp_refresh_reuse_total (the same token again, the session already ended, does not)', async () => {
+    const count = async () => Number((await t.http().get('/metrics').expect(200)).text.split('\n').find((l) => l.startsWith('authp_refresh_reuse_total '))?.split(' ').pop() ?? 0);
+    const before = await count();
+    const u = await registerUser(t, tenant);
+    await refresh(u.refresh_token).expect(200);
+    await t.db.query(`UPDATE refresh_tokens SET rotated_at = now() - interval '1 minute' WHERE id = $1`, [u.refresh_token.split(':')[0]]);
+    await refresh(u.refresh_token).expect(401);
+    await refresh(u.refresh_token).expect(401);
+    expect(await count()).toBe(before + 1);
+  });
+
   it('reuse of a rotated token after the grace period revokes the whole session', async () => {
     const u = await registerUser(t, tenant);
     const first = await refresh(u.refresh_token).expect(200);

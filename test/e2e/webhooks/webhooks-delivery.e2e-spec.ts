@@ -9,6 +9,7 @@ import { FanOutWebhookEventCommand } from '../../../src/modules/webhooks/fan-out
 import { EventsService } from '../../../src/shared/events/events.service';
 import { OutboxJobData } from '../../../src/shared/outbox/outbox-job';
 import { OutboxRelay } from '../../../src/shared/outbox/outbox-relay.service';
+import { workerMetricsRegistry } from '../../../src/shared/http/worker-metrics';
 import { DashboardFixture, signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, TestApp } from '../../setup/app';
 import { holdWrites } from '../../setup/hold-writes';
@@ -211,6 +212,26 @@ describe('webhook delivery: outbox -> worker -> signed POST, retries, filters, d
     expect(d).toMatchObject({ status: 'delivered', attempts: 4, last_status_code: 200, last_error: null, webhook_id: got[0].headers['webhook-id'] });
     // retries were spaced by the backoff (20 ms, 120 ms, 480 ms at the test's base)
     expect(got[3].at - got[0].at).toBeGreaterThanOrEqual(600);
+  });
+
+  it("counts each attempt's outcome in the worker's authp_webhook_deliveries_total: retried, then delivered", async () => {
+    const count = async (outcome: string) =>
+      Number((await workerMetricsRegistry.metrics()).split('\n').find((l) => l.startsWith(`authp_webhook_deliveries_total{outcome="${outcome}"} `))?.split(' ').pop() ?? 0);
+    const before = { retried: await count('retried'), delivered: await count('delivered'), failed: await count('failed') };
+    // a tenant of its own: no endpoint of an earlier test gets the event too
+    const d = await signupTenant(t);
+    const path = rx.path((n) => [500, 503][n - 1] ?? 200);
+    const ep = await createEndpoint(d, { url: rx.url(path), events: ['agent.revoked'] });
+    await emit(d.tenantId, 'agent.revoked', { agent_client_id: 'c0ffee00-0000-4000-8000-0000000000c1' });
+    await rx.waitFor((x) => x.path === path, 3);
+    await settled(d, ep.id);
+    // counted once the worker has the outcome, just after the delivery row's
+    await eventually(async () => (await count('delivered')) === before.delivered + 1, 5_000, 'the delivery to be counted');
+    expect({ retried: await count('retried'), delivered: await count('delivered'), failed: await count('failed') }).toEqual({
+      retried: before.retried + 2,
+      delivered: before.delivered + 1,
+      failed: before.failed,
+    });
   });
 
   it.each([

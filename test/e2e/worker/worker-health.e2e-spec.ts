@@ -4,6 +4,8 @@ import request from 'supertest';
 import { OutboxRelay } from '../../../src/shared/outbox/outbox-relay.service';
 import { relayStallLimitMs, WorkerHealthServer } from '../../../src/shared/http/worker-health';
 import { APP_CONFIG, AppConfig } from '../../../src/config/config';
+import { Db } from '../../../src/shared/db/db.service';
+import { MailService } from '../../../src/shared/mail/mail.service';
 import { createIsolatedDatabase, IsolatedDatabase } from '../../setup/isolated-db';
 import { startWorkerWith } from '../../setup/worker';
 import { eventually } from '../webhooks/webhook-helpers';
@@ -53,6 +55,36 @@ describe('worker: health, readiness and metrics port', () => {
     expect(ok.text).toMatch(/^authp_worker_outbox_last_poll_age_seconds [\d.e-]+$/m);
     expect(ok.text).toMatch(/^authp_outbox_backlog_rows\{topic="email",state="undispatched"\} 0$/m);
   });
+
+  it('GET /metrics counts mail and webhook delivery outcomes (every series from the start, no tenant or recipient label)', async () => {
+    const scrape = async () => (await request(base).get('/metrics').set('Authorization', `Bearer ${METRICS_TOKEN}`).expect(200)).text;
+    const value = (text: string, series: string) => Number(text.split('\n').find((l) => l.startsWith(`${series} `))?.split(' ').pop() ?? NaN);
+    const first = await scrape();
+    for (const outcome of ['sent', 'retried', 'given_up', 'withdrawn', 'expired']) expect(value(first, `authp_mail_total{outcome="${outcome}"}`)).toBeGreaterThanOrEqual(0);
+    for (const outcome of ['delivered', 'retried', 'failed', 'endpoint_disabled']) expect(value(first, `authp_webhook_deliveries_total{outcome="${outcome}"}`)).toBeGreaterThanOrEqual(0);
+    // a mail the worker takes to its end (no SMTP_URL here: logged, which counts as sent)
+    const to = `counted-${Date.now()}@example.com`;
+    const db = worker.get(Db);
+    await db.tx((tx) => worker.get(MailService).enqueue(tx, { tenantId: null, to, template: 'webhook_disabled', data: { url: 'https://example.com/hook' } }));
+    const sent = value(first, 'authp_mail_total{outcome="sent"}');
+    await eventually(async () => value(await scrape(), 'authp_mail_total{outcome="sent"}') === sent + 1, 15_000, 'the mail to be counted as sent');
+    const text = await scrape();
+    expect(text.split('\n').filter((l) => l.startsWith('authp_mail') || l.startsWith('authp_webhook')).join('\n')).not.toContain(to);
+  });
+
+  it('/ready answers within its 2 s bound while every connection of the pool is held (the probe has its own)', async () => {
+    const small = await startWorkerWith({ DATABASE_URL: isolated.url, DATABASE_POOL_SIZE: '2', OUTBOX_POLL_MS: '50', WORKER_HEALTH_PORT: '0', HOST: '127.0.0.1' });
+    const held = await Promise.all([small.get(Db).pool.connect(), small.get(Db).pool.connect()]);
+    try {
+      const started = Date.now();
+      const res = await request(`http://127.0.0.1:${small.get(WorkerHealthServer).port()}`).get('/ready').timeout(15_000);
+      expect([res.status, res.body.details?.postgres]).toEqual([200, { status: 'up' }]);
+      expect(Date.now() - started).toBeLessThan(3_000);
+    } finally {
+      held.forEach((c) => c.release());
+      await small.close();
+    }
+  }, 30_000);
 
   it('other paths and methods are problem+json 404 and 405', async () => {
     const nf = await request(base).get('/nope').expect(404);

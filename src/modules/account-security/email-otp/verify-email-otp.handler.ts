@@ -1,6 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
+import { countedSignIn } from '../../../shared/http/metrics';
 import { mailboxSpelling, normalizeEmail } from '../../users/email';
 import { UserEmailPolicy } from '../../users/user-email-policy.service';
 import { AMR_EMAIL_OTP } from '../account-security.constants';
@@ -27,7 +28,12 @@ export class VerifyEmailOtpHandler implements ICommandHandler<VerifyEmailOtpComm
     private readonly policy: UserEmailPolicy,
   ) {}
 
-  async execute(cmd: VerifyEmailOtpCommand): Promise<PasswordlessResponse> {
+  /** Counted in authp_sign_ins_total{method="email_otp"}. */
+  execute(cmd: VerifyEmailOtpCommand): Promise<PasswordlessResponse> {
+    return countedSignIn('email_otp', this.verify(cmd));
+  }
+
+  private async verify(cmd: VerifyEmailOtpCommand): Promise<PasswordlessResponse> {
     const tenantId = cmd.apiKey.tenantId;
     await this.flags.requireEmailOtp(tenantId);
     const email = normalizeEmail(cmd.body.email);

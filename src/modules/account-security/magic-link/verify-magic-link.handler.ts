@@ -1,6 +1,7 @@
 import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
+import { countedSignIn } from '../../../shared/http/metrics';
 import { AMR_MAGIC_LINK } from '../account-security.constants';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { PasswordlessResponse, PasswordlessSignIn } from '../passwordless-sign-in.service';
@@ -23,7 +24,12 @@ export class VerifyMagicLinkHandler implements ICommandHandler<VerifyMagicLinkCo
     private readonly signIn: PasswordlessSignIn,
   ) {}
 
-  async execute(cmd: VerifyMagicLinkCommand): Promise<PasswordlessResponse> {
+  /** Counted in authp_sign_ins_total{method="magic_link"}. */
+  execute(cmd: VerifyMagicLinkCommand): Promise<PasswordlessResponse> {
+    return countedSignIn('magic_link', this.verify(cmd));
+  }
+
+  private async verify(cmd: VerifyMagicLinkCommand): Promise<PasswordlessResponse> {
     const tenantId = cmd.apiKey.tenantId;
     await this.flags.requireMagicLink(tenantId);
     const found = await this.tokens.find(this.db, tenantId, 'magic_link', cmd.token);

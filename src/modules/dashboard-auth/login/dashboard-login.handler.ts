@@ -3,6 +3,7 @@ import { DashboardSessionService } from '../../../shared/auth/dashboard-session.
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
+import { countedSignIn } from '../../../shared/http/metrics';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { normalizeEmail } from '../../users/email';
 import { DashboardAudit } from '../dashboard-audit.service';
@@ -21,7 +22,12 @@ export class DashboardLoginHandler implements ICommandHandler<DashboardLoginComm
     private readonly memberships: DashboardMembershipsService,
   ) {}
 
-  async execute(cmd: DashboardLoginCommand): Promise<DashboardLoginResult> {
+  /** Counted in authp_sign_ins_total{method="dashboard"}. */
+  execute(cmd: DashboardLoginCommand): Promise<DashboardLoginResult> {
+    return countedSignIn('dashboard', this.signIn(cmd));
+  }
+
+  private async signIn(cmd: DashboardLoginCommand): Promise<DashboardLoginResult> {
     const email = normalizeEmail(cmd.email);
     const account: { id?: string } = {};
     const user = await this.throttle.judge('dashboard', email, cmd.client.ip, async () => {

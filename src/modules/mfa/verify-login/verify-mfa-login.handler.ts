@@ -7,6 +7,7 @@ import { sha256Hex } from '../../../shared/crypto/tokens';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
+import { countedSignIn } from '../../../shared/http/metrics';
 import { MailService } from '../../../shared/mail/mail.service';
 import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.service';
 import { REDIS } from '../../../shared/redis/redis.module';
@@ -47,7 +48,12 @@ export class VerifyMfaLoginHandler implements ICommandHandler<VerifyMfaLoginComm
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
-  async execute(cmd: VerifyMfaLoginCommand): Promise<MfaVerifyResponse> {
+  /** Counted in authp_sign_ins_total{method="mfa"}: the second step of a sign-in. */
+  execute(cmd: VerifyMfaLoginCommand): Promise<MfaVerifyResponse> {
+    return countedSignIn('mfa', this.verify(cmd));
+  }
+
+  private async verify(cmd: VerifyMfaLoginCommand): Promise<MfaVerifyResponse> {
     const tenantId = cmd.apiKey.tenantId;
     const tokenHash = sha256Hex(cmd.challengeToken);
     const [challenge] = await this.db.query<{ id: string; user_id: string; first_factor_amr: string[]; oauth_params: Record<string, string> | null; method_off: boolean }>(

@@ -9,6 +9,7 @@ import { Batcher } from '../../../shared/db/batcher';
 import { Db } from '../../../shared/db/db.service';
 import { OAuthError } from '../../../shared/errors/oauth-error';
 import { AuditEvent, EventsService, OutboxMessage, Severity } from '../../../shared/events/events.service';
+import { countRateLimited, countTokenExchange, TokenExchangeOutcome } from '../../../shared/http/metrics';
 import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
 import { AgentDenylistService } from '../../agents/agent-denylist.service';
 import { SESSION_TOO_OLD_SQL } from '../../sessions/sessions.service';
@@ -92,6 +93,37 @@ interface Issuance {
 /** The issuing statement found the agent row changed since the exchange read it (IssueFlags.agent_current). */
 class AgentChanged extends Error {}
 
+/**
+ * authp_token_exchange_total's outcome of a refused exchange, by its RFC 6749 error: the spec 6
+ * event of the refusal where it has one (invalid_grant: oauth.token_exchange.subject_invalid,
+ * the subject token refused, revoked or its pair withdrawn; invalid_scope: scope_denied;
+ * slow_down: rate_limited; unauthorized_client: client_unauthorized), else what went wrong
+ * (client authentication, the request's parameters, a store away, anything else).
+ */
+function exchangeOutcome(err: unknown): TokenExchangeOutcome {
+  if (!(err instanceof OAuthError)) return 'error';
+  switch (err.error) {
+    case 'invalid_grant':
+      return 'subject_invalid';
+    case 'invalid_scope':
+      return 'scope_denied';
+    case 'slow_down':
+      return 'rate_limited';
+    case 'unauthorized_client':
+      return 'client_unauthorized';
+    case 'invalid_client':
+      return 'client_invalid';
+    case 'invalid_request':
+    case 'invalid_target':
+    case 'unsupported_grant_type':
+      return 'invalid_request';
+    case 'temporarily_unavailable':
+      return 'unavailable';
+    default:
+      return 'error';
+  }
+}
+
 /** A request's limits when it runs again after a kill-second wait: counted, and let through, on its first run. */
 const COUNTED = { allowed: true, count: 0, retryAfterSeconds: 0 } as const;
 
@@ -122,9 +154,19 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
 
   async execute(cmd: ExchangeTokenCommand): Promise<TokenExchangeResponse> {
     try {
-      return await this.exchange(cmd);
+      const issued = await this.exchange(cmd);
+      countTokenExchange('issued');
+      return issued;
     } catch (e) {
-      return failClosed(e);
+      try {
+        return failClosed(e);
+      } catch (answered) {
+        const outcome = exchangeOutcome(answered);
+        countTokenExchange(outcome);
+        // its limits (per client, per subject token, concurrent tokens) refuse in the RFC 6749 envelope, not through RateLimitService.enforce
+        if (outcome === 'rate_limited') countRateLimited('token_exchange');
+        throw answered;
+      }
     }
   }
 

@@ -3,6 +3,7 @@ import { UserProfileCache } from '../../../shared/cache/user-profile.cache';
 import { PasswordHasher } from '../../../shared/crypto/password-hasher';
 import { Db } from '../../../shared/db/db.service';
 import { AppError } from '../../../shared/errors/app-error';
+import { countedSignIn } from '../../../shared/http/metrics';
 import { EventsService } from '../../../shared/events/events.service';
 import { FailureAudit } from '../../../shared/events/failure-audit';
 import { LoginThrottleService, passwordSignInRealm } from '../../../shared/rate-limit/login-throttle.service';
@@ -41,7 +42,12 @@ export class LoginUserHandler implements ICommandHandler<LoginUserCommand, Token
     private readonly failures: FailureAudit,
   ) {}
 
-  async execute(cmd: LoginUserCommand): Promise<TokenResponse | MfaRequiredResponse> {
+  /** Counted in authp_sign_ins_total{method="password"}. */
+  execute(cmd: LoginUserCommand): Promise<TokenResponse | MfaRequiredResponse> {
+    return countedSignIn('password', this.signIn(cmd));
+  }
+
+  private async signIn(cmd: LoginUserCommand): Promise<TokenResponse | MfaRequiredResponse> {
     const tenantId = cmd.apiKey.tenantId;
     const email = normalizeEmail(cmd.email);
     const realm = passwordSignInRealm(tenantId);

@@ -12,6 +12,7 @@ import { DeliverWebhookCommand, DeliverWebhookResult, WebhookAttemptFailed } fro
 import { DeliveryJobData } from './delivery-job';
 import { WebhookTenantSlots } from './tenant-slots';
 import { closeWorker } from '../../../shared/outbox/close-worker';
+import { countWebhookDelivery } from '../../../shared/http/worker-metrics';
 
 /** How often a job may be recovered after its worker died mid-delivery before it is failed. */
 const MAX_STALLED = 5;
@@ -78,11 +79,13 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
     }
     try {
       const result = await this.commandBus.execute(new DeliverWebhookCommand(job.data.deliveryId));
+      countOutcome(result);
       // another job of the delivery holds its lease, or the delivery's next attempt is not due
       // yet: wait for it without using an attempt
       if ('retry_in_ms' in result) await this.postpone(job, result.retry_in_ms, token);
       return result;
     } catch (err) {
+      if (err instanceof WebhookAttemptFailed) countWebhookDelivery(err.retryInMs === null ? 'failed' : 'retried');
       // the delivery's last attempt failed (the row counts them, not this job): no retry of the
       // job, whatever attempts it has left
       if (err instanceof WebhookAttemptFailed && err.retryInMs === null) throw new UnrecoverableError(`last attempt (${err.attempt}): ${err.message}`);
@@ -135,11 +138,24 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, BeforeAppl
     this.log.warn(`webhook delivery ${job.data.deliveryId}${attempt} failed${final ? ', giving up' : ''}: ${err.message}`);
     if (!final) return;
     await this.db
-      .query(
+      .exec(
         `UPDATE webhook_deliveries SET status = 'failed', failed_at = now(), next_attempt_at = NULL, sending_until = NULL, last_error = COALESCE(last_error, 'gave up')
           WHERE id = $1 AND status = 'pending'`,
         [job.data.deliveryId],
       )
+      // failed here, not by its last attempt (counted when it failed)
+      .then((r) => r.rowCount && countWebhookDelivery('failed'))
       .catch((e: Error) => this.log.error(`marking webhook delivery ${job.data.deliveryId} failed: ${e.message}`));
   }
+}
+
+/**
+ * authp_webhook_deliveries_total of a run that did not throw: delivered; dropped, its endpoint
+ * disabled; or failed, its attempts used up (WEBHOOK_MAX_ATTEMPTS lowered since). A run that waits
+ * (in flight elsewhere, not due) or found the delivery settled or deleted counts nothing.
+ */
+function countOutcome(result: DeliverWebhookResult): void {
+  if ('delivered' in result) countWebhookDelivery('delivered');
+  else if ('skipped' in result && result.skipped === 'endpoint_disabled') countWebhookDelivery('endpoint_disabled');
+  else if ('skipped' in result && result.skipped === 'attempts_used') countWebhookDelivery('failed');
 }
