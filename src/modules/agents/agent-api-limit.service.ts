@@ -9,6 +9,7 @@ import { RateLimitService } from '../../shared/rate-limit/rate-limit.service';
 import { WEBHOOK_TOPIC } from './agent-events';
 import { AGENT_LIMIT_BUCKETS, agentLimitKey, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
 import { UUID } from '../../shared/uuid';
+import { countRateLimited } from '../../shared/http/metrics';
 
 const WINDOW_SECONDS = 60;
 const BUCKET = AGENT_LIMIT_BUCKETS.api_calls_per_min!;
@@ -86,6 +87,7 @@ export class AgentApiLimitService implements OnModuleInit, BearerCallLimiter {
     }
     // one event per refusal window whatever the counts (a limit lowered mid-window starts past limit + 1)
     if (await this.limiter.firstRefusal(BUCKET, key)) await this.record(agentId, current, claims, r.retryAfterSeconds);
+    countRateLimited(BUCKET);
     throw new RateLimitedError(r.retryAfterSeconds);
   }
 

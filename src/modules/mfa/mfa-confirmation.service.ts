@@ -7,6 +7,7 @@ import { AppError, insufficientScope } from '../../shared/errors/app-error';
 import { LoginThrottleService, passwordSignInRealm } from '../../shared/rate-limit/login-throttle.service';
 import { MfaFactorsService, MfaMethod } from './mfa-factors.service';
 import { mfaThrottleLimits, mfaThrottleRealm } from './mfa-throttle';
+import { FailureAudit } from '../../shared/events/failure-audit';
 
 class WrongCode extends Error {}
 
@@ -27,6 +28,7 @@ export class MfaConfirmationService {
     private readonly factors: MfaFactorsService,
     private readonly throttle: LoginThrottleService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly failures: FailureAudit,
   ) {}
 
   async run<T>(
@@ -50,6 +52,7 @@ export class MfaConfirmationService {
     const account = row.email_normalized ?? user.userId;
     const passwordOk = await this.throttle.judge(passwordRealm, account, client.ip, () => this.hasher.verifyOrDummy(row.password_hash, proof.password));
     if (!passwordOk) {
+      await this.failures.userReauthFailed(user.tenantId, user.userId, 'mfa_change', client);
       throw new AppError('auth/invalid_credentials', 'The password is wrong');
     }
     const codeRealm = mfaThrottleRealm(user.tenantId);

@@ -17,7 +17,7 @@ const COUNT_ONLY = 2 ** 31;
  * nothing (there is no account to attach it to, and rows for made-up addresses would again be
  * unbounded); its window is counted all the same, so known and unknown addresses do the same
  * Redis work. Used by the dashboard (`dashboard.sign_in_failed`, `dashboard.reauth_failed`) and
- * the end-user sign-in (`user.sign_in_failed`).
+ * end users (`user.sign_in_failed`, `user.reauth_failed`).
  */
 @Injectable()
 export class FailureAudit {
@@ -42,6 +42,19 @@ export class FailureAudit {
   async firstOfWindow(bucket: string, account: string, event: AuditEvent | undefined): Promise<void> {
     const first = (await this.limiter.hit(bucket, account, COUNT_ONLY, this.config.LOGIN_FAILURE_WINDOW_SECONDS)).count === 1;
     if (first && event) await this.events.audit(this.db, event);
+  }
+
+  /**
+   * `user.reauth_failed`: a wrong password from the holder of a live end-user token (a password
+   * change's current password, a step-up, an MFA change's confirmation), the end user's
+   * `dashboard.reauth_failed`: a stolen token guessing the password to take the account over
+   * leaves a trail. The first of each failure window per account.
+   */
+  async userReauthFailed(tenantId: string, userId: string, flow: 'password_change' | 'step_up' | 'mfa_change', client: ClientInfoValue): Promise<void> {
+    await this.firstOfWindow('user-reauth-failed', `acct:${userId}`, {
+      tenantId, type: 'user.reauth_failed', severity: 'medium', actorType: 'user', actorId: userId, targetType: 'user', targetId: userId,
+      metadata: { method: 'password', flow, ...this.client(client) },
+    });
   }
 
   /** The keyed hash naming an account of a realm in a bucket's key (the address never reaches Redis). */

@@ -291,6 +291,21 @@ describe('end users: register, login, me, logout (contract "End users")', () => 
     expect(await t.db.query(`SELECT 1 FROM audit_events WHERE tenant_id = $1 AND type = 'user.sign_in_failed'`, [tenant.id])).toHaveLength(before.length);
   });
 
+  it("a wrong password from a live token's holder (a password change's current password, a step-up) is audited user.reauth_failed, the first of each failure window", async () => {
+    const body = valid();
+    const reg = (await register(body).expect(201)).body;
+    const bearer = (path: string, payload: object) => t.http().post(path).set('Authorization', `Bearer ${reg.access_token}`).set('X-Forwarded-For', randomIp()).send(payload);
+    await bearer('/v1/auth/password/change', { current_password: 'wrong password!!', new_password: 'another horse battery staple' }).expect(401);
+    await bearer('/v1/auth/step-up/password', { password: 'wrong password again' }).expect(401);
+    const rows = await t.db.query<{ severity: string; actor_type: string; actor_id: string; metadata: Record<string, unknown> }>(
+      `SELECT severity, actor_type, actor_id, metadata FROM audit_events WHERE tenant_id = $1 AND type = 'user.reauth_failed' AND target_id = $2`,
+      [tenant.id, reg.user.id],
+    );
+    expect(rows).toEqual([
+      { severity: 'medium', actor_type: 'user', actor_id: reg.user.id, metadata: { method: 'password', flow: 'password_change', ip_hash_prefix: expect.stringMatching(/^[0-9a-f]{12}$/), user_agent_hash_prefix: null } },
+    ]);
+  });
+
   const statuses = (responses: { status: number }[]) => responses.reduce<Record<number, number>>((acc, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }), {});
 
   it('a burst of parallel wrong passwords from one address has at most 5 evaluated (each attempt is counted before it is checked)', async () => {

@@ -10,6 +10,7 @@ import { SessionsService } from '../../sessions/sessions.service';
 import { EmailCodes } from '../email-codes.service';
 import { OneTimeTokens } from '../one-time-tokens.service';
 import { ChangePasswordCommand } from './password.commands';
+import { FailureAudit } from '../../../shared/events/failure-audit';
 
 /**
  * The current password is the re-verification (a wrong one is 401 and counts against the same
@@ -31,6 +32,7 @@ export class ChangePasswordHandler implements ICommandHandler<ChangePasswordComm
     private readonly revocation: TokenRevocationService,
     private readonly events: EventsService,
     private readonly mail: MailService,
+    private readonly failures: FailureAudit,
   ) {}
 
   async execute(cmd: ChangePasswordCommand): Promise<void> {
@@ -46,6 +48,7 @@ export class ChangePasswordHandler implements ICommandHandler<ChangePasswordComm
     const account = u.email_normalized ?? u.id;
     const ok = await this.throttle.judge(realm, account, cmd.client.ip, () => this.hasher.verifyOrDummy(u.password_hash, cmd.currentPassword));
     if (!ok) {
+      await this.failures.userReauthFailed(p.tenantId, p.userId, 'password_change', cmd.client);
       throw new AppError('auth/invalid_credentials', 'The current password is wrong', { errors: [{ field: 'current_password', message: 'is wrong' }] });
     }
     const passwordHash = await this.hasher.hash(cmd.newPassword);

@@ -7,6 +7,7 @@ import { SessionsService } from '../../sessions/sessions.service';
 import { StepUpResponseDto } from '../mfa.response.dto';
 import { StepUpPasswordCommand } from './step-up-password.command';
 import { StepUpTokenService } from './step-up-token.service';
+import { FailureAudit } from '../../../shared/events/failure-audit';
 
 /**
  * A wrong password answers 401 auth/invalid_credentials and counts in the same failed-credential
@@ -21,6 +22,7 @@ export class StepUpPasswordHandler implements ICommandHandler<StepUpPasswordComm
     private readonly throttle: LoginThrottleService,
     private readonly stepUp: StepUpTokenService,
     private readonly sessions: SessionsService,
+    private readonly failures: FailureAudit,
   ) {}
 
   async execute({ user, password, client }: StepUpPasswordCommand): Promise<StepUpResponseDto> {
@@ -36,6 +38,7 @@ export class StepUpPasswordHandler implements ICommandHandler<StepUpPasswordComm
     const account = u.email_normalized ?? user.userId;
     const ok = await this.throttle.judge(realm, account, client.ip, () => this.hasher.verifyOrDummy(u.password_hash, password));
     if (!ok) {
+      await this.failures.userReauthFailed(user.tenantId, user.userId, 'step_up', client);
       throw new AppError('auth/invalid_credentials', 'The password is wrong');
     }
     return this.stepUp.issue(user, 'pwd');
