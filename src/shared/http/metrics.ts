@@ -2,7 +2,7 @@ import cluster from 'node:cluster';
 import { METHODS } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { AggregatorRegistry, Counter, Histogram, collectDefaultMetrics } from 'prom-client';
-import { metricsRegistry } from './metrics-registry';
+import { metricsRegistry, outcomeCounter } from './metrics-registry';
 
 export { metricsRegistry };
 
@@ -208,17 +208,13 @@ export type TokenExchangeOutcome =
   | 'error';
 const TOKEN_EXCHANGE_OUTCOMES: readonly TokenExchangeOutcome[] = ['issued', 'subject_invalid', 'scope_denied', 'rate_limited', 'client_unauthorized', 'client_invalid', 'invalid_request', 'unavailable', 'error'];
 
-const tokenExchanges = new Counter({
-  name: 'authp_token_exchange_total',
-  help: 'POST /oauth/token token exchanges by outcome (issued, or the refusal: subject_invalid, scope_denied, rate_limited, client_unauthorized, client_invalid, invalid_request, unavailable, error)',
-  labelNames: ['outcome'] as const,
-  registers: [metricsRegistry],
-});
-for (const outcome of TOKEN_EXCHANGE_OUTCOMES) tokenExchanges.labels(outcome).inc(0);
-
-export function countTokenExchange(outcome: TokenExchangeOutcome): void {
-  tokenExchanges.inc({ outcome });
-}
+/** One token exchange's outcome. */
+export const countTokenExchange = outcomeCounter(
+  'authp_token_exchange_total',
+  'POST /oauth/token token exchanges by outcome (issued, or the refusal: subject_invalid, scope_denied, rate_limited, client_unauthorized, client_invalid, invalid_request, unavailable, error)',
+  TOKEN_EXCHANGE_OUTCOMES,
+  metricsRegistry,
+);
 
 const refreshReuse = new Counter({
   name: 'authp_refresh_reuse_total',

@@ -1,4 +1,5 @@
-import { Counter, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
+import { outcomeCounter } from './metrics-registry';
 
 /**
  * The worker's delivery counters, on the worker's /metrics (worker-health.ts) and never on the
@@ -18,17 +19,8 @@ export const workerMetricsRegistry = new Registry();
 export type MailOutcome = 'sent' | 'retried' | 'given_up' | 'withdrawn' | 'expired';
 const MAIL_OUTCOMES: readonly MailOutcome[] = ['sent', 'retried', 'given_up', 'withdrawn', 'expired'];
 
-const mails = new Counter({
-  name: 'authp_mail_total',
-  help: 'Mail job outcomes of this worker process (sent, retried, given_up, withdrawn, expired)',
-  labelNames: ['outcome'] as const,
-  registers: [workerMetricsRegistry],
-});
-for (const outcome of MAIL_OUTCOMES) mails.labels(outcome).inc(0);
-
-export function countMail(outcome: MailOutcome): void {
-  mails.inc({ outcome });
-}
+/** One mail job run's outcome. */
+export const countMail = outcomeCounter('authp_mail_total', 'Mail job outcomes of this worker process (sent, retried, given_up, withdrawn, expired)', MAIL_OUTCOMES, workerMetricsRegistry);
 
 /**
  * What became of one webhook delivery attempt (WebhookDeliveryWorker): `delivered` (2xx),
@@ -39,14 +31,10 @@ export function countMail(outcome: MailOutcome): void {
 export type WebhookDeliveryOutcome = 'delivered' | 'retried' | 'failed' | 'endpoint_disabled';
 const WEBHOOK_OUTCOMES: readonly WebhookDeliveryOutcome[] = ['delivered', 'retried', 'failed', 'endpoint_disabled'];
 
-const webhookDeliveries = new Counter({
-  name: 'authp_webhook_deliveries_total',
-  help: 'Webhook delivery attempt outcomes of this worker process (delivered, retried, failed, endpoint_disabled)',
-  labelNames: ['outcome'] as const,
-  registers: [workerMetricsRegistry],
-});
-for (const outcome of WEBHOOK_OUTCOMES) webhookDeliveries.labels(outcome).inc(0);
-
-export function countWebhookDelivery(outcome: WebhookDeliveryOutcome): void {
-  webhookDeliveries.inc({ outcome });
-}
+/** One webhook delivery attempt's outcome. */
+export const countWebhookDelivery = outcomeCounter(
+  'authp_webhook_deliveries_total',
+  'Webhook delivery attempt outcomes of this worker process (delivered, retried, failed, endpoint_disabled)',
+  WEBHOOK_OUTCOMES,
+  workerMetricsRegistry,
+);

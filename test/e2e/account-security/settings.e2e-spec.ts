@@ -37,6 +37,15 @@ describe('account security: tenant security settings and email domains (spec 2.8
     t.http()[method](`${sec}/${slug}/settings/${path}`).set('Cookie', who.cookie).set('X-CSRF-Token', who.csrf).send(body as object);
   const patch = (body: unknown, who: { cookie: string; csrf: string } = owner) => write('patch', who, 'security', body);
   const put = (body: unknown, who: { cookie: string; csrf: string } = owner) => write('put', who, 'email-domains', body);
+  /** Writes a setting of tenant `d`, then the severity of the audit row of `type` it wrote. */
+  const severityOfWrite = async (d: DashboardFixture, method: 'patch' | 'put', path: string, body: object, type: string): Promise<string> => {
+    await write(method, d, path, body, d.slug).expect(200);
+    const [row] = await t.db.query<{ severity: string }>(
+      `SELECT severity FROM audit_events WHERE tenant_id = $1 AND type = $2 ORDER BY created_at DESC, id DESC LIMIT 1`,
+      [d.tenantId, type],
+    );
+    return row.severity;
+  };
   const audits = async (type: string) =>
     t.db.query<{ metadata: Record<string, unknown>; actor_id: string; severity: string }>(
       `SELECT metadata, actor_id, severity FROM audit_events WHERE tenant_id = $1 AND type = $2 ORDER BY created_at`,
@@ -147,14 +156,7 @@ describe('account security: tenant security settings and email domains (spec 2.8
     it('every weakening change is audited at medium severity, a tightening or neutral one at info', async () => {
       const d = await signupTenant(t);
       await write('patch', d, 'security', { mfa_grace_period_days: 7 }, d.slug).expect(200);
-      const severityOf = async (body: object) => {
-        await write('patch', d, 'security', body, d.slug).expect(200);
-        const [row] = await t.db.query<{ severity: string }>(
-          `SELECT severity FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.security_settings_updated' ORDER BY created_at DESC, id DESC LIMIT 1`,
-          [d.tenantId],
-        );
-        return row.severity;
-      };
+      const severityOf = (body: object) => severityOfWrite(d, 'patch', 'security', body, 'tenant.security_settings_updated');
       const seen = {
         // optional to required with a longer grace than stored: users get it from now, nobody had one before
         required: await severityOf({ mfa_policy: 'required', mfa_grace_period_days: 9 }),
@@ -244,14 +246,7 @@ describe('account security: tenant security settings and email domains (spec 2.8
   describe('email domains', () => {
     it('a change that lets more addresses in (the allowlist dropped or widened, a blocked domain let in) is audited at medium severity, a narrowing at info', async () => {
       const d = await signupTenant(t);
-      const severityOf = async (body: object) => {
-        await write('put', d, 'email-domains', body, d.slug).expect(200);
-        const [row] = await t.db.query<{ severity: string }>(
-          `SELECT severity FROM audit_events WHERE tenant_id = $1 AND type = 'tenant.email_domains_updated' ORDER BY created_at DESC, id DESC LIMIT 1`,
-          [d.tenantId],
-        );
-        return row.severity;
-      };
+      const severityOf = (body: object) => severityOfWrite(d, 'put', 'email-domains', body, 'tenant.email_domains_updated');
       const seen = {
         allowSet: await severityOf({ allowlist: ['corp.example', 'corp2.example'], blocklist: ['spam.example'] }),
         allowNarrower: await severityOf({ allowlist: ['corp.example'], blocklist: ['spam.example'] }),

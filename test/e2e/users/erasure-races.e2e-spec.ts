@@ -17,6 +17,22 @@ describe('erasure: what is left of the address, and sign-ins racing it', () => {
   });
   afterAll(() => t.close());
 
+  /** Holds the next password check (argon2) until `release`: `inVerify` resolves once a sign-in is inside it. */
+  const holdPasswordCheck = () => {
+    const hasher = t.app.get(PasswordHasher);
+    let entered!: () => void;
+    const inVerify = new Promise<void>((r) => (entered = r));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const real = hasher.verifyOrDummy.bind(hasher);
+    const spy = jest.spyOn(hasher, 'verifyOrDummy').mockImplementationOnce(async (h, p) => {
+      entered();
+      await gate;
+      return real(h, p);
+    });
+    return { inVerify, release, spy };
+  };
+
   it("DELETE /v1/auth/dashboard/me leaves no row holding the erased address (invitations it accepted, mails queued to it) but another tenant's pending invitation and its mail", async () => {
     const a = await signupTenant(t);
     const u = await addMember(t, a, 'member'); // accepted an invitation: the row keeps the address
@@ -40,17 +56,7 @@ describe('erasure: what is left of the address, and sign-ins racing it', () => {
     const reg = await t.http().post('/v1/auth/register').set('X-API-Key', key.key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD, consent: true }).expect(201);
     const userId = reg.body.user.id as string;
 
-    const hasher = t.app.get(PasswordHasher);
-    let entered!: () => void;
-    const inVerify = new Promise<void>((r) => (entered = r));
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const real = hasher.verifyOrDummy.bind(hasher);
-    const spy = jest.spyOn(hasher, 'verifyOrDummy').mockImplementationOnce(async (h, p) => {
-      entered();
-      await gate;
-      return real(h, p);
-    });
+    const { inVerify, release, spy } = holdPasswordCheck();
     const login = t.http().post('/v1/auth/login').set('X-API-Key', key.key).set('X-Forwarded-For', randomIp()).send({ email, password: STRONG_PASSWORD }).then((r) => r);
     await inVerify;
     await t.http().delete(`/v1/auth/dashboard/tenants/${d.slug}/users/${userId}`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).expect(204);
@@ -65,17 +71,7 @@ describe('erasure: what is left of the address, and sign-ins racing it', () => {
   it('DELETE /v1/auth/dashboard/me: a dashboard sign-in that proved the password as the erasure committed records no known client address after it', async () => {
     const a = await signupTenant(t);
     const u = await addMember(t, a, 'member');
-    const hasher = t.app.get(PasswordHasher);
-    let entered!: () => void;
-    const inVerify = new Promise<void>((r) => (entered = r));
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const real = hasher.verifyOrDummy.bind(hasher);
-    const spy = jest.spyOn(hasher, 'verifyOrDummy').mockImplementationOnce(async (h, p) => {
-      entered();
-      await gate;
-      return real(h, p);
-    });
+    const { inVerify, release, spy } = holdPasswordCheck();
     const ip = randomIp();
     const login = t.http().post('/v1/auth/dashboard/login').set('X-Forwarded-For', ip).send({ email: u.email, password: STRONG_PASSWORD }).then((r) => r);
     await inVerify;
