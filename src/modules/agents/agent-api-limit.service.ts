@@ -9,7 +9,6 @@ import { RateLimitService } from '../../shared/rate-limit/rate-limit.service';
 import { WEBHOOK_TOPIC } from './agent-events';
 import { AGENT_LIMIT_BUCKETS, agentLimitKey, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from './agents.service';
 import { UUID } from '../../shared/uuid';
-import { countRateLimited } from '../../shared/http/metrics';
 
 const WINDOW_SECONDS = 60;
 const BUCKET = AGENT_LIMIT_BUCKETS.api_calls_per_min!;
@@ -87,8 +86,7 @@ export class AgentApiLimitService implements OnModuleInit, BearerCallLimiter {
     }
     // one event per refusal window whatever the counts (a limit lowered mid-window starts past limit + 1)
     if (await this.limiter.firstRefusal(BUCKET, key)) await this.record(agentId, current, claims, r.retryAfterSeconds);
-    countRateLimited(BUCKET);
-    throw new RateLimitedError(r.retryAfterSeconds);
+    throw new RateLimitedError(BUCKET, r.retryAfterSeconds);
   }
 
   /** The agent's limit read again from the cached agent row (which a PATCH invalidates), not from this process's memory. */

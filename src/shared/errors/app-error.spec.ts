@@ -4,7 +4,7 @@ import { OAuthError } from './oauth-error';
 describe('AppError', () => {
   it('carries no stack trace for a client error (4xx), and leaves the limit as it was', () => {
     const limit = Error.stackTraceLimit;
-    for (const e of [new AppError('auth/invalid_refresh_token'), new RateLimitedError(3), new AppError('server/error', 'x', { status: 400 }), new OAuthError('invalid_grant', 'x')]) {
+    for (const e of [new AppError('auth/invalid_refresh_token'), new RateLimitedError('test', 3), new AppError('server/error', 'x', { status: 400 }), new OAuthError('invalid_grant', 'x')]) {
       expect(e.status).toBeLessThan(500);
       expect(e.stack?.split('\n')).toHaveLength(1);
       expect(e.stack).toContain(e.message);

@@ -1,3 +1,4 @@
+import { countRateLimited } from '../http/metrics';
 import { ERROR_CATALOG, ErrorCode } from './error-codes';
 
 export interface FieldError {
@@ -55,9 +56,15 @@ export class AppError extends Error {
   }
 }
 
-/** 429 with the Retry-After the limiter computed. */
+/**
+ * 429 with the Retry-After the limiter computed. Every 429 of the API is one of these, made where
+ * it is decided and thrown at once, so it is counted here, in authp_rate_limited_total by
+ * `limiter` (a fixed name in code: a rule's bucket, `failed_sign_in:<realm kind>`, `mail-ip`, ...;
+ * never a key or subject), and no refusal can go uncounted.
+ */
 export class RateLimitedError extends AppError {
   constructor(
+    readonly limiter: string,
     readonly retryAfterSeconds: number,
     code: ErrorCode = 'rate_limit/exceeded',
   ) {
@@ -65,6 +72,7 @@ export class RateLimitedError extends AppError {
       headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
       status: 429,
     });
+    countRateLimited(limiter);
   }
 }
 

@@ -3,7 +3,6 @@ import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { ClientHasher } from '../crypto/client-hash';
 import { AppError, RateLimitedError } from '../errors/app-error';
-import { countRateLimited } from '../http/metrics';
 import { execAll } from '../redis/exec-all';
 import { REDIS } from '../redis/redis.module';
 import { addressSubject } from './address-key';
@@ -269,10 +268,7 @@ export class LoginThrottleService {
       if ((e as Error).message === 'Command timed out') void this.settleCmd(...k.counters, ...k.pending, 'release').catch(() => undefined);
       throw new AppError('server/unavailable', 'Rate limiter unavailable');
     }
-    if (waitMs > 0) {
-      countRateLimited(throttleLimiter(realm));
-      throw new RateLimitedError(Math.ceil(waitMs / 1000), 'auth/login_throttled');
-    }
+    if (waitMs > 0) throw new RateLimitedError(throttleLimiter(realm), Math.ceil(waitMs / 1000), 'auth/login_throttled');
   }
 
   /**

@@ -5,7 +5,6 @@ import { RateLimitService } from './rate-limit.service';
 import { RateLimitRule } from './rate-limit.decorator';
 import { addressSubject } from './address-key';
 import { ClientHasher } from '../crypto/client-hash';
-import { countRateLimited } from '../http/metrics';
 
 /** Per client address limit of token and code checks (guessing is already hopeless; this bounds the work). */
 export const VERIFY_PER_IP: RateLimitRule = {
@@ -88,8 +87,7 @@ export class MailLimits {
   }
 }
 
-/** A mail limit's 429, counted in authp_rate_limited_total: `mail-ip` (the client address's), `mail-address` (the recipient's, any flow). */
+/** A mail limit's 429, its limiter `mail-ip` (the client address's) or `mail-address` (the recipient's, any flow). */
 function refused(limiter: 'mail-ip' | 'mail-address', retryAfterSeconds: number): never {
-  countRateLimited(limiter);
-  throw new RateLimitedError(retryAfterSeconds);
+  throw new RateLimitedError(limiter, retryAfterSeconds);
 }

@@ -15,7 +15,6 @@ import { RATE_LIMIT_RULES, RateLimitRule } from './rate-limit.decorator';
 import { RateLimitService } from './rate-limit.service';
 import { addressSubject } from './address-key';
 import { ClientHasher } from '../crypto/client-hash';
-import { countRateLimited } from '../http/metrics';
 
 /**
  * Enforces the @RateLimit rules of a route in their declared order: a rule is counted only when
@@ -85,10 +84,7 @@ export class RateLimitGuard implements CanActivate {
     results.forEach((r, i) => {
       if (!r.allowed && (!worst || r.retryAfterSeconds > worst.wait)) worst = { rule: rules[i], wait: r.retryAfterSeconds };
     });
-    if (worst) {
-      countRateLimited(worst.rule.bucket);
-      throw new RateLimitedError(worst.wait, worst.rule.code);
-    }
+    if (worst) throw new RateLimitedError(worst.rule.bucket, worst.wait, worst.rule.code);
   }
 
   /**

@@ -2,7 +2,6 @@ import { Inject, Injectable } from '@nestjs/common';
 import Redis from 'ioredis';
 import { AppError, RateLimitedError } from '../errors/app-error';
 import { ErrorCode } from '../errors/error-codes';
-import { countRateLimited } from '../http/metrics';
 import { execAll } from '../redis/exec-all';
 import { REDIS } from '../redis/redis.module';
 import { ThrottlerStorage, throttlerKeys } from './throttler-storage';
@@ -100,10 +99,7 @@ export class RateLimitService {
   /** `hit`, throwing 429 (with `code`) when over the limit; counted in authp_rate_limited_total by `bucket` (a fixed name). */
   async enforce(bucket: string, key: string, limit: number, windowSeconds: number, code: ErrorCode = 'rate_limit/exceeded'): Promise<void> {
     const r = await this.hit(bucket, key, limit, windowSeconds);
-    if (!r.allowed) {
-      countRateLimited(bucket);
-      throw new RateLimitedError(r.retryAfterSeconds, code);
-    }
+    if (!r.allowed) throw new RateLimitedError(bucket, r.retryAfterSeconds, code);
   }
 
   /** Current count and remaining window of a bucket without counting (failure counters). */

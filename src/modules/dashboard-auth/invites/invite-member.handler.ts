@@ -18,7 +18,6 @@ import { DashboardMembershipsService } from '../dashboard-memberships.service';
 import { AcceptInviteCommand, AcceptInviteResult, InviteMemberCommand } from './invite-member.command';
 import { lockAccountWithPassword } from '../password-still';
 import { passwordLength } from '../../../shared/http/lengths';
-import { countRateLimited } from '../../../shared/http/metrics';
 
 /**
  * An invitation mails the invited address a token; so that invitations cannot be used to mail
@@ -105,10 +104,7 @@ export class InviteMemberHandler implements ICommandHandler<InviteMemberCommand,
       { bucket: 'invite-tenant', key: `tenant:${tenantId}`, limit: c.RATE_LIMIT_INVITES_PER_TENANT_PER_DAY, windowSeconds: 86400 },
     ]);
     const waits = results.filter((r) => !r.allowed).map((r) => r.retryAfterSeconds);
-    if (waits.length) {
-      countRateLimited(results[0].allowed ? 'invite-tenant' : 'invite-mail-address');
-      throw new RateLimitedError(Math.max(...waits));
-    }
+    if (waits.length) throw new RateLimitedError(results[0].allowed ? 'invite-tenant' : 'invite-mail-address', Math.max(...waits));
   }
 }
 
