@@ -97,6 +97,18 @@ export const SESSION_TOO_OLD_SQL = (s: string, u: string, maxAge: string): strin
   `(${maxAge}::int > 0 AND NOT ${u}.is_anonymous AND coalesce(${s}.authenticated_at, ${s}.created_at) <= now() - make_interval(secs => ${maxAge}::int))`;
 
 /**
+ * SQL: when the MFA enrollment grace of the user (alias `u`) ends under the tenant's (alias `t`)
+ * `mfa_policy: required` (spec 2.8), NULL when no enrollment is owed (another policy, a guest, an
+ * enabled factor). Refresh, step-up and token exchange issue nothing once it has passed, so a
+ * session started before the deadline cannot outlive it, in the user's hands or an agent's.
+ */
+export const MFA_ENROLLMENT_DEADLINE_SQL = (t: string, u: string): string =>
+  `CASE WHEN ${t}.mfa_policy <> 'required' OR ${u}.is_anonymous THEN NULL
+        WHEN EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = ${u}.id AND f.enabled_at IS NOT NULL) THEN NULL
+        ELSE greatest(coalesce(${t}.mfa_required_since, ${t}.created_at), ${u}.created_at, ${u}.claimed_at) + make_interval(secs => ${t}.mfa_grace_period_days * 86400)
+   END`;
+
+/**
  * A session's `auth_time` (NumericDate seconds) in SQL, for the `user_sessions` row aliased
  * `alias`: when the user last authenticated in it (a guest claim), else when it started.
  */
@@ -377,10 +389,7 @@ export class SessionsService {
                 (rt.rotated_at IS NOT NULL AND EXISTS (
                    SELECT 1 FROM refresh_tokens c WHERE c.parent_id = rt.id AND c.rotated_at IS NOT NULL)) AS child_rotated,
                 (rt.rotated_at IS NOT NULL AND rt.rotated_at > now() - make_interval(secs => $6)) AS grace_ok,
-                CASE WHEN t.mfa_policy <> 'required' OR u.is_anonymous THEN NULL
-                     WHEN EXISTS (SELECT 1 FROM user_mfa_factors f WHERE f.user_id = u.id AND f.enabled_at IS NOT NULL) THEN NULL
-                     ELSE greatest(coalesce(t.mfa_required_since, t.created_at), u.created_at, u.claimed_at) + make_interval(secs => t.mfa_grace_period_days * 86400)
-                END AS mfa_enrollment_deadline
+                ${MFA_ENROLLMENT_DEADLINE_SQL('t', 'u')} AS mfa_enrollment_deadline
            FROM i
            JOIN refresh_tokens rt ON rt.id = i.id AND rt.tenant_id = i.tenant_id
            JOIN user_sessions s ON s.id = rt.session_id

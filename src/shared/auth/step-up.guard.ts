@@ -3,7 +3,7 @@ import { Reflector } from '@nestjs/core';
 import { ApiBearerAuth } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
 import type { AccessClaims } from '../crypto/jwt.service';
-import { stepUpRequired } from '../errors/app-error';
+import { insufficientScope, stepUpRequired } from '../errors/app-error';
 import { authOf } from './auth-context';
 import { BearerGuard } from './guards';
 
@@ -29,6 +29,10 @@ interface StepUpRule {
  * account just as well); otherwise 403 auth/step_up_required (the client steps up and retries),
  * with the RFC 9470 challenge `Bearer error="insufficient_user_authentication", max_age=<limit>`
  * (stepUpRequired): the limit that applied to this token, the route's or its ProofRule's.
+ * An agent token (`act`) or a guest's can never step up (the step-up routes refuse them), so a
+ * route needing a step-up refuses them for what they are, 403 auth/forbidden with RFC 6750's
+ * `insufficient_scope`, as every bearer route refusing them does: a challenge to step up would
+ * send an RFC 9470 client round a loop.
  */
 @Injectable()
 export class StepUpGuard implements CanActivate {
@@ -36,7 +40,10 @@ export class StepUpGuard implements CanActivate {
 
   canActivate(ctx: ExecutionContext): boolean {
     const { maxAge, orSignIn, proofRule } = this.reflector.get<StepUpRule>(STEP_UP, ctx.getHandler()) ?? { maxAge: 300, orSignIn: false };
-    const claims = authOf(ctx.switchToHttp().getRequest<FastifyRequest>()).user?.claims;
+    const user = authOf(ctx.switchToHttp().getRequest<FastifyRequest>()).user;
+    const claims = user?.claims;
+    if (claims?.act) throw insufficientScope('Delegated (agent) tokens cannot step up; use the user\'s own token');
+    if (user?.isAnonymous) throw insufficientScope('Guests cannot step up; register first');
     const proofs = claims ? [claims.step_up_at, ...(orSignIn ? [claims.auth_time] : [])].map(Number) : [];
     const own = claims && proofRule?.(claims, maxAge);
     const limit = own ? own.maxAge : maxAge;

@@ -74,7 +74,9 @@ export class RevokeTokenHandler implements ICommandHandler<RevokeTokenCommand, v
         targetId: claims.sub,
         metadata: this.metadata(claims, agentId),
       });
-      if (agentId) {
+      // the agent's own action only: a revocation by the tenant (its API key) is the tenant's,
+      // audited above, and must not show in the user's agents list as the agent acting
+      if (agentId && caller.kind === 'agent') {
         await this.agents.recordAction(tx, {
           tenantId: caller.tenantId,
           agentClientId: agentId,

@@ -12,7 +12,7 @@ import { AuditEvent, EventsService, OutboxMessage, Severity } from '../../../sha
 import { countRateLimited, countTokenExchange, TokenExchangeOutcome } from '../../../shared/http/metrics';
 import { RateLimitService } from '../../../shared/rate-limit/rate-limit.service';
 import { AgentDenylistService } from '../../agents/agent-denylist.service';
-import { SESSION_TOO_OLD_SQL } from '../../sessions/sessions.service';
+import { MFA_ENROLLMENT_DEADLINE_SQL, SESSION_TOO_OLD_SQL } from '../../sessions/sessions.service';
 import { AgentTokenSlotsService, CONCURRENCY_EVENT_WINDOW_SECONDS } from '../../agents/agent-token-slots.service';
 import { AGENT_LIMIT_BUCKETS, AgentActionInput, AgentClientRow, agentLimitKey, AgentsService, RATE_LIMIT_OAUTH_AGENT_CEILING } from '../../agents/agents.service';
 import { ClientAuthenticator, ClientCaller, invalidClient } from '../client-auth/client-authenticator.service';
@@ -64,6 +64,8 @@ interface IssueFlags {
   agent_current: boolean;
   /** the pair is not withdrawn now, but was restored at or after the token's iat second */
   pair_restored_late: boolean;
+  /** the tenant requires MFA and the user's enrollment grace is over (spec 2.8): nothing is issued */
+  enrollment_enforced: boolean;
 }
 
 /** What one exchange writes, and the guards it is written under. */
@@ -453,7 +455,7 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
         userAgent: client.userAgent || null,
       },
     });
-    if (flags.agent_active && flags.grant_ok && flags.agent_current && flags.session_ok && flags.pair_ok) return;
+    if (flags.agent_active && flags.grant_ok && flags.agent_current && flags.session_ok && flags.pair_ok && !flags.enrollment_enforced) return;
     // the final conditional write lost a race with a revocation (spec 3.2: nothing issued after it)
     if (!flags.agent_active) throw invalidClient();
     if (!flags.grant_ok) {
@@ -463,6 +465,9 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
     // a PATCH of the agent committed after its row was read: the scope and lifetime may be ones it
     // took away (see exchange, which runs the request again)
     if (!flags.agent_current) throw new AgentChanged();
+    if (flags.session_ok && flags.enrollment_enforced) {
+      throw await this.subjectInvalid(agent, new SubjectTokenRejected('mfa_enrollment_required', subject.jti, subject.sub));
+    }
     // signed in the second the user restored the pair: a token introspection would call inactive;
     // nothing is wrong with the request, so it is to be sent again (the next second's token is live)
     if (flags.session_ok && flags.pair_restored_late) {
@@ -500,13 +505,17 @@ export class ExchangeTokenHandler implements ICommandHandler<ExchangeTokenComman
                   WHERE s.id = i.session_id AND s.user_id = i.user_id AND s.tenant_id = i.tenant_id AND s.revoked_at IS NULL) AS session_too_old,
                 -- the pair's one revocation row (primary key), read once for both flags
                 COALESCE(v.revoked_at IS NULL AND NOT coalesce(v.restored_at >= to_timestamp(i.iat), false), true) AS pair_ok,
-                COALESCE(v.revoked_at IS NULL AND v.restored_at >= to_timestamp(i.iat), false) AS pair_restored_late
+                COALESCE(v.revoked_at IS NULL AND v.restored_at >= to_timestamp(i.iat), false) AS pair_restored_late,
+                -- as refresh and step-up: once the user's MFA enrollment grace is over, the session
+                -- yields no new tokens, an agent's neither
+                coalesce((SELECT ${MFA_ENROLLMENT_DEADLINE_SQL('t', 'u')} <= now() FROM users u JOIN tenants t ON t.id = u.tenant_id
+                  WHERE u.id = i.user_id AND u.tenant_id = i.tenant_id), false) AS enrollment_enforced
            FROM i LEFT JOIN agent_clients ac ON ac.id = i.agent_id
            LEFT JOIN agent_user_revocations v ON v.tenant_id = i.tenant_id AND v.user_id = i.user_id AND v.agent_client_id = i.agent_id
        ), g AS (
-         SELECT *, agent_active AND grant_ok AND agent_current AND coalesce(NOT session_too_old, false) AND pair_ok AS ok FROM f
+         SELECT *, agent_active AND grant_ok AND agent_current AND coalesce(NOT session_too_old, false) AND pair_ok AND NOT enrollment_enforced AS ok FROM f
        ), a AS (${auditSql} RETURNING 1), o AS (${outboxSql} RETURNING 1), x AS (${actionSql} RETURNING 1)
-       SELECT ord, agent_active, grant_ok, agent_current, coalesce(NOT session_too_old, false) AS session_ok, coalesce(session_too_old, false) AS session_too_old, pair_ok, pair_restored_late
+       SELECT ord, agent_active, grant_ok, agent_current, coalesce(NOT session_too_old, false) AS session_ok, coalesce(session_too_old, false) AS session_too_old, pair_ok, pair_restored_late, enrollment_enforced
          FROM g ORDER BY ord`,
       [
         items.map((i) => i.agentId),

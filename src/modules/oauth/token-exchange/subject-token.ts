@@ -19,6 +19,8 @@ export type SubjectInvalidReason =
   | 'session_revoked'
   /** the session is live but past SESSION_MAX_AGE_SECONDS: it issues no more tokens */
   | 'session_max_age'
+  /** the tenant requires MFA and the user's enrollment grace is over (spec 2.8) */
+  | 'mfa_enrollment_required'
   | 'token_revoked'
   | 'agent_revoked_by_user';
 
