@@ -34,7 +34,7 @@ export class AgentsController {
   @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOperation({ summary: 'Register an agent client (owner, Pro tier or higher); client_secret is shown once' })
   @ApiCreatedResponse({ type: AgentWithSecretResponse, description: 'the agent plus its client_secret (shown once)' })
-  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'agent/tier_unauthorized', 'agent/invalid_grant_type', 'agent/invalid_field')
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'agent/tier_unauthorized', 'agent/invalid_grant_type', 'agent/invalid_field', 'agent/limit_reached')
   register(@CurrentDashboard() s: DashboardPrincipal, @Body() body: RegisterAgentRequestDto): Promise<AgentWithSecretResponse> {
     return this.commandBus.execute(new RegisterAgentCommand(s, body));
   }

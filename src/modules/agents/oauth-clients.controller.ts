@@ -28,7 +28,7 @@ export class OAuthClientsController {
   @DashboardAuth({ tenant: true, owner: true, reauth: true })
   @ApiOperation({ summary: 'Register a legacy OAuth client (owner, signed in or reauthenticated recently); a confidential client gets client_secret once; client_type agent is 400' })
   @ApiCreatedResponse({ type: CreatedOAuthClientResponse })
-  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'oauth_client/use_agents_endpoint')
+  @ApiProblems('auth/reauth_required', ...Problems.dashboardWrite, ...Problems.tenant, ...Problems.owner, ...Problems.input, 'oauth_client/use_agents_endpoint', 'oauth_client/limit_reached')
   create(@CurrentDashboard() s: DashboardPrincipal, @Body() body: CreateOAuthClientRequestDto): Promise<CreatedOAuthClientResponse> {
     return this.commandBus.execute(new CreateOAuthClientCommand(s, body));
   }

@@ -137,15 +137,24 @@ function addressAllowed(cls: AddressClass, policy: WebhookUrlPolicy, http: boole
 }
 
 const NOT_ALLOWED = 'must not resolve to a loopback, private, link-local or reserved address';
+/**
+ * A host name that does not resolve and one that resolves to an address the policy refuses get
+ * this one answer (at registration and in the delivery log): two answers would let a tenant list
+ * the names of the platform's private DNS (`*.svc.cluster.local`, a private zone) one registration
+ * at a time (OWASP SSRF prevention: no distinguishable errors for internal targets). An IP literal
+ * reveals nothing and is told precisely (NOT_ALLOWED).
+ */
+const NAME_NOT_PUBLIC = 'host does not resolve to a public address';
 
 /** Throws WebhookUrlError unless every resolved address is allowed for this URL. */
 export function checkAddresses(url: URL, addresses: string[], policy: WebhookUrlPolicy): void {
-  if (!addresses.length) throw new WebhookUrlError('host does not resolve');
+  const named = !isIP(hostOf(url));
+  if (!addresses.length) throw new WebhookUrlError(NAME_NOT_PUBLIC);
   const http = url.protocol === 'http:';
   for (const a of addresses) {
     const cls = classifyAddress(a);
     if (!addressAllowed(cls, policy, http)) {
-      throw new WebhookUrlError(http && cls === 'public' ? 'must use https' : NOT_ALLOWED);
+      throw new WebhookUrlError(http && cls === 'public' ? 'must use https' : named ? NAME_NOT_PUBLIC : NOT_ALLOWED);
     }
   }
 }
@@ -222,7 +231,7 @@ export const publicLookupAll: LookupAll = async (hostname, ctx) => {
       else {
         const code = String((a.reason as NodeJS.ErrnoException)?.code ?? '');
         if (timedOut || code === 'ETIMEOUT' || code === 'ECANCELLED') throw new WebhookDnsError('timeout', ctx.timeoutMs);
-        if (BAD_NAME.has(code)) throw new WebhookUrlError('host does not resolve');
+        if (BAD_NAME.has(code)) throw new WebhookUrlError(NAME_NOT_PUBLIC);
         if (!NO_ADDRESS.has(code)) throw new WebhookDnsError('failed', ctx.timeoutMs);
       }
     }
@@ -274,14 +283,14 @@ export async function resolveAndCheck(url: URL, policy: WebhookUrlPolicy, opts: 
   if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
   else {
     // loopback whatever a DNS server says: refused without asking one where loopback is
-    if (isLocalhostName(host) && !policy.allowLoopback) throw new WebhookUrlError(NOT_ALLOWED);
+    if (isLocalhostName(host) && !policy.allowLoopback) throw new WebhookUrlError(NAME_NOT_PUBLIC);
     const lookupAll = opts.lookupAll ?? defaultLookupAll;
     const timeoutMs = opts.timeoutMs ?? REGISTRATION_DNS_TIMEOUT_MS;
     try {
       addresses = await lookupAll(host, { timeoutMs, signal: opts.signal, servers: policy.dnsServers });
     } catch (err) {
       if (err instanceof WebhookUrlError) throw err;
-      throw new WebhookUrlError('host does not resolve');
+      throw new WebhookUrlError(NAME_NOT_PUBLIC);
     }
   }
   checkAddresses(url, addresses.map((a) => a.address), policy);

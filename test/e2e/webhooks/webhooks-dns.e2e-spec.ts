@@ -137,16 +137,18 @@ describe('webhooks: host names whose DNS never answers', () => {
     expect(await t.db.query(`SELECT 1 FROM webhook_endpoints WHERE tenant_id = $1`, [noisy.tenantId])).toHaveLength(0);
   }, 30_000);
 
-  it('a name resolving to a private address is refused at registration; NXDOMAIN is "does not resolve"', async () => {
+  it('a name resolving to a private address is refused at registration with the answer NXDOMAIN gets (no oracle of private DNS names); an IP literal is told precisely', async () => {
     const d = await signupTenant(t);
     dns.set('private.example', { addresses: ['10.1.2.3'] });
     dns.set('mixed.example', { addresses: ['127.0.0.1', 'fd00::1'] });
     for (const host of ['private.example', 'mixed.example']) {
       const res = await post(d, { url: `https://${host}/x`, events: ['agent.revoked'] }).expect(400);
-      expect(res.body.errors).toEqual([{ field: 'url', message: expect.stringMatching(/^url must not resolve to a loopback, private/) }]);
+      expect(res.body.errors).toEqual([{ field: 'url', message: 'url host does not resolve to a public address' }]);
     }
     const nx = await post(d, { url: 'https://no-such-name.example/x', events: ['agent.revoked'] }).expect(400);
-    expect(nx.body.errors).toEqual([{ field: 'url', message: 'url host does not resolve' }]);
+    expect(nx.body.errors).toEqual([{ field: 'url', message: 'url host does not resolve to a public address' }]);
+    const literal = await post(d, { url: 'https://10.1.2.3/x', events: ['agent.revoked'] }).expect(400);
+    expect(literal.body.errors).toEqual([{ field: 'url', message: expect.stringMatching(/^url must not resolve to a loopback, private/) }]);
   });
 
   it('a registration whose DNS lookup fails (SERVFAIL from our resolver) answers 503 server/unavailable, not a 400 on the url; nothing is stored', async () => {

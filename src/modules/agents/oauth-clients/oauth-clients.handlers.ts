@@ -8,6 +8,10 @@ import { keysetPosition, Page, toPage } from '../../../shared/db/pagination';
 import { AppError } from '../../../shared/errors/app-error';
 import { EventsService } from '../../../shared/events/events.service';
 import { ClientRow, CreatedOAuthClientResponse, CreateOAuthClientRequestDto, OAUTH_CLIENT_COLUMNS, OAuthClientResponse, toOAuthClientResponse } from './oauth-clients.dto';
+import { assertTenantCap } from '../../../shared/db/tenant-cap';
+
+/** Live (not revoked) OAuth clients a tenant may hold (409 oauth_client/limit_reached beyond). */
+export const MAX_LIVE_OAUTH_CLIENTS_PER_TENANT = 100;
 
 /**
  * spec 7.4: `client_type: "agent"` on the legacy endpoint is 400 oauth_client/use_agents_endpoint,
@@ -48,6 +52,14 @@ export class CreateOAuthClientHandler implements ICommandHandler<CreateOAuthClie
     if (b.client_type === 'public' && grantTypes.includes('client_credentials')) throw fail('grant_types', 'public clients cannot use client_credentials');
     const secret = b.client_type === 'confidential' ? randomToken() : undefined;
     return this.db.tx(async (tx) => {
+      await assertTenantCap(tx, {
+        kind: 'oauth_clients',
+        tenantId,
+        countSql: `SELECT count(*)::int AS n FROM oauth_clients WHERE tenant_id = $1 AND revoked_at IS NULL`,
+        max: MAX_LIVE_OAUTH_CLIENTS_PER_TENANT,
+        code: 'oauth_client/limit_reached',
+        what: 'live OAuth clients; revoke one first',
+      });
       const [row] = await tx.query<ClientRow>(
         `INSERT INTO oauth_clients (tenant_id, name, client_type, redirect_uris, grant_types, scopes, secret_hash)
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${OAUTH_CLIENT_COLUMNS}`,

@@ -8,6 +8,10 @@ import { checkAgentFields } from '../agent.errors';
 import { AGENT_COLUMNS, AgentRow, AgentWithSecretResponse, toAgentResponse } from '../agent.response.dto';
 import { AGENT_GRANT_TYPES } from '../agents.service';
 import { RegisterAgentCommand } from './register-agent.command';
+import { assertTenantCap } from '../../../shared/db/tenant-cap';
+
+/** Live (not revoked) agents a tenant may hold (409 agent/limit_reached beyond). */
+export const MAX_LIVE_AGENTS_PER_TENANT = 500;
 
 /** Without grant_types, an agent gets the token-exchange grant (the reason agents exist here). */
 export const DEFAULT_AGENT_GRANT_TYPES = [AGENT_GRANT_TYPES[0]];
@@ -29,6 +33,15 @@ export class RegisterAgentHandler implements ICommandHandler<RegisterAgentComman
       const [tenant] = await tx.query<{ tier: string }>(`SELECT tier FROM tenants WHERE id = $1`, [tenantId]);
       if (!tenant || tenant.tier === 'free') throw new AppError('agent/tier_unauthorized', 'Agent clients require the Pro tier or higher');
       checkAgentFields(b);
+      // as API keys: a client secret each, so a stolen dashboard session cannot mint them without end
+      await assertTenantCap(tx, {
+        kind: 'agent_clients',
+        tenantId,
+        countSql: `SELECT count(*)::int AS n FROM agent_clients WHERE tenant_id = $1 AND revoked_at IS NULL`,
+        max: MAX_LIVE_AGENTS_PER_TENANT,
+        code: 'agent/limit_reached',
+        what: 'live agents; revoke one first',
+      });
       const [row] = await tx.query<AgentRow>(
         `INSERT INTO agent_clients (tenant_id, name, description, agent_class, logo_url, scopes, grant_types, agent_token_max_ttl_sec,
                                     rate_limits, max_concurrent_tokens, secret_hash, created_by)

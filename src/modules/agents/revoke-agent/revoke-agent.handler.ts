@@ -60,7 +60,7 @@ export class RevokeAgentHandler implements ICommandHandler<RevokeAgentCommand> {
         [tenantId],
       );
       for (const o of owners) {
-        await this.mail.enqueue(tx, { tenantId, to: o.email, template: 'agent_revoked', data: { agent_name: won.name, agent_id: won.id } });
+        await this.mail.enqueue(tx, { tenantId, to: o.email, template: 'agent_revoked', data: { agent_name: won.name, agent_id: won.id }, notice: true });
       }
       return won;
     });

@@ -188,7 +188,7 @@ export class DeliverWebhookHandler implements ICommandHandler<DeliverWebhookComm
       [d.tenant_id],
     );
     // the owners, who see the endpoint's URL whole anyway: with its path, which tells their endpoints apart
-    for (const o of owners) await this.mail.enqueue(tx, { tenantId: d.tenant_id, to: o.email, template: 'webhook_disabled', data: { url: displayUrl(counted.url) } });
+    for (const o of owners) await this.mail.enqueue(tx, { tenantId: d.tenant_id, to: o.email, template: 'webhook_disabled', data: { url: displayUrl(counted.url) }, notice: true });
     this.log.warn(`webhook endpoint ${d.endpoint_id} of tenant ${d.tenant_id} disabled after ${counted.consecutive_failed_deliveries} failed deliveries`);
   }
 }
