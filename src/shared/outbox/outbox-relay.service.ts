@@ -4,6 +4,7 @@ import Redis from 'ioredis';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { Db } from '../db/db.service';
 import { bullConnection, bullPrefix } from './bull-options';
+import { FairShare } from './fair-share';
 import { outageLog } from '../redis/outage-log';
 import { jobOptionsFor, OutboxJobData, outboxJobId, ROW_READ_TOPICS } from './outbox-job';
 import { quitRedis } from '../redis/redis.module';
@@ -53,6 +54,7 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
   constructor(
     private readonly db: Db,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly fairShare: FairShare,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -135,7 +137,11 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
     for (const r of rows) byTopic.set(r.topic, [...(byTopic.get(r.topic) ?? []), r]);
     for (const [topic, batch] of byTopic) {
       const opts = jobOptionsFor(topic);
-      await this.queue(topic).addBulk(batch.map((r) => ({ name: r.event_type, data: toJobData(r), opts: { ...opts, jobId: outboxJobId(r.id, r.created_at) } })));
+      // interleaved between tenants (FairShare): one tenant's burst does not hold up another's mail
+      const priorities = await this.fairShare.priorities(topic, batch.map((r) => r.tenant_id));
+      await this.queue(topic).addBulk(
+        batch.map((r, i) => ({ name: r.event_type, data: toJobData(r), opts: { ...opts, jobId: outboxJobId(r.id, r.created_at), priority: priorities[i] } })),
+      );
     }
   }
 

@@ -6,6 +6,7 @@ import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { bullConnection, bullPrefix } from './bull-options';
 import { OutboxRelay } from './outbox-relay.service';
+import { FairShare } from './fair-share';
 import { QueueReconciler } from './queue-reconciler';
 import { closeWorker } from './close-worker';
 
@@ -104,7 +105,7 @@ export class QueueErrorLogs implements OnModuleInit, OnApplicationBootstrap {
       useFactory: (config: AppConfig) => ({ connection: bullConnection(config), prefix: bullPrefix(config) }),
     }),
   ],
-  providers: [OutboxRelay, QueueWorkersCloser, QueueReconciler, QueueErrorLogs],
-  exports: [OutboxRelay, QueueReconciler],
+  providers: [OutboxRelay, QueueWorkersCloser, QueueReconciler, QueueErrorLogs, FairShare],
+  exports: [OutboxRelay, QueueReconciler, FairShare],
 })
 export class OutboxModule {}

@@ -72,7 +72,8 @@ describe('worker: outbox jobs whose workers die', () => {
     await db.tx((tx) => worker.get(MailService).enqueue(tx, { tenantId: tenant.id, to, template: 'password_reset', data: {}, secret: { token: 'reset-token' } }));
     const [{ id, created_at }] = await db.query<{ id: string; created_at: Date }>(`SELECT id::text AS id, created_at FROM outbox WHERE payload->>'to' = $1`, [to]);
     const jobId = outboxJobId(id, created_at);
-    await eventually(async () => (await email.getJobState(jobId)) === 'waiting', 10_000, 'the mail job to be queued');
+    // queued at its tenant's fair-share priority (FairShare)
+    await eventually(async () => (await email.getJobState(jobId)) === 'prioritized', 10_000, 'the mail job to be queued');
     return { jobId, outboxId: id };
   }
 
@@ -99,6 +100,7 @@ describe('worker: outbox jobs whose workers die', () => {
     const { jobId, outboxId } = await queueMail(to);
     await dieWith(jobId);
     await dieWith(jobId);
+    // back in the queue (BullMQ moves a stalled job to the wait list, ahead of the prioritized ones)
     expect(await email.getJobState(jobId)).toBe('waiting');
     mailWorker().resume();
     await smtp.waitFor((m) => m.to.includes(to), 10_000);

@@ -3,6 +3,7 @@ import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { Db } from '../../../shared/db/db.service';
+import { FairShare } from '../../../shared/outbox/fair-share';
 import { QueueReconciler } from '../../../shared/outbox/queue-reconciler';
 import { WEBHOOK_DELIVERY_QUEUE } from '../webhook-events';
 import { deliveryJob, DeliveryJobData, PendingDelivery } from './delivery-job';
@@ -23,6 +24,7 @@ export class RequeuePendingDeliveries implements OnModuleInit {
     private readonly db: Db,
     @InjectQueue(WEBHOOK_DELIVERY_QUEUE) private readonly deliveries: Queue<DeliveryJobData>,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly fairShare: FairShare,
   ) {}
 
   onModuleInit(): void {
@@ -43,7 +45,8 @@ export class RequeuePendingDeliveries implements OnModuleInit {
       );
       if (!rows.length) return total;
       // resumed where the row is: the attempts it has left, and its next attempt when it had one scheduled
-      await this.deliveries.addBulk(rows.map((r) => deliveryJob(r, this.config.WEBHOOK_MAX_ATTEMPTS - r.attempts, r.delay_ms ?? 0)));
+      const priorities = await this.fairShare.priorities(WEBHOOK_DELIVERY_QUEUE, rows.map((r) => r.tenant_id));
+      await this.deliveries.addBulk(rows.map((r, i) => deliveryJob(r, this.config.WEBHOOK_MAX_ATTEMPTS - r.attempts, r.delay_ms ?? 0, priorities[i])));
       total += rows.length;
       after = rows[rows.length - 1].id;
     }

@@ -4,6 +4,7 @@ import { CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Queue } from 'bullmq';
 import { APP_CONFIG, AppConfig } from '../../../config/config';
 import { Db } from '../../../shared/db/db.service';
+import { FairShare } from '../../../shared/outbox/fair-share';
 import { WEBHOOK_DELIVERY_QUEUE } from '../webhook-events';
 import { SETTLE_OUTBOX_SQL, settleOutboxRow } from '../../../shared/outbox/outbox-job';
 import { deliveryJob, DeliveryJobData } from '../deliver/delivery-job';
@@ -27,6 +28,7 @@ export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookE
     private readonly db: Db,
     @InjectQueue(WEBHOOK_DELIVERY_QUEUE) private readonly deliveries: Queue<DeliveryJobData>,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly fairShare: FairShare,
   ) {}
 
   async execute({ event }: FanOutWebhookEventCommand): Promise<{ deliveries: number }> {
@@ -61,8 +63,11 @@ export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookE
       [event.tenantId, event.createdAt, event.eventType, agentClientId, event.outboxId, body],
     );
     if (rows.length) {
+      const priorities = await this.fairShare.priorities(WEBHOOK_DELIVERY_QUEUE, rows.map(() => event.tenantId));
       await this.deliveries.addBulk(
-        rows.map((r) => deliveryJob({ id: r.id, tenant_id: event.tenantId, outbox_id: event.outboxId, endpoint_id: r.endpoint_id, event_type: event.eventType }, this.config.WEBHOOK_MAX_ATTEMPTS)),
+        rows.map((r, i) =>
+          deliveryJob({ id: r.id, tenant_id: event.tenantId, outbox_id: event.outboxId, endpoint_id: r.endpoint_id, event_type: event.eventType }, this.config.WEBHOOK_MAX_ATTEMPTS, 0, priorities[i]),
+        ),
       );
     }
     return { deliveries: rows.length };
