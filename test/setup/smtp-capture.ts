@@ -22,6 +22,8 @@ export interface SmtpCapture {
   messages: CapturedMail[];
   /** RCPT TO commands answered with a temporary failure by `failNext` */
   rejected: number;
+  /** SMTP connections the server accepted */
+  connections: number;
   /** Answers the next `count` matching RCPT TO with `451` (a temporary failure: the sender retries), or `responseCode` (550: a permanent one). */
   failNext(count: number, match?: (recipient: string) => boolean, responseCode?: number): void;
   /** Drops every pending `failNext` rule. */
@@ -41,7 +43,7 @@ export async function startSmtpCapture(): Promise<SmtpCapture> {
   const messages: CapturedMail[] = [];
   const listeners = new Set<() => void>();
   let failures: { left: number; match: (r: string) => boolean; responseCode: number }[] = [];
-  const capture = { rejected: 0 } as SmtpCapture;
+  const capture = { rejected: 0, connections: 0 } as SmtpCapture;
 
   const server = new SMTPServer({
     authOptional: true,
@@ -49,6 +51,10 @@ export async function startSmtpCapture(): Promise<SmtpCapture> {
     logger: false,
     socketTimeout: 10_000,
     closeTimeout: 1_000,
+    onConnect(_session, callback) {
+      capture.connections += 1;
+      callback();
+    },
     onRcptTo(address, _session, callback) {
       const rule = failures.find((f) => f.left > 0 && f.match(address.address));
       if (rule) {

@@ -2,6 +2,7 @@ import { INestApplicationContext } from '@nestjs/common';
 import Redis from 'ioredis';
 import { REDIS } from '../../../src/shared/redis/redis.module';
 import { EventsService } from '../../../src/shared/events/events.service';
+import { MAIL_CONCURRENCY } from '../../../src/shared/mail/mail.processor';
 import { MailService } from '../../../src/shared/mail/mail.service';
 import { FairShare, MAX_JOB_PRIORITY } from '../../../src/shared/outbox/fair-share';
 import { signupTenant } from '../../factories/dashboard.factory';
@@ -19,7 +20,7 @@ import { closeIsolatedWorld, createIsolatedDatabase, eventually, insertAgentClie
  * interleaves tenants: another tenant's first job waits for at most one job of each busy tenant.
  * Asserted by order (which jobs went first), not by time.
  */
-describe('fair share of the mail and webhook queues between tenants', () => {
+describe('fair share of the mail and webhook queues between tenants; pooled SMTP connections', () => {
   let db: { url: string; drop: () => Promise<void> };
   let t: TestApp;
   let worker: INestApplicationContext | undefined;
@@ -57,6 +58,7 @@ describe('fair share of the mail and webhook queues between tenants', () => {
     const quiet = await tenantWithKey(t);
     const victim = await register(t, quiet.apiKey);
     await smtp.waitFor((m) => m.to.includes(victim.email), 10_000);
+    const connectionsBefore = smtp.connections;
     const BURST = 400;
     const burstTo = Array.from({ length: BURST }, () => uniqueEmail('burst'));
     await t.db.tx(async (tx) => {
@@ -75,8 +77,9 @@ describe('fair share of the mail and webhook queues between tenants', () => {
     // the burst's mails in flight and at most one more per relay poll, never the whole queue
     expect(burstAhead).toBeLessThan(25);
     expect(BURST - sentBefore - burstAhead).toBeGreaterThan(100);
-    // and the whole burst still goes out
+    // and the whole burst still goes out, over a few reused connections (SMTP_POOL), not one per mail
     await smtp.waitForCount(isBurst, BURST, 60_000);
+    expect(smtp.connections - connectionsBefore).toBeLessThanOrEqual(2 * MAIL_CONCURRENCY);
   }, 120_000);
 
   it("another tenant's webhook is delivered among the next few deliveries, not after a busy tenant's 150 queued ones", async () => {
