@@ -1,49 +1,99 @@
-import { Inject, Injectable } from '@nestjs/common';
-import Redis from 'ioredis';
-import { REDIS } from '../redis/redis.module';
+import { Injectable } from '@nestjs/common';
+import type { Queue, RedisQueueBackend } from 'bullmq';
+import type Redis from 'ioredis';
 
 /** BullMQ's lowest priority (its highest priority number). */
 export const MAX_JOB_PRIORITY = 2_097_151;
 
-/** A tenant that queued nothing for this long starts again at priority 1. */
-export const FAIR_SHARE_IDLE_SECONDS = 120;
+/** A tenant's record (its last priority) is forgotten after a day without a job. */
+const RECORD_TTL_SECONDS = 24 * 3600;
 
 /**
- * Fair share of a queue between tenants (mail, webhook fan-out and deliveries): BullMQ priorities
- * that interleave them. A tenant's k-th job since it was last idle (FAIR_SHARE_IDLE_SECONDS with
- * nothing queued) gets priority k, and BullMQ takes lower numbers first (FIFO among equals), so
- * the queue serves every tenant's first job, then every tenant's second, and so on: round robin.
- * One tenant's burst of 1,000 mails (a launch, a morning sign-in rush) no longer stands ahead of
- * another tenant's password-reset mail, which, as that tenant's first, goes out after at most
- * one job of each other tenant; a tenant's own jobs keep their order (its counter only grows
- * while it is busy). A job retried or postponed (a webhook waiting for its tenant's slot) comes
- * back with its priority. Mails of no tenant (dashboard accounts) share one counter.
+ * Start-time fair queuing on BullMQ priorities. V is the priority at the head of the queue
+ * (BullMQ's `prioritized` sorted set scores a job priority * 2^32 + a counter); a job of a tenant
+ * whose last priority is L gets max(L, V) + 1, and L becomes that. An epoch starts whenever the
+ * queue is found empty (everything served: every tenant starts again from 1).
+ */
+const PRIORITIES_SCRIPT = `
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local v = 0
+local epoch
+if head[2] then
+  v = math.floor(tonumber(head[2]) / 4294967296)
+  epoch = tonumber(redis.call('GET', KEYS[2]) or '0')
+else
+  epoch = redis.call('INCR', KEYS[2])
+end
+local ttl = tonumber(ARGV[2])
+local out = {}
+for i = 3, #KEYS do
+  local rec = redis.call('HMGET', KEYS[i], 'e', 'l')
+  local last = 0
+  if tonumber(rec[1]) == epoch then last = tonumber(rec[2]) end
+  local p = math.max(last, v)
+  local n = tonumber(ARGV[i])
+  out[#out + 1] = p + 1
+  p = p + n
+  redis.call('HSET', KEYS[i], 'e', epoch, 'l', p)
+  redis.call('EXPIRE', KEYS[i], ttl)
+end
+return out
+`;
+
+/** The queue's own Redis connection (its keys carry no application key prefix). */
+const redisOf = (queue: Queue) => (queue.backend as RedisQueueBackend).client as unknown as Promise<Redis>;
+
+/**
+ * Fair share of a queue between tenants (mail, webhook fan-out and deliveries): BullMQ
+ * priorities by start-time fair queuing. A tenant with nothing queued starts level with the head
+ * of the queue; one with a backlog continues after its own last job. So the queue serves every
+ * busy tenant's next job in turn (round robin), a tenant's own jobs keep their order, and another
+ * tenant's job (a password-reset mail, a webhook) waits for at most about one job of each busy
+ * tenant, never for one tenant's burst of 1,000 code mails or its webhook backlog to a slow
+ * endpoint. A job retried or postponed (a webhook waiting for its tenant's slot) comes back
+ * with its priority; a stalled one BullMQ moves to the head. Mails of no tenant (dashboard
+ * accounts) count as one tenant. The records live beside the queue's own keys.
  */
 @Injectable()
 export class FairShare {
-  constructor(@Inject(REDIS) private readonly redis: Redis) {}
-
   /** One priority per job of `tenantIds` (in order) for `queue`; one Redis round trip. */
-  async priorities(queue: string, tenantIds: readonly (string | null | undefined)[]): Promise<number[]> {
+  async priorities(queue: Queue, tenantIds: readonly (string | null | undefined)[]): Promise<number[]> {
     if (!tenantIds.length) return [];
-    const keyOf = (t: string | null | undefined) => `fair:${queue}:${t ?? 'platform'}`;
+    const keyOf = (t: string | null | undefined) => queue.toKey(`fair:${t ?? 'platform'}`);
     const counts = new Map<string, number>();
     for (const t of tenantIds) counts.set(keyOf(t), (counts.get(keyOf(t)) ?? 0) + 1);
     const keys = [...counts.keys()];
-    const pipe = this.redis.multi();
-    for (const k of keys) pipe.incrby(k, counts.get(k)!).expire(k, FAIR_SHARE_IDLE_SECONDS);
-    const replies = (await pipe.exec()) ?? [];
-    const next = new Map<string, number>();
-    keys.forEach((k, i) => {
-      const [err, last] = replies[2 * i] ?? [new Error('no reply')];
-      if (err) throw err;
-      next.set(k, Number(last) - counts.get(k)! + 1);
-    });
+    const client = await redisOf(queue);
+    const firsts = (await client.eval(
+      PRIORITIES_SCRIPT,
+      2 + keys.length,
+      queue.toKey('prioritized'),
+      queue.toKey('fair-epoch'),
+      ...keys,
+      0,
+      RECORD_TTL_SECONDS,
+      ...keys.map((k) => counts.get(k)!),
+    )) as number[];
+    const next = new Map(keys.map((k, i) => [k, Number(firsts[i])]));
     return tenantIds.map((t) => {
       const k = keyOf(t);
       const p = next.get(k)!;
       next.set(k, p + 1);
       return Math.min(Math.max(1, p), MAX_JOB_PRIORITY);
+    });
+  }
+
+  /** Which of `jobIds` the queue no longer holds (a re-add of a held one is a no-op and must not count). */
+  async missing(queue: Queue, jobIds: readonly string[]): Promise<boolean[]> {
+    if (!jobIds.length) return [];
+    const client = await redisOf(queue);
+    const pipe = client.pipeline();
+    for (const id of jobIds) pipe.exists(queue.toKey(id));
+    const replies = (await pipe.exec()) ?? [];
+    return jobIds.map((_, i) => {
+      const [err, n] = replies[i] ?? [new Error('no reply')];
+      if (err) throw err;
+      return Number(n) === 0;
     });
   }
 }

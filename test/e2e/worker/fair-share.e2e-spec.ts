@@ -1,10 +1,14 @@
 import { INestApplicationContext } from '@nestjs/common';
-import Redis from 'ioredis';
-import { REDIS } from '../../../src/shared/redis/redis.module';
+import { Job, Queue, Worker } from 'bullmq';
+import { APP_CONFIG, AppConfig } from '../../../src/config/config';
+import { RequeuePendingDeliveries } from '../../../src/modules/webhooks/deliver/requeue-pending';
+import { WEBHOOK_DELIVERY_QUEUE } from '../../../src/modules/webhooks/webhook-events';
+import { bullConnection, bullPrefix } from '../../../src/shared/outbox/bull-options';
+import { OutboxRelay } from '../../../src/shared/outbox/outbox-relay.service';
 import { EventsService } from '../../../src/shared/events/events.service';
 import { MAIL_CONCURRENCY } from '../../../src/shared/mail/mail.processor';
 import { MailService } from '../../../src/shared/mail/mail.service';
-import { FairShare, MAX_JOB_PRIORITY } from '../../../src/shared/outbox/fair-share';
+import { FairShare } from '../../../src/shared/outbox/fair-share';
 import { signupTenant } from '../../factories/dashboard.factory';
 import { createTestApp, TestApp, uniqueEmail } from '../../setup/app';
 import { startSmtpCapture, SmtpCapture } from '../../setup/smtp-capture';
@@ -16,8 +20,9 @@ import { closeIsolatedWorld, createIsolatedDatabase, eventually, insertAgentClie
  * Found by a noisy-neighbour review: mail and webhooks went through one FIFO queue for every
  * tenant, so one tenant's legitimate burst (a launch, a sign-in rush: 1,000 code mails) stood
  * ahead of every other tenant's password-reset mail and webhooks for as long as it lasted. Jobs
- * now carry FairShare priorities (a tenant's k-th job while it is busy: priority k), which
- * interleaves tenants: another tenant's first job waits for at most one job of each busy tenant.
+ * now carry FairShare priorities (start-time fair queuing: a tenant with nothing queued starts
+ * level with the head of the queue, one with a backlog after its own last job), which interleaves
+ * tenants: another tenant's job waits for about one job of each busy tenant.
  * Asserted by order (which jobs went first), not by time.
  */
 describe('fair share of the mail and webhook queues between tenants; pooled SMTP connections', () => {
@@ -41,17 +46,124 @@ describe('fair share of the mail and webhook queues between tenants; pooled SMTP
 
   afterAll(() => closeIsolatedWorld({ workers: [worker], others: [smtp], rx, t, db, savedDbUrl }), 120_000);
 
-  it('priorities interleave tenants: each tenant counts its own jobs, per queue; no tenant is one counter; past the range a job stays at the lowest priority', async () => {
+  it("start-time fair queuing on a real queue: a tenant's own jobs keep their order, a newcomer starts level with the head of the queue, busy tenants take turns", async () => {
     const fair = worker!.get(FairShare);
-    const q = `q-${Date.now()}`;
-    expect(await fair.priorities(q, ['a', 'a', 'b', 'a', null, null])).toEqual([1, 2, 1, 3, 1, 2]);
-    expect(await fair.priorities(q, ['b', 'a'])).toEqual([2, 4]);
-    expect(await fair.priorities(`${q}-other`, ['a'])).toEqual([1]);
-    expect(await fair.priorities(q, [])).toEqual([]);
-    // past BullMQ's range, a busy tenant's jobs stay at the lowest priority (FIFO among them)
-    await worker!.get<symbol, Redis>(REDIS).set(`fair:${q}:busy`, String(MAX_JOB_PRIORITY - 1));
-    expect(await fair.priorities(q, ['busy', 'busy', 'busy'])).toEqual([MAX_JOB_PRIORITY, MAX_JOB_PRIORITY, MAX_JOB_PRIORITY]);
+    const config = worker!.get<symbol, AppConfig>(APP_CONFIG);
+    const name = `fair-order-${Date.now()}`;
+    const q = new Queue(name, { connection: bullConnection(config), prefix: bullPrefix(config) });
+    const add = async (tenant: string | null, label: string) => {
+      const [priority] = await fair.priorities(q, [tenant]);
+      await q.add(label, {}, { priority });
+      return priority;
+    };
+    try {
+      expect(await add('a', 'A1')).toBe(1);
+      expect(await add('a', 'A2')).toBe(2);
+      expect(await add('a', 'A3')).toBe(3);
+      // a newcomer starts just after the head of the queue (A1), not after A's backlog
+      expect(await add('b', 'B1')).toBe(2);
+      expect(await add('b', 'B2')).toBe(3);
+      expect(await add(null, 'P1')).toBe(2);
+      expect(await add('a', 'A4')).toBe(4);
+      // a re-add of jobs the queue holds is a no-op and takes no turn (the reconciler filters them)
+      const ids = (await q.getJobs(['prioritized'])).map((j) => j.id!);
+      expect(await fair.missing(q, [...ids, 'no-such-job'])).toEqual([...ids.map(() => false), true]);
+      const seen: string[] = [];
+      const w = new Worker(name, async (job: Job) => void seen.push(job.name), { connection: bullConnection(config), prefix: bullPrefix(config), concurrency: 1 });
+      try {
+        await eventually(async () => seen.length === 7, 10_000, 'all seven jobs');
+      } finally {
+        await w.close();
+      }
+      // equal priorities in the order they were queued
+      expect(seen).toEqual(['A1', 'A2', 'B1', 'P1', 'A3', 'B2', 'A4']);
+      // the queue drained: every tenant starts again from 1
+      expect(await fair.priorities(q, ['a', 'b'])).toEqual([1, 1]);
+    } finally {
+      await q.obliterate({ force: true }).catch(() => undefined);
+      await q.close();
+    }
   });
+
+  it("a tenant that just sent 500 mails (all sent, none queued) is not put behind another tenant's burst", async () => {
+    const steady = await tenantWithKey(t);
+    const victim = await register(t, steady.apiKey);
+    await smtp.waitFor((m) => m.to.includes(victim.email), 10_000);
+    const HISTORY = 500;
+    const historyTo = Array.from({ length: HISTORY }, () => uniqueEmail('steady'));
+    for (let i = 0; i < HISTORY; i += 100) {
+      await t.db.tx(async (tx) => {
+        for (const to of historyTo.slice(i, i + 100)) await worker!.get(MailService).enqueue(tx, { tenantId: steady.tenantId, to, template: 'password_reset', data: {}, secret: { token: 'x' } });
+      });
+    }
+    await smtp.waitForCount((m) => historyTo.includes(m.to[0]), HISTORY, 90_000);
+    const busy = await signupTenant(t);
+    const BURST = 400;
+    const burstTo = Array.from({ length: BURST }, () => uniqueEmail('burst'));
+    await t.db.tx(async (tx) => {
+      for (const to of burstTo) await worker!.get(MailService).enqueue(tx, { tenantId: busy.tenantId, to, template: 'password_reset', data: {}, secret: { token: 'reset-token' } });
+    });
+    await eventually(async () => {
+      const [{ n }] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE tenant_id = $1 AND topic = 'email' AND dispatched_at IS NOT NULL`, [busy.tenantId]);
+      return n === BURST;
+    }, 20_000, 'the burst to be queued');
+    const isBurst = (m: { to: string[] }) => burstTo.includes(m.to[0]);
+    const sentBefore = smtp.messages.filter(isBurst).length;
+    await post(t, '/v1/auth/password/forgot', steady.apiKey, { email: victim.email }).expect(202);
+    const reset = await smtp.waitFor((m) => m.to.includes(victim.email) && /reset/i.test(m.subject), 90_000);
+    const burstAhead = smtp.messages.slice(0, smtp.messages.indexOf(reset)).filter(isBurst).length - sentBefore;
+    expect(burstAhead).toBeLessThan(25);
+    await smtp.waitForCount(isBurst, BURST, 60_000);
+  }, 240_000);
+
+  it('the queue reconciler re-adding jobs Redis still holds (outbox rows, webhook deliveries) does not move their tenant back in the queue', async () => {
+    const x = await signupTenant(t);
+    const fair = worker!.get(FairShare);
+    const config = worker!.get<symbol, AppConfig>(APP_CONFIG);
+    // a topic no consumer reads: its jobs stay queued (a tenant's backlog), its rows unsettled
+    const topic = `fairtopic${Date.now()}`;
+    const N = 50;
+    await t.db.tx(async (tx) => {
+      for (let i = 0; i < N; i++) await t.app.get(EventsService).outbox(tx, { tenantId: x.tenantId, topic, eventType: 'test.event', payload: { i } });
+    });
+    await eventually(async () => {
+      const [{ n }] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE topic = $1 AND dispatched_at IS NOT NULL`, [topic]);
+      return n === N;
+    }, 20_000, 'the backlog to be relayed');
+    const q = new Queue(topic, { connection: bullConnection(config), prefix: bullPrefix(config) });
+    try {
+      for (let i = 0; i < 3; i++) await worker!.get(OutboxRelay).redispatchUnsettled(0);
+      expect(await q.getJobCounts('prioritized')).toEqual({ prioritized: N });
+      // the tenant has N jobs queued: its next one is its (N+1)-th
+      expect(await fair.priorities(q, [x.tenantId])).toEqual([N + 1]);
+    } finally {
+      await q.obliterate({ force: true }).catch(() => undefined);
+      await q.close();
+    }
+    // webhook deliveries to a dead endpoint, each waiting for its retry: reconcile passes add nothing
+    const d = await signupTenant(t);
+    const dead = rx.path(() => 500);
+    await t.http().post(`/v1/auth/dashboard/tenants/${d.slug}/webhooks`).set('Cookie', d.cookie).set('X-CSRF-Token', d.csrf).send({ url: rx.url(dead), events: ['*'] }).expect(201);
+    const agentId = await insertAgentClient(t.db, d.tenantId);
+    const M = 20;
+    await t.db.tx(async (tx) => {
+      for (let i = 0; i < M; i++) await t.app.get(EventsService).outbox(tx, { tenantId: d.tenantId, topic: 'webhook', eventType: 'oauth.token_exchange.issued', payload: { agent_client_id: agentId, scope: 'openid', n: i } });
+    });
+    await eventually(async () => {
+      const [{ n }] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE tenant_id = $1 AND status = 'pending' AND attempts >= 1`, [d.tenantId]);
+      return n === M;
+    }, 30_000, 'the deliveries to be pending after one attempt');
+    const deliveries = new Queue(WEBHOOK_DELIVERY_QUEUE, { connection: bullConnection(config), prefix: bullPrefix(config) });
+    try {
+      const before = await deliveries.getJobCounts('prioritized', 'delayed', 'wait');
+      for (let i = 0; i < 3; i++) await worker!.get(RequeuePendingDeliveries).run(0);
+      expect(await deliveries.getJobCounts('prioritized', 'delayed', 'wait')).toEqual(before);
+      const [next] = await fair.priorities(deliveries, [d.tenantId]);
+      expect(next).toBeLessThanOrEqual(M + 1);
+    } finally {
+      await deliveries.close();
+    }
+  }, 120_000);
 
   it("another tenant's password-reset mail goes out among the next few mails, not after a busy tenant's 400 queued ones", async () => {
     const busy = await signupTenant(t);
