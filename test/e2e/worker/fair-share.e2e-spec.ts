@@ -46,6 +46,30 @@ describe('fair share of the mail and webhook queues between tenants; pooled SMTP
 
   afterAll(() => closeIsolatedWorld({ workers: [worker], others: [smtp], rx, t, db, savedDbUrl }), 120_000);
 
+  /** Mails to fresh addresses queued for `tenantId` (as MailService does), in batches of 100; resolves once all are relayed. */
+  async function queueMails(tenantId: string, count: number, tag: string): Promise<string[]> {
+    const to = Array.from({ length: count }, () => uniqueEmail(tag));
+    for (let i = 0; i < count; i += 100) {
+      await t.db.tx(async (tx) => {
+        for (const a of to.slice(i, i + 100)) await worker!.get(MailService).enqueue(tx, { tenantId, to: a, template: 'password_reset', data: {}, secret: { token: 'reset-token' } });
+      });
+    }
+    await eventually(async () => {
+      const [{ n }] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE tenant_id = $1 AND topic = 'email' AND dispatched_at IS NOT NULL`, [tenantId]);
+      return n >= count;
+    }, 20_000, 'the mails to be queued');
+    return to;
+  }
+
+  /** Asks for `victim`'s password reset; how many of `burst`'s mails went out between the request and the reset mail. */
+  async function burstMailsAhead(apiKey: string, victim: string, burst: string[]): Promise<{ ahead: number; sentBefore: number }> {
+    const isBurst = (m: { to: string[] }) => burst.includes(m.to[0]);
+    const sentBefore = smtp.messages.filter(isBurst).length;
+    await post(t, '/v1/auth/password/forgot', apiKey, { email: victim }).expect(202);
+    const reset = await smtp.waitFor((m) => m.to.includes(victim) && /reset/i.test(m.subject), 90_000);
+    return { ahead: smtp.messages.slice(0, smtp.messages.indexOf(reset)).filter(isBurst).length - sentBefore, sentBefore };
+  }
+
   it("start-time fair queuing on a real queue: a tenant's own jobs keep their order, a newcomer starts level with the head of the queue, busy tenants take turns", async () => {
     const fair = worker!.get(FairShare);
     const config = worker!.get<symbol, AppConfig>(APP_CONFIG);
@@ -90,30 +114,13 @@ describe('fair share of the mail and webhook queues between tenants; pooled SMTP
     const victim = await register(t, steady.apiKey);
     await smtp.waitFor((m) => m.to.includes(victim.email), 10_000);
     const HISTORY = 500;
-    const historyTo = Array.from({ length: HISTORY }, () => uniqueEmail('steady'));
-    for (let i = 0; i < HISTORY; i += 100) {
-      await t.db.tx(async (tx) => {
-        for (const to of historyTo.slice(i, i + 100)) await worker!.get(MailService).enqueue(tx, { tenantId: steady.tenantId, to, template: 'password_reset', data: {}, secret: { token: 'x' } });
-      });
-    }
-    await smtp.waitForCount((m) => historyTo.includes(m.to[0]), HISTORY, 90_000);
+    const history = await queueMails(steady.tenantId, HISTORY, 'steady');
+    await smtp.waitForCount((m) => history.includes(m.to[0]), HISTORY, 90_000);
     const busy = await signupTenant(t);
-    const BURST = 400;
-    const burstTo = Array.from({ length: BURST }, () => uniqueEmail('burst'));
-    await t.db.tx(async (tx) => {
-      for (const to of burstTo) await worker!.get(MailService).enqueue(tx, { tenantId: busy.tenantId, to, template: 'password_reset', data: {}, secret: { token: 'reset-token' } });
-    });
-    await eventually(async () => {
-      const [{ n }] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE tenant_id = $1 AND topic = 'email' AND dispatched_at IS NOT NULL`, [busy.tenantId]);
-      return n === BURST;
-    }, 20_000, 'the burst to be queued');
-    const isBurst = (m: { to: string[] }) => burstTo.includes(m.to[0]);
-    const sentBefore = smtp.messages.filter(isBurst).length;
-    await post(t, '/v1/auth/password/forgot', steady.apiKey, { email: victim.email }).expect(202);
-    const reset = await smtp.waitFor((m) => m.to.includes(victim.email) && /reset/i.test(m.subject), 90_000);
-    const burstAhead = smtp.messages.slice(0, smtp.messages.indexOf(reset)).filter(isBurst).length - sentBefore;
-    expect(burstAhead).toBeLessThan(25);
-    await smtp.waitForCount(isBurst, BURST, 60_000);
+    const burst = await queueMails(busy.tenantId, 400, 'burst');
+    const { ahead } = await burstMailsAhead(steady.apiKey, victim.email, burst);
+    expect(ahead).toBeLessThan(25);
+    await smtp.waitForCount((m) => burst.includes(m.to[0]), burst.length, 60_000);
   }, 240_000);
 
   it('the queue reconciler re-adding jobs Redis still holds (outbox rows, webhook deliveries) does not move their tenant back in the queue', async () => {
@@ -172,25 +179,14 @@ describe('fair share of the mail and webhook queues between tenants; pooled SMTP
     await smtp.waitFor((m) => m.to.includes(victim.email), 10_000);
     const connectionsBefore = smtp.connections;
     const BURST = 400;
-    const burstTo = Array.from({ length: BURST }, () => uniqueEmail('burst'));
-    await t.db.tx(async (tx) => {
-      for (const to of burstTo) await worker!.get(MailService).enqueue(tx, { tenantId: busy.tenantId, to, template: 'password_reset', data: {}, secret: { token: 'reset-token' } });
-    });
     // every one of the burst's mails is queued before the other tenant asks
-    await eventually(async () => {
-      const [{ n }] = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE tenant_id = $1 AND topic = 'email' AND dispatched_at IS NOT NULL`, [busy.tenantId]);
-      return n === BURST;
-    }, 20_000, 'the burst to be queued');
-    const isBurst = (m: { to: string[] }) => burstTo.includes(m.to[0]);
-    const sentBefore = smtp.messages.filter(isBurst).length;
-    await post(t, '/v1/auth/password/forgot', quiet.apiKey, { email: victim.email }).expect(202);
-    const reset = await smtp.waitFor((m) => m.to.includes(victim.email) && /reset/i.test(m.subject), 60_000);
-    const burstAhead = smtp.messages.slice(0, smtp.messages.indexOf(reset)).filter(isBurst).length - sentBefore;
+    const burst = await queueMails(busy.tenantId, BURST, 'burst');
+    const { ahead, sentBefore } = await burstMailsAhead(quiet.apiKey, victim.email, burst);
     // the burst's mails in flight and at most one more per relay poll, never the whole queue
-    expect(burstAhead).toBeLessThan(25);
-    expect(BURST - sentBefore - burstAhead).toBeGreaterThan(100);
+    expect(ahead).toBeLessThan(25);
+    expect(BURST - sentBefore - ahead).toBeGreaterThan(100);
     // and the whole burst still goes out, over a few reused connections (SMTP_POOL), not one per mail
-    await smtp.waitForCount(isBurst, BURST, 60_000);
+    await smtp.waitForCount((m) => burst.includes(m.to[0]), BURST, 60_000);
     expect(smtp.connections - connectionsBefore).toBeLessThanOrEqual(2 * MAIL_CONCURRENCY);
   }, 120_000);
 
