@@ -9,34 +9,44 @@ export const MAX_JOB_PRIORITY = 2_097_151;
 const RECORD_TTL_SECONDS = 24 * 3600;
 
 /**
- * Start-time fair queuing on BullMQ priorities. V is the priority at the head of the queue
- * (BullMQ's `prioritized` sorted set scores a job priority * 2^32 + a counter); a job of a tenant
- * whose last priority is L gets max(L, V) + 1, and L becomes that. An epoch starts whenever the
- * queue is found empty (everything served: every tenant starts again from 1).
+ * Start-time fair queuing on BullMQ priorities. V, the queue's virtual time, is the highest of:
+ * its last value, the priority at the head of the queue (BullMQ's `prioritized` sorted set scores
+ * a job priority * 2^32 + a counter) and, once that set is empty, the highest priority handed out
+ * (M: every job numbered so far has been taken). A job of a tenant whose last priority is L gets
+ * max(L, V) + 1. A job that comes back with its number (a retry after a backoff, a webhook
+ * waiting for its tenant's slot) is older than anything numbered since, and sorts so. Numbering
+ * starts again from 1 (a new epoch: every tenant's record is void) only when the queue is idle:
+ * nothing prioritized, delayed, active, waiting or paused.
  */
 const PRIORITIES_SCRIPT = `
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local v = 0
-local epoch
-if head[2] then
-  v = math.floor(tonumber(head[2]) / 4294967296)
-  epoch = tonumber(redis.call('GET', KEYS[2]) or '0')
+local idle = redis.call('ZCARD', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[2]) == 0
+  and redis.call('LLEN', KEYS[3]) == 0 and redis.call('LLEN', KEYS[4]) == 0 and redis.call('LLEN', KEYS[5]) == 0
+local st = redis.call('HMGET', KEYS[6], 'e', 'v', 'm')
+local epoch = tonumber(st[1]) or 0
+local v = tonumber(st[2]) or 0
+local m = tonumber(st[3]) or 0
+if idle then
+  epoch = epoch + 1
+  v = 0
+  m = 0
 else
-  epoch = redis.call('INCR', KEYS[2])
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if head[2] then v = math.max(v, math.floor(tonumber(head[2]) / 4294967296)) else v = math.max(v, m) end
 end
-local ttl = tonumber(ARGV[2])
+local ttl = tonumber(ARGV[1])
 local out = {}
-for i = 3, #KEYS do
+for i = 7, #KEYS do
   local rec = redis.call('HMGET', KEYS[i], 'e', 'l')
   local last = 0
   if tonumber(rec[1]) == epoch then last = tonumber(rec[2]) end
   local p = math.max(last, v)
-  local n = tonumber(ARGV[i])
   out[#out + 1] = p + 1
-  p = p + n
+  p = p + tonumber(ARGV[i - 5])
+  m = math.max(m, p)
   redis.call('HSET', KEYS[i], 'e', epoch, 'l', p)
   redis.call('EXPIRE', KEYS[i], ttl)
 end
+redis.call('HSET', KEYS[6], 'e', epoch, 'v', v, 'm', m)
 return out
 `;
 
@@ -51,8 +61,12 @@ const redisOf = (queue: Queue) => (queue.backend as RedisQueueBackend).client as
  * tenant's job (a password-reset mail, a webhook) waits for at most about one job of each busy
  * tenant, never for one tenant's burst of 1,000 code mails or its webhook backlog to a slow
  * endpoint. A job retried or postponed (a webhook waiting for its tenant's slot) comes back
- * with its priority; a stalled one BullMQ moves to the head. Mails of no tenant (dashboard
- * accounts) count as one tenant. The records live beside the queue's own keys.
+ * with its priority, ahead of the jobs numbered since; a stalled one BullMQ moves to the head.
+ * Mails of no tenant (dashboard accounts) count as one tenant. The records live beside the
+ * queue's own keys. Numbers grow while the queue is never idle; past BullMQ's range
+ * (MAX_JOB_PRIORITY, millions of jobs without one idle moment) jobs queue FIFO at the lowest
+ * priority until it is next idle. Priorities taken for an addBulk that then fails are lost: the
+ * tenant's re-sent jobs queue that many places later.
  */
 @Injectable()
 export class FairShare {
@@ -66,11 +80,9 @@ export class FairShare {
     const client = await redisOf(queue);
     const firsts = (await client.eval(
       PRIORITIES_SCRIPT,
-      2 + keys.length,
-      queue.toKey('prioritized'),
-      queue.toKey('fair-epoch'),
+      6 + keys.length,
+      ...(['prioritized', 'delayed', 'active', 'wait', 'paused', 'fair-state'] as const).map((k) => queue.toKey(k)),
       ...keys,
-      0,
       RECORD_TTL_SECONDS,
       ...keys.map((k) => counts.get(k)!),
     )) as number[];
