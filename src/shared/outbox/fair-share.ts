@@ -5,6 +5,13 @@ import type Redis from 'ioredis';
 /** BullMQ's lowest priority (its highest priority number). */
 export const MAX_JOB_PRIORITY = 2_097_151;
 
+/**
+ * Numbering starts again at this number even if the queue is not idle (a queue holding retries
+ * for hours may never be): jobs then waiting in `delayed` come back behind the first ones
+ * numbered after (once per million), rather than every job queueing FIFO past BullMQ's range.
+ */
+export const RENUMBER_AT = 1_000_000;
+
 /** A tenant's record (its last priority) is forgotten after a day without a job. */
 const RECORD_TTL_SECONDS = 24 * 3600;
 
@@ -15,8 +22,8 @@ const RECORD_TTL_SECONDS = 24 * 3600;
  * (M: every job numbered so far has been taken). A job of a tenant whose last priority is L gets
  * max(L, V) + 1. A job that comes back with its number (a retry after a backoff, a webhook
  * waiting for its tenant's slot) is older than anything numbered since, and sorts so. Numbering
- * starts again from 1 (a new epoch: every tenant's record is void) only when the queue is idle:
- * nothing prioritized, delayed, active, waiting or paused.
+ * starts again from 1 (a new epoch: every tenant's record is void) when the queue is idle
+ * (nothing prioritized, delayed, active, waiting or paused), or past RENUMBER_AT.
  */
 const PRIORITIES_SCRIPT = `
 local idle = redis.call('ZCARD', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[2]) == 0
@@ -25,7 +32,7 @@ local st = redis.call('HMGET', KEYS[6], 'e', 'v', 'm')
 local epoch = tonumber(st[1]) or 0
 local v = tonumber(st[2]) or 0
 local m = tonumber(st[3]) or 0
-if idle then
+if idle or m >= tonumber(ARGV[2]) then
   epoch = epoch + 1
   v = 0
   m = 0
@@ -41,7 +48,7 @@ for i = 7, #KEYS do
   if tonumber(rec[1]) == epoch then last = tonumber(rec[2]) end
   local p = math.max(last, v)
   out[#out + 1] = p + 1
-  p = p + tonumber(ARGV[i - 5])
+  p = p + tonumber(ARGV[i - 4])
   m = math.max(m, p)
   redis.call('HSET', KEYS[i], 'e', epoch, 'l', p)
   redis.call('EXPIRE', KEYS[i], ttl)
@@ -63,10 +70,9 @@ const redisOf = (queue: Queue) => (queue.backend as RedisQueueBackend).client as
  * endpoint. A job retried or postponed (a webhook waiting for its tenant's slot) comes back
  * with its priority, ahead of the jobs numbered since; a stalled one BullMQ moves to the head.
  * Mails of no tenant (dashboard accounts) count as one tenant. The records live beside the
- * queue's own keys. Numbers grow while the queue is never idle; past BullMQ's range
- * (MAX_JOB_PRIORITY, millions of jobs without one idle moment) jobs queue FIFO at the lowest
- * priority until it is next idle. Priorities taken for an addBulk that then fails are lost: the
- * tenant's re-sent jobs queue that many places later.
+ * queue's own keys. Numbers grow while the queue is never idle and start again past RENUMBER_AT.
+ * Priorities taken for an addBulk that then fails are lost: the tenant's re-sent jobs queue that
+ * many places later.
  */
 @Injectable()
 export class FairShare {
@@ -84,6 +90,7 @@ export class FairShare {
       ...(['prioritized', 'delayed', 'active', 'wait', 'paused', 'fair-state'] as const).map((k) => queue.toKey(k)),
       ...keys,
       RECORD_TTL_SECONDS,
+      RENUMBER_AT,
       ...keys.map((k) => counts.get(k)!),
     )) as number[];
     const next = new Map(keys.map((k, i) => [k, Number(firsts[i])]));

@@ -1,5 +1,6 @@
 import { Job, Queue, Worker } from 'bullmq';
-import { FairShare } from '../../../src/shared/outbox/fair-share';
+import Redis from 'ioredis';
+import { FairShare, RENUMBER_AT } from '../../../src/shared/outbox/fair-share';
 
 /**
  * Found by a review of FairShare's first fair-queuing version: a job BullMQ holds outside the
@@ -103,4 +104,17 @@ describe('FairShare and jobs held outside `prioritized` (retries, postponed jobs
     // README: "a tenant's own jobs keep their order": the new one goes last
     expect({ next, position: seen.indexOf('A-new') }).toEqual({ next: 21, position: 20 });
   }, 60_000);
+
+  it('numbering starts again past RENUMBER_AT even while jobs wait in `delayed` (a queue holding retries for hours is never idle)', async () => {
+    const q = open(`renumber-${Date.now()}`);
+    await q.add('retrying', {}, { priority: 5, delay: 60_000 });
+    expect(await fair.priorities(q, ['a', 'a'])).toEqual([1, 2]);
+    const redis = new Redis(connection);
+    try {
+      await redis.hset(q.toKey('fair-state'), 'm', RENUMBER_AT);
+    } finally {
+      redis.disconnect();
+    }
+    expect(await fair.priorities(q, ['a', 'b'])).toEqual([1, 1]);
+  });
 });
