@@ -337,6 +337,18 @@ export class LoginThrottleService {
   }
 
   /**
+   * The account was taken over by a proof of its mailbox (a password reset): the addresses it
+   * knew are forgotten and only this one is known. Whoever registered the address before its
+   * owner (pre-account hijacking) keeps no address exempt from the account-wide limit; the
+   * owner's other devices are known again at their next success.
+   */
+  async restartKnownAddresses(realm: string, account: string, ip: string): Promise<void> {
+    const k = this.keys(realm, account, ip);
+    await execAll(this.redis.pipeline().del(k.trusted).del(k.legacyTrusted)).catch(() => undefined);
+    await this.trustAddress(realm, account, ip);
+  }
+
+  /**
    * Whether this address succeeded for the account within the last 30 days and is still among its
    * known addresses (it is exempt from the account limit); false when Redis cannot tell.
    */

@@ -51,7 +51,7 @@ describe('dashboard password reset', () => {
     );
     expect(audits).toEqual([
       { type: 'dashboard.password_reset_requested', metadata: { mail_sent: true } },
-      { type: 'dashboard.password_reset', metadata: { sessions_ended: 2 } },
+      { type: 'dashboard.password_reset', metadata: { sessions_ended: 2, invites_withdrawn: 0 } },
     ]);
   });
 

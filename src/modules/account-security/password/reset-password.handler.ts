@@ -69,7 +69,8 @@ export class ResetPasswordHandler implements ICommandHandler<ResetPasswordComman
     });
     await this.revocation.markSessionsRevoked(ended.sids);
     // the reset proved the mailbox from this address: it is known to the failed sign-in throttle,
-    // so an owner kept out of a new address by an attack on the account signs in here at once
-    await this.throttle.trustAddress(passwordSignInRealm(tenantId), ended.email, cmd.client.ip);
+    // so an owner kept out of a new address by an attack on the account signs in here at once, and
+    // the only one (whoever registered the address before its owner keeps no exempt address)
+    await this.throttle.restartKnownAddresses(passwordSignInRealm(tenantId), ended.email, cmd.client.ip);
   }
 }

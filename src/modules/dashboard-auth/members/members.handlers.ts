@@ -74,22 +74,34 @@ const LAST_OWNER = 'A tenant keeps at least one owner: make another member an ow
  * reason. (Also used by the erasure of an account, per tenant it leaves: DeleteDashboardAccountHandler.)
  */
 export async function withdrawInvitations(events: EventsService, tx: Queryable, actor: DashboardPrincipal, userId: string): Promise<void> {
-  const tenantId = actor.tenant!.id;
-  const gone = await tx.query<{ id: string; role: string }>(
-    `DELETE FROM dashboard_invites WHERE tenant_id = $1 AND invited_by = $2 AND accepted_at IS NULL RETURNING id, role`,
-    [tenantId, userId],
+  await withdrawPendingInvitations(events, tx, { actorId: actor.userId, inviterId: userId, tenantId: actor.tenant!.id, reason: 'inviter_no_longer_owner' });
+}
+
+/**
+ * Deletes the pending invitations `inviterId` sent (of one tenant, or of every tenant), each
+ * audited as dashboard.invite_revoked by `actorId` with the reason; returns how many.
+ */
+export async function withdrawPendingInvitations(
+  events: EventsService,
+  tx: Queryable,
+  o: { actorId: string; inviterId: string; tenantId?: string; reason: string },
+): Promise<number> {
+  const gone = await tx.query<{ id: string; tenant_id: string; role: string }>(
+    `DELETE FROM dashboard_invites WHERE invited_by = $1 AND accepted_at IS NULL AND ($2::uuid IS NULL OR tenant_id = $2) RETURNING id, tenant_id, role`,
+    [o.inviterId, o.tenantId ?? null],
   );
   for (const inv of gone) {
     await events.audit(tx, {
-      tenantId,
+      tenantId: inv.tenant_id,
       type: 'dashboard.invite_revoked',
       actorType: 'dashboard_user',
-      actorId: actor.userId,
+      actorId: o.actorId,
       targetType: 'invite',
       targetId: inv.id,
-      metadata: { role: inv.role, reason: 'inviter_no_longer_owner' },
+      metadata: { role: inv.role, reason: o.reason },
     });
   }
+  return gone.length;
 }
 
 /** The audit event of a change of a member, by an owner of the tenant or the member themself (medium severity). */

@@ -11,6 +11,7 @@ import { LoginThrottleService } from '../../../shared/rate-limit/login-throttle.
 import { MailLimits } from '../../../shared/rate-limit/mail-limits.service';
 import { ACCEPTED, AcceptedResponse } from '../../account-security/account-security.constants';
 import { normalizeEmail } from '../../users/email';
+import { withdrawPendingInvitations } from '../members/members.handlers';
 
 /** A dashboard password reset link lives 30 minutes, as an end user's. */
 export const DASHBOARD_RESET_TTL_SECONDS = 30 * 60;
@@ -110,6 +111,10 @@ export class DashboardResetPasswordHandler implements ICommandHandler<DashboardR
       await tx.query(`UPDATE dashboard_users SET password_hash = $2 WHERE id = $1`, [u.id, passwordHash]);
       await tx.query(`DELETE FROM dashboard_password_resets WHERE user_id = $1 AND used_at IS NULL`, [u.id]);
       const ended = await tx.exec(`UPDATE dashboard_sessions SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL`, [u.id]);
+      // what the ended sessions handed out ends with them: an invitation's token went to whoever
+      // held the session (a squatter who signed the address up before its owner took it over by
+      // this reset would otherwise come back as an owner through one)
+      const invitesWithdrawn = await withdrawPendingInvitations(this.events, tx, { actorId: u.id, inviterId: u.id, reason: 'password_reset' });
       await this.events.audit(tx, {
         tenantId: null,
         type: 'dashboard.password_reset',
@@ -118,11 +123,11 @@ export class DashboardResetPasswordHandler implements ICommandHandler<DashboardR
         targetType: 'dashboard_user',
         targetId: u.id,
         severity: 'medium',
-        metadata: { sessions_ended: ended.rowCount },
+        metadata: { sessions_ended: ended.rowCount, invites_withdrawn: invitesWithdrawn },
       });
       await this.mail.enqueue(tx, { tenantId: null, to: u.email, template: 'dashboard_password_changed', data: {} });
       return u;
     });
-    await this.throttle.trustAddress('dashboard', user.email_normalized, cmd.client.ip);
+    await this.throttle.restartKnownAddresses('dashboard', user.email_normalized, cmd.client.ip);
   }
 }
