@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { Queue, RedisQueueBackend } from 'bullmq';
+import type { JobsOptions, Queue, RedisQueueBackend } from 'bullmq';
 import type Redis from 'ioredis';
 
 /** BullMQ's lowest priority (its highest priority number). */
@@ -57,6 +57,14 @@ redis.call('HSET', KEYS[6], 'e', epoch, 'v', v, 'm', m)
 return out
 `;
 
+/** A job for FairShare.addBulk: BullMQ's, with its fixed id, and the tenant it is counted for. */
+export interface FairJob {
+  tenantId: string | null | undefined;
+  name: string;
+  data: unknown;
+  opts: JobsOptions & { jobId: string };
+}
+
 /** The queue's own Redis connection (its keys carry no application key prefix). */
 const redisOf = (queue: Queue) => (queue.backend as RedisQueueBackend).client as unknown as Promise<Redis>;
 
@@ -76,6 +84,19 @@ const redisOf = (queue: Queue) => (queue.backend as RedisQueueBackend).client as
  */
 @Injectable()
 export class FairShare {
+  /**
+   * Adds the jobs the queue does not hold (a re-add of a held one, by the reconciler, a retried
+   * fan-out or a relay batch sent again, is a no-op and takes no turn), each at its tenant's
+   * priority: one round trip to find them, one for the priorities, one addBulk.
+   */
+  async addBulk(queue: Queue, jobs: readonly FairJob[]): Promise<void> {
+    const missing = await this.missing(queue, jobs.map((j) => j.opts.jobId));
+    const owed = jobs.filter((_, i) => missing[i]);
+    if (!owed.length) return;
+    const priorities = await this.priorities(queue, owed.map((j) => j.tenantId));
+    await queue.addBulk(owed.map((j, i) => ({ name: j.name, data: j.data, opts: { ...j.opts, priority: priorities[i] } })));
+  }
+
   /** One priority per job of `tenantIds` (in order) for `queue`; one Redis round trip. */
   async priorities(queue: Queue, tenantIds: readonly (string | null | undefined)[]): Promise<number[]> {
     if (!tenantIds.length) return [];

@@ -125,33 +125,28 @@ export class OutboxRelay implements OnApplicationBootstrap, OnModuleDestroy {
         [after, graceSeconds, UNSETTLED_WINDOW_HOURS, OUTBOX_BATCH_SIZE],
       );
       if (!rows.length) return total;
-      await this.addJobs(rows, true);
+      await this.addJobs(rows);
       total += rows.length;
       after = String(rows[rows.length - 1].id);
     }
   }
 
   /**
-   * Adds the rows' jobs, one addBulk per topic, under their fixed job ids. `onlyMissing` (the
-   * reconciler): only the jobs Redis no longer holds, so re-adds that are no-ops take no turn.
+   * Adds the rows' jobs, one FairShare.addBulk per topic, under their fixed job ids: those Redis
+   * already holds are left as they are (a batch relayed again, the reconciler's re-adds).
    */
-  private async addJobs(rows: OutboxRow[], onlyMissing = false): Promise<void> {
+  private async addJobs(rows: OutboxRow[]): Promise<void> {
     const byTopic = new Map<string, OutboxRow[]>();
     for (const r of rows) byTopic.set(r.topic, [...(byTopic.get(r.topic) ?? []), r]);
-    for (const [topic, all] of byTopic) {
+    for (const [topic, batch] of byTopic) {
       const opts = jobOptionsFor(topic);
-      const queue = this.queue(topic);
-      const jobId = (r: OutboxRow) => outboxJobId(r.id, r.created_at);
-      let batch = all;
-      if (onlyMissing) {
-        const missing = await this.fairShare.missing(queue, all.map(jobId));
-        batch = all.filter((_, i) => missing[i]);
-      }
-      // interleaved between tenants (FairShare): one tenant's burst does not hold up another's mail
-      const priorities = await this.fairShare.priorities(queue, batch.map((r) => r.tenant_id));
-      await queue.addBulk(batch.map((r, i) => ({ name: r.event_type, data: toJobData(r), opts: { ...opts, jobId: jobId(r), priority: priorities[i] } })));
+      await this.fairShare.addBulk(
+        this.queue(topic),
+        batch.map((r) => ({ tenantId: r.tenant_id, name: r.event_type, data: toJobData(r), opts: { ...opts, jobId: outboxJobId(r.id, r.created_at) } })),
+      );
     }
   }
+
 
   private schedule(ms: number): void {
     if (this.stopped) return;

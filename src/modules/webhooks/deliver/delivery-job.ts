@@ -31,11 +31,12 @@ export interface PendingDelivery {
 /**
  * The BullMQ job of a delivery with `attempts` attempts left (the fan-out: WEBHOOK_MAX_ATTEMPTS;
  * the queue reconciler re-adding a lost job: what the delivery row has not used yet, delayed
- * until its scheduled next attempt), at its FairShare `priority`. The row keeps the count: the job's own attempts only bound
+ * until its scheduled next attempt). The row keeps the count: the job's own attempts only bound
  * how often it runs (DeliverWebhookHandler numbers the attempts and ends the delivery).
  */
-export function deliveryJob(d: PendingDelivery, attempts: number, delayMs = 0, priority?: number): { name: string; data: DeliveryJobData; opts: JobsOptions } {
+export function deliveryJob(d: PendingDelivery, attempts: number, delayMs = 0): { tenantId: string | null; name: string; data: DeliveryJobData; opts: JobsOptions & { jobId: string } } {
   return {
+    tenantId: d.tenant_id,
     name: d.event_type,
     data: { deliveryId: d.id, ...(d.tenant_id ? { tenantId: d.tenant_id } : {}) },
     opts: {
@@ -44,8 +45,6 @@ export function deliveryJob(d: PendingDelivery, attempts: number, delayMs = 0, p
       attempts: Math.max(1, attempts),
       backoff: { type: 'webhook' },
       ...(delayMs > 0 ? { delay: delayMs } : {}),
-      // interleaved between tenants (FairShare)
-      ...(priority ? { priority } : {}),
     },
   };
 }

@@ -6,7 +6,7 @@ import { Db } from '../../../shared/db/db.service';
 import { FairShare } from '../../../shared/outbox/fair-share';
 import { QueueReconciler } from '../../../shared/outbox/queue-reconciler';
 import { WEBHOOK_DELIVERY_QUEUE } from '../webhook-events';
-import { deliveryJob, DeliveryJobData, deliveryJobId, PendingDelivery } from './delivery-job';
+import { deliveryJob, DeliveryJobData, PendingDelivery } from './delivery-job';
 
 const BATCH = 500;
 
@@ -45,11 +45,8 @@ export class RequeuePendingDeliveries implements OnModuleInit {
       );
       if (!rows.length) return total;
       // resumed where the row is: the attempts it has left, and its next attempt when it had one scheduled
-      // only the jobs Redis lost take a turn (FairShare): a re-add of a held one is a no-op
-      const missing = await this.fairShare.missing(this.deliveries, rows.map((r) => deliveryJobId(r.id)));
-      const lost = rows.filter((_, i) => missing[i]);
-      const priorities = await this.fairShare.priorities(this.deliveries, lost.map((r) => r.tenant_id));
-      await this.deliveries.addBulk(lost.map((r, i) => deliveryJob(r, this.config.WEBHOOK_MAX_ATTEMPTS - r.attempts, r.delay_ms ?? 0, priorities[i])));
+      // only the jobs Redis lost are added, and take a turn (FairShare)
+      await this.fairShare.addBulk(this.deliveries, rows.map((r) => deliveryJob(r, this.config.WEBHOOK_MAX_ATTEMPTS - r.attempts, r.delay_ms ?? 0)));
       total += rows.length;
       after = rows[rows.length - 1].id;
     }

@@ -7,7 +7,7 @@ import { Db } from '../../../shared/db/db.service';
 import { FairShare } from '../../../shared/outbox/fair-share';
 import { WEBHOOK_DELIVERY_QUEUE } from '../webhook-events';
 import { SETTLE_OUTBOX_SQL, settleOutboxRow } from '../../../shared/outbox/outbox-job';
-import { deliveryJob, DeliveryJobData, deliveryJobId } from '../deliver/delivery-job';
+import { deliveryJob, DeliveryJobData } from '../deliver/delivery-job';
 import { FanOutWebhookEventCommand } from './fan-out-event.command';
 
 /**
@@ -62,17 +62,11 @@ export class FanOutWebhookEventHandler implements ICommandHandler<FanOutWebhookE
        SELECT id, endpoint_id FROM webhook_deliveries WHERE outbox_id = $5 AND status = 'pending'`,
       [event.tenantId, event.createdAt, event.eventType, agentClientId, event.outboxId, body],
     );
-    // a retried fan-out finds its deliveries again: only the jobs Redis does not hold take a turn
-    const missing = await this.fairShare.missing(this.deliveries, rows.map((r) => deliveryJobId(r.id)));
-    const queued = rows.filter((_, i) => missing[i]);
-    if (queued.length) {
-      const priorities = await this.fairShare.priorities(this.deliveries, queued.map(() => event.tenantId));
-      await this.deliveries.addBulk(
-        queued.map((r, i) =>
-          deliveryJob({ id: r.id, tenant_id: event.tenantId, outbox_id: event.outboxId, endpoint_id: r.endpoint_id, event_type: event.eventType }, this.config.WEBHOOK_MAX_ATTEMPTS, 0, priorities[i]),
-        ),
-      );
-    }
+    // a retried fan-out finds its deliveries again: FairShare adds only the jobs Redis does not hold
+    await this.fairShare.addBulk(
+      this.deliveries,
+      rows.map((r) => deliveryJob({ id: r.id, tenant_id: event.tenantId, outbox_id: event.outboxId, endpoint_id: r.endpoint_id, event_type: event.eventType }, this.config.WEBHOOK_MAX_ATTEMPTS)),
+    );
     return { deliveries: rows.length };
   }
 }
